@@ -1,0 +1,45 @@
+//! `lmstack`: each stage of the pipeline on stdin/stdout, and an offline demo.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Composable tower layers for LLM message pipelines, on the command line.
+///
+/// Messages are read and written as JSON lines in lmstack's canonical form.
+#[derive(Debug, Parser)]
+#[command(name = "lmstack", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Runs the whole pipeline offline: a scripted text-only model calls real tools.
+    Demo,
+    /// Parses model text with `<tool_call>`-style markup into messages.
+    Parse,
+    /// Renders tool calls and results back into natural `<tool_call>` text.
+    Render,
+    /// Lifts a provider's raw response (JSON or SSE) into canonical messages.
+    Lift,
+    /// Lowers a canonical request into a provider's wire request body.
+    Lower,
+    /// Talks to a real model server through the provider stack.
+    Chat,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let (name, issue, what) = match cli.command {
+        Command::Demo => ("demo", 5, "function execution and the offline demo"),
+        Command::Parse => ("parse", 3, "the natural tool use parser"),
+        Command::Render => ("render", 4, "the natural tool use transformer"),
+        Command::Lift => ("lift", 6, "the OpenAI provider adapter"),
+        Command::Lower => ("lower", 6, "the OpenAI provider adapter"),
+        Command::Chat => ("chat", 6, "the OpenAI provider adapter"),
+    };
+    eprintln!("error: `lmstack {name}` is not built yet; it comes with {what} (issue #{issue})");
+    ExitCode::FAILURE
+}

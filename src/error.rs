@@ -1,0 +1,80 @@
+//! The crate's error type.
+
+/// A boxed error from any source, as tower middleware produces.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What went wrong, and where.
+///
+/// Every variant names the stage or the input at fault, so that a message such as
+/// `natural tool use parser: tool call exceeded its limit of 8388608 bytes` can be
+/// acted on without a debugger. Errors from other tower middleware (`BoxError`)
+/// convert with `?`; an `lmstack::Error` that went through a `BoxError` comes back
+/// as itself.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The request cannot be served as given (a bad option, a malformed history).
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+
+    /// A layer failed; `stage` names the layer.
+    #[error("{stage}: {message}")]
+    Stage {
+        /// The layer or component, for example `scripted model`.
+        stage: &'static str,
+        /// What went wrong.
+        message: String,
+    },
+
+    /// A buffer grew past its configured limit.
+    #[error("{stage}: {what} exceeded its limit of {limit} bytes")]
+    LimitExceeded {
+        /// The layer or component.
+        stage: &'static str,
+        /// What grew too large.
+        what: &'static str,
+        /// The limit, in bytes.
+        limit: usize,
+    },
+
+    /// JSON that could not be read or written.
+    #[error("{context}: {source}")]
+    Json {
+        /// What was being read or written.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// Any other error, from a service or middleware outside this crate.
+    #[error(transparent)]
+    Other(BoxError),
+}
+
+impl Error {
+    /// An error raised by `stage`.
+    pub fn stage(stage: &'static str, message: impl Into<String>) -> Self {
+        Error::Stage {
+            stage,
+            message: message.into(),
+        }
+    }
+
+    /// A JSON error while reading or writing `context`.
+    pub fn json(context: impl Into<String>, source: serde_json::Error) -> Self {
+        Error::Json {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+impl From<BoxError> for Error {
+    fn from(error: BoxError) -> Self {
+        match error.downcast::<Error>() {
+            Ok(error) => *error,
+            Err(other) => Error::Other(other),
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! # lmstack
+//!
+//! Composable [`tower`] layers for LLM message pipelines.
+//!
+//! A Rust service builds one stack per provider — for example
+//! `ToolLoop → FunctionCall → NaturalToolUse → provider` — and calls it with a
+//! [`ChatRequest`]. Every stage is a `Service<ChatRequest, Response = Reply>`;
+//! a [`Reply`] is a stream of [`Event`]s that [`Reply::collect`] folds into
+//! [`Message`]s. Every layer works in streaming and non-streaming mode from one
+//! core: a pure state machine run by the generic driver in [`service::machine`].
+//!
+//! ```
+//! use lmstack::testing::ScriptedModel;
+//! use lmstack::{ChatRequest, Message};
+//! use tower::ServiceExt;
+//!
+//! # futures::executor::block_on(async {
+//! let model = ScriptedModel::new().reply("Hi! How can I help?");
+//! let request = ChatRequest::new(vec![Message::user("Hello")]).streaming(true);
+//! let messages = model.oneshot(request).await?.collect().await?;
+//! assert_eq!(messages, vec![Message::assistant("Hi! How can I help?")]);
+//! # Ok::<(), lmstack::Error>(())
+//! # }).unwrap();
+//! ```
+//!
+//! Modules:
+//! - [`message`]: the canonical message model, streaming events and the joiner;
+//! - [`service`]: the request, the reply and the state-machine driver;
+//! - [`testing`]: a scripted model and helpers to unit-test your own middleware.
+
+#![warn(missing_docs)]
+
+mod error;
+pub mod message;
+pub mod service;
+pub mod testing;
+
+pub use error::{BoxError, Error};
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+pub use message::{
+    ContentBlock, Event, FinishReason, InvalidCall, InvalidCallKind, Joiner, Media, MediaSource,
+    Message, Metadata, ReasoningDelta, Role, TextDelta, ToolCall, ToolCallDelta, ToolResult, Usage,
+};
+pub use service::{ChatOptions, ChatRequest, Reply, ToolChoice, ToolSpec};

@@ -1,0 +1,228 @@
+//! Content blocks: the parts of a multimodal message or a tool result.
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+
+/// One block of content: text, an image or a document.
+///
+/// JSON form (internally tagged by `"type"`):
+///
+/// ```json
+/// {"type":"text","text":"hello"}
+/// {"type":"image","media_type":"image/png","data":"iVBORw0KGgo="}
+/// {"type":"image","url":"https://example.com/cat.png"}
+/// {"type":"document","media_type":"application/pdf","data":"JVBERi0=","name":"report.pdf"}
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentBlock {
+    /// Plain text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An image, inline (base64) or by URL.
+    Image(Media),
+    /// A document such as a PDF, inline (base64) or by URL.
+    Document(Media),
+}
+
+impl ContentBlock {
+    /// A text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        ContentBlock::Text { text: text.into() }
+    }
+
+    /// An inline image from raw bytes; the bytes are base64-encoded once here.
+    ///
+    /// ```
+    /// use lmstack::ContentBlock;
+    /// let block = ContentBlock::image_bytes("image/png", b"\x89PNG");
+    /// assert_eq!(
+    ///     serde_json::to_string(&block).unwrap(),
+    ///     r#"{"type":"image","media_type":"image/png","data":"iVBORw=="}"#
+    /// );
+    /// ```
+    pub fn image_bytes(media_type: impl Into<String>, bytes: &[u8]) -> Self {
+        ContentBlock::Image(Media::from_bytes(media_type, bytes))
+    }
+
+    /// An image by URL.
+    pub fn image_url(url: impl Into<String>) -> Self {
+        ContentBlock::Image(Media::url(url))
+    }
+
+    /// An inline document (for example a PDF) from raw bytes.
+    pub fn document_bytes(media_type: impl Into<String>, bytes: &[u8]) -> Self {
+        ContentBlock::Document(Media::from_bytes(media_type, bytes))
+    }
+
+    /// The text of a text block.
+    pub fn as_text(&self) -> Option<&str> {
+        match self {
+            ContentBlock::Text { text } => Some(text),
+            _ => None,
+        }
+    }
+
+    /// The media of an image or document block.
+    pub fn as_media(&self) -> Option<&Media> {
+        match self {
+            ContentBlock::Image(media) | ContentBlock::Document(media) => Some(media),
+            ContentBlock::Text { .. } => None,
+        }
+    }
+}
+
+/// Binary content (an image or a document), carried inline as base64 or by URL.
+///
+/// The inline form is the canonical one: it maps 1:1 to an OpenAI-style
+/// `data:<media_type>;base64,<data>` URI, an Anthropic `base64` source, a Gemini
+/// `inlineData` part and an MCP `ImageContent`. The base64 text is shared (`Arc`),
+/// so cloning a message history that holds large images is cheap.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "RawMedia", into = "RawMedia")]
+pub struct Media {
+    /// Where the bytes are.
+    pub source: MediaSource,
+    /// An optional file name or title (documents).
+    pub name: Option<String>,
+}
+
+/// Where the bytes of a [`Media`] are.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MediaSource {
+    /// Inline bytes, base64-encoded (standard alphabet, padded).
+    Base64 {
+        /// The MIME type, such as `image/png`.
+        media_type: String,
+        /// The base64 text.
+        data: Arc<str>,
+    },
+    /// A URL the provider fetches.
+    Url {
+        /// The URL.
+        url: String,
+        /// The MIME type, when known.
+        media_type: Option<String>,
+    },
+}
+
+impl Media {
+    /// Inline media from raw bytes.
+    pub fn from_bytes(media_type: impl Into<String>, bytes: &[u8]) -> Self {
+        let data = base64::engine::general_purpose::STANDARD.encode(bytes);
+        Self::base64(media_type, data)
+    }
+
+    /// Inline media from text that is already base64.
+    pub fn base64(media_type: impl Into<String>, data: impl Into<Arc<str>>) -> Self {
+        Media {
+            source: MediaSource::Base64 {
+                media_type: media_type.into(),
+                data: data.into(),
+            },
+            name: None,
+        }
+    }
+
+    /// Media by URL.
+    pub fn url(url: impl Into<String>) -> Self {
+        Media {
+            source: MediaSource::Url {
+                url: url.into(),
+                media_type: None,
+            },
+            name: None,
+        }
+    }
+
+    /// Sets the file name or title.
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// The MIME type, when known.
+    pub fn media_type(&self) -> Option<&str> {
+        match &self.source {
+            MediaSource::Base64 { media_type, .. } => Some(media_type),
+            MediaSource::Url { media_type, .. } => media_type.as_deref(),
+        }
+    }
+
+    /// The `data:` URI of inline media (`None` for URL media).
+    pub fn data_uri(&self) -> Option<String> {
+        match &self.source {
+            MediaSource::Base64 { media_type, data } => {
+                Some(format!("data:{media_type};base64,{data}"))
+            }
+            MediaSource::Url { .. } => None,
+        }
+    }
+
+    /// Decodes inline media to bytes (`None` for URL media).
+    pub fn decode(&self) -> Option<Result<Vec<u8>, base64::DecodeError>> {
+        match &self.source {
+            MediaSource::Base64 { data, .. } => {
+                Some(base64::engine::general_purpose::STANDARD.decode(data.as_bytes()))
+            }
+            MediaSource::Url { .. } => None,
+        }
+    }
+}
+
+/// The flat JSON form of [`Media`].
+#[derive(Serialize, Deserialize)]
+struct RawMedia {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    media_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    data: Option<Arc<str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+}
+
+impl TryFrom<RawMedia> for Media {
+    type Error = &'static str;
+
+    fn try_from(raw: RawMedia) -> Result<Self, Self::Error> {
+        let source = match (raw.data, raw.url) {
+            (Some(data), None) => MediaSource::Base64 {
+                media_type: raw
+                    .media_type
+                    .ok_or("inline media needs a `media_type` beside `data`")?,
+                data,
+            },
+            (None, Some(url)) => MediaSource::Url {
+                url,
+                media_type: raw.media_type,
+            },
+            (Some(_), Some(_)) => return Err("media has both `data` and `url`; give one"),
+            (None, None) => return Err("media needs `data` (base64) or `url`"),
+        };
+        Ok(Media {
+            source,
+            name: raw.name,
+        })
+    }
+}
+
+impl From<Media> for RawMedia {
+    fn from(media: Media) -> Self {
+        let (media_type, data, url) = match media.source {
+            MediaSource::Base64 { media_type, data } => (Some(media_type), Some(data), None),
+            MediaSource::Url { url, media_type } => (media_type, None, Some(url)),
+        };
+        RawMedia {
+            media_type,
+            data,
+            url,
+            name: media.name,
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! The joiner: folds streaming events into complete messages.
+
+use std::mem;
+
+use serde_json::Value;
+
+use super::{
+    Event, FinishReason, InvalidCall, InvalidCallKind, Message, Metadata, ReasoningDelta,
+    ReasoningMessage, Role, TextDelta, TextMessage, ToolCall, ToolCallDelta, ToolCallsMessage,
+};
+
+/// Folds events into messages. Pure: no IO, no clock, no allocation per event
+/// beyond the text it keeps.
+///
+/// Rules:
+/// - consecutive `text_delta`s form one assistant text message; likewise
+///   `reasoning_delta`s form one reasoning message, until a delta with text follows
+///   one that carried a signature;
+/// - consecutive `tool_call_delta`s form one `tool_calls` message; deltas are keyed
+///   by `index`, and a new `id` at a known index starts a new call; the arguments'
+///   JSON text is parsed when the run ends (empty text means `{}`; text that is not
+///   JSON gives a call marked [`InvalidCall`] with the raw text kept);
+/// - any other event ends the run being built; `message` and `usage` events become
+///   messages in place; `finish` is remembered ([`Joiner::finish_reason`]);
+/// - a delta with no content and no metadata changes nothing.
+///
+/// ```
+/// use lmstack::{Event, Joiner, Message};
+/// let mut joiner = Joiner::new();
+/// for event in [Event::text("Hel"), Event::text("lo"), Event::call_start(0, "c1", "add"), Event::call_arguments(0, "{\"a\":1}")] {
+///     joiner.push(event);
+/// }
+/// let messages = joiner.finish();
+/// assert_eq!(messages[0], Message::assistant("Hello"));
+/// assert_eq!(messages[1].calls()[0].arguments, serde_json::json!({"a": 1}));
+/// ```
+#[derive(Debug, Default)]
+pub struct Joiner {
+    messages: Vec<Message>,
+    pending: Pending,
+    finish_reason: Option<FinishReason>,
+}
+
+#[derive(Debug, Default)]
+enum Pending {
+    #[default]
+    Nothing,
+    Text(TextMessage),
+    Reasoning(ReasoningMessage),
+    Calls(Vec<PartialCall>),
+}
+
+#[derive(Debug)]
+struct PartialCall {
+    index: u32,
+    id: Option<String>,
+    name: Option<String>,
+    arguments: String,
+    provider_executed: bool,
+    invalid: Option<InvalidCall>,
+    metadata: Metadata,
+}
+
+impl Joiner {
+    /// An empty joiner.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Joins a whole sequence of events.
+    pub fn join(events: impl IntoIterator<Item = Event>) -> Vec<Message> {
+        let mut joiner = Joiner::new();
+        events.into_iter().for_each(|event| joiner.push(event));
+        joiner.finish()
+    }
+
+    /// Joins a whole sequence of events into the events of a non-streaming reply
+    /// (see [`finish_events`](Joiner::finish_events)).
+    pub fn join_events(events: impl IntoIterator<Item = Event>) -> Vec<Event> {
+        let mut joiner = Joiner::new();
+        events.into_iter().for_each(|event| joiner.push(event));
+        joiner.finish_events()
+    }
+
+    /// Folds one event in.
+    pub fn push(&mut self, event: Event) {
+        match event {
+            Event::TextDelta(delta) => self.push_text(delta),
+            Event::ReasoningDelta(delta) => self.push_reasoning(delta),
+            Event::ToolCallDelta(delta) => self.push_call(delta),
+            Event::Message { message } => {
+                self.flush();
+                self.messages.push(message);
+            }
+            Event::Usage(usage) => {
+                self.flush();
+                self.messages.push(Message::Usage(usage));
+            }
+            Event::Finish { reason } => {
+                self.flush();
+                self.finish_reason = Some(reason);
+            }
+        }
+    }
+
+    /// The reason given by the last `finish` event, if any.
+    pub fn finish_reason(&self) -> Option<&FinishReason> {
+        self.finish_reason.as_ref()
+    }
+
+    /// Takes the messages completed so far; the one being built stays.
+    pub fn take_completed(&mut self) -> Vec<Message> {
+        mem::take(&mut self.messages)
+    }
+
+    /// Ends the input: completes the message being built and returns all messages
+    /// not taken yet.
+    pub fn finish(mut self) -> Vec<Message> {
+        self.flush();
+        self.messages
+    }
+
+    /// Ends the input like [`finish`](Joiner::finish), as the events of a
+    /// non-streaming reply: each message as a `message` event, then the `finish`
+    /// event if one was seen.
+    pub fn finish_events(self) -> Vec<Event> {
+        let finish = self.finish_reason.clone().map(Event::finish);
+        let mut events: Vec<Event> = self.finish().into_iter().map(Event::from).collect();
+        events.extend(finish);
+        events
+    }
+
+    fn push_text(&mut self, delta: TextDelta) {
+        if delta.text.is_empty() && delta.metadata.is_empty() {
+            return;
+        }
+        if let Pending::Text(text) = &mut self.pending {
+            text.text.push_str(&delta.text);
+            text.metadata.merge_missing(&delta.metadata);
+            return;
+        }
+        self.flush();
+        self.pending = Pending::Text(TextMessage {
+            role: Role::Assistant,
+            text: delta.text,
+            metadata: delta.metadata,
+        });
+    }
+
+    fn push_reasoning(&mut self, delta: ReasoningDelta) {
+        if delta.text.is_empty() && delta.signature.is_none() && delta.metadata.is_empty() {
+            return;
+        }
+        if let Pending::Reasoning(reasoning) = &mut self.pending
+            && (reasoning.signature.is_none() || delta.text.is_empty())
+        {
+            reasoning.text.push_str(&delta.text);
+            if let Some(piece) = delta.signature {
+                reasoning.signature.get_or_insert_default().push_str(&piece);
+            }
+            reasoning.metadata.merge_missing(&delta.metadata);
+            return;
+        }
+        self.flush();
+        self.pending = Pending::Reasoning(ReasoningMessage {
+            text: delta.text,
+            signature: delta.signature,
+            redacted: false,
+            metadata: delta.metadata,
+        });
+    }
+
+    fn push_call(&mut self, delta: ToolCallDelta) {
+        if !matches!(self.pending, Pending::Calls(_)) {
+            self.flush();
+            self.pending = Pending::Calls(Vec::new());
+        }
+        let Pending::Calls(calls) = &mut self.pending else {
+            unreachable!("a run of calls was just started")
+        };
+        let existing = calls
+            .iter_mut()
+            .rev()
+            .find(|call| call.index == delta.index);
+        match existing {
+            Some(call) if same_call(call.id.as_deref(), delta.id.as_deref()) => call.absorb(delta),
+            _ => calls.push(PartialCall::start(delta)),
+        }
+    }
+
+    fn flush(&mut self) {
+        match mem::take(&mut self.pending) {
+            Pending::Nothing => {}
+            Pending::Text(text) => self.messages.push(Message::Text(text)),
+            Pending::Reasoning(reasoning) => self.messages.push(Message::Reasoning(reasoning)),
+            Pending::Calls(calls) => self.messages.push(Message::ToolCalls(ToolCallsMessage {
+                calls: calls.into_iter().map(PartialCall::complete).collect(),
+                metadata: Metadata::default(),
+            })),
+        }
+    }
+}
+
+/// A delta belongs to the call at its index unless both carry different ids.
+fn same_call(known: Option<&str>, incoming: Option<&str>) -> bool {
+    match (known, incoming) {
+        (Some(known), Some(incoming)) => known == incoming,
+        _ => true,
+    }
+}
+
+impl PartialCall {
+    fn start(delta: ToolCallDelta) -> Self {
+        PartialCall {
+            index: delta.index,
+            id: delta.id,
+            name: delta.name,
+            arguments: delta.arguments_delta,
+            provider_executed: delta.provider_executed,
+            invalid: delta.invalid,
+            metadata: delta.metadata,
+        }
+    }
+
+    fn absorb(&mut self, delta: ToolCallDelta) {
+        if self.id.is_none() {
+            self.id = delta.id;
+        }
+        if self.name.is_none() {
+            self.name = delta.name;
+        }
+        self.arguments.push_str(&delta.arguments_delta);
+        self.provider_executed |= delta.provider_executed;
+        if self.invalid.is_none() {
+            self.invalid = delta.invalid;
+        }
+        self.metadata.merge_missing(&delta.metadata);
+    }
+
+    fn complete(self) -> ToolCall {
+        let mut invalid = self.invalid;
+        let arguments = if self.arguments.trim().is_empty() {
+            Value::Object(Default::default())
+        } else {
+            match serde_json::from_str(&self.arguments) {
+                Ok(value) => value,
+                Err(error) => {
+                    let fault = invalid.get_or_insert_with(|| InvalidCall {
+                        kind: InvalidCallKind::MalformedArguments,
+                        message: format!("the arguments are not valid JSON: {error}"),
+                        raw: None,
+                    });
+                    fault.raw.get_or_insert(self.arguments);
+                    Value::Null
+                }
+            }
+        };
+        ToolCall {
+            id: self.id.unwrap_or_else(|| format!("call_{}", self.index)),
+            name: self.name.unwrap_or_default(),
+            arguments,
+            provider_executed: self.provider_executed,
+            invalid,
+            metadata: self.metadata,
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! The response of every stage: a stream of events.
+
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures::stream::{BoxStream, Stream, StreamExt};
+
+use crate::{Error, Event, Joiner, Message};
+
+/// A model reply: a [`Stream`] of `Result<Event, Error>`.
+///
+/// In streaming mode it carries deltas as they arrive; in non-streaming mode it
+/// carries complete messages, already in memory. An `Err` item ends the reply.
+/// [`Reply::collect`] folds either into messages.
+///
+/// ```
+/// # futures::executor::block_on(async {
+/// use lmstack::{Event, Message, Reply};
+/// let reply = Reply::from_events([Event::text("Hel"), Event::text("lo")]);
+/// assert_eq!(reply.collect().await.unwrap(), vec![Message::assistant("Hello")]);
+/// # });
+/// ```
+pub struct Reply {
+    inner: Inner,
+}
+
+enum Inner {
+    Ready(std::vec::IntoIter<Result<Event, Error>>),
+    Streaming(BoxStream<'static, Result<Event, Error>>),
+}
+
+impl Reply {
+    /// A reply of complete messages (the non-streaming form).
+    pub fn from_messages(messages: impl IntoIterator<Item = Message>) -> Self {
+        Self::from_events(messages.into_iter().map(Event::from))
+    }
+
+    /// A reply of events that are all known already.
+    pub fn from_events(events: impl IntoIterator<Item = Event>) -> Self {
+        Self::from_results(events.into_iter().map(Ok).collect())
+    }
+
+    /// A reply of items that are all known already; an `Err` item ends it.
+    pub fn from_results(items: Vec<Result<Event, Error>>) -> Self {
+        Reply {
+            inner: Inner::Ready(items.into_iter()),
+        }
+    }
+
+    /// A reply that is only an error.
+    pub fn from_error(error: Error) -> Self {
+        Self::from_results(vec![Err(error)])
+    }
+
+    /// A reply whose events arrive over time.
+    pub fn from_stream<S>(stream: S) -> Self
+    where
+        S: Stream<Item = Result<Event, Error>> + Send + 'static,
+    {
+        Reply {
+            inner: Inner::Streaming(stream.boxed()),
+        }
+    }
+
+    /// True when every item is already in memory (no waiting on IO).
+    pub fn is_ready(&self) -> bool {
+        matches!(self.inner, Inner::Ready(_))
+    }
+
+    /// Reads the whole reply and folds it into messages; the first error ends it.
+    pub async fn collect(self) -> Result<Vec<Message>, Error> {
+        let mut joiner = Joiner::new();
+        self.fold_into(&mut joiner).await?;
+        Ok(joiner.finish())
+    }
+
+    /// Reads the whole reply into events; the first error ends it.
+    pub async fn collect_events(mut self) -> Result<Vec<Event>, Error> {
+        let mut events = Vec::new();
+        while let Some(item) = self.next().await {
+            events.push(item?);
+        }
+        Ok(events)
+    }
+
+    /// Reads the whole reply into `joiner`; the first error ends it.
+    pub async fn fold_into(mut self, joiner: &mut Joiner) -> Result<(), Error> {
+        while let Some(item) = self.next().await {
+            joiner.push(item?);
+        }
+        Ok(())
+    }
+}
+
+impl Stream for Reply {
+    type Item = Result<Event, Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match &mut self.get_mut().inner {
+            Inner::Ready(items) => Poll::Ready(items.next()),
+            Inner::Streaming(stream) => stream.poll_next_unpin(cx),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match &self.inner {
+            Inner::Ready(items) => items.size_hint(),
+            Inner::Streaming(stream) => stream.size_hint(),
+        }
+    }
+}
+
+impl fmt::Debug for Reply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.inner {
+            Inner::Ready(items) => f.debug_tuple("Reply::Ready").field(&items.len()).finish(),
+            Inner::Streaming(_) => f.write_str("Reply::Streaming"),
+        }
+    }
+}

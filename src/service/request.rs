@@ -1,0 +1,140 @@
+//! The request every stage takes.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::Message;
+
+/// A conversation to continue, with the options of the call.
+///
+/// ```
+/// use lmstack::{ChatRequest, Message, ToolSpec};
+/// use serde_json::json;
+/// let request = ChatRequest::new(vec![Message::user("What is 2 + 3?")])
+///     .model("gpt-4o-mini")
+///     .tool(ToolSpec::new("add", "Adds two numbers", json!({"type": "object"})))
+///     .streaming(true);
+/// assert!(request.options.stream);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChatRequest {
+    /// The conversation so far.
+    pub messages: Vec<Message>,
+    /// Model, tools, sampling and mode.
+    #[serde(default)]
+    pub options: ChatOptions,
+}
+
+impl ChatRequest {
+    /// A request with default options (non-streaming).
+    pub fn new(messages: Vec<Message>) -> Self {
+        ChatRequest {
+            messages,
+            options: ChatOptions::default(),
+        }
+    }
+
+    /// Sets the model.
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.options.model = Some(model.into());
+        self
+    }
+
+    /// Adds a tool.
+    pub fn tool(mut self, tool: ToolSpec) -> Self {
+        self.options.tools.push(tool);
+        self
+    }
+
+    /// Picks streaming (`true`) or non-streaming mode.
+    pub fn streaming(mut self, stream: bool) -> Self {
+        self.options.stream = stream;
+        self
+    }
+}
+
+/// The options of a call. Unknown provider parameters go in `extra` and are
+/// passed to the wire request as they are.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChatOptions {
+    /// The model name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The tools the model may call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolSpec>,
+    /// Whether and which tool the model must call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// The maximum number of output tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Streaming mode: the reply carries deltas as they arrive. Otherwise it carries
+    /// complete messages.
+    #[serde(default)]
+    pub stream: bool,
+    /// Other provider parameters, passed through.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub extra: Map<String, Value>,
+}
+
+impl ChatOptions {
+    /// The tool with this name, compared case-insensitively.
+    pub fn find_tool(&self, name: &str) -> Option<&ToolSpec> {
+        self.tools
+            .iter()
+            .find(|tool| tool.name.eq_ignore_ascii_case(name))
+    }
+}
+
+/// A tool the model may call: a name, a description and a JSON Schema for the
+/// arguments.
+///
+/// ```json
+/// {"name":"get_weather","description":"Current weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The tool's name.
+    pub name: String,
+    /// What the tool does, for the model.
+    #[serde(default)]
+    pub description: String,
+    /// The JSON Schema of the arguments object.
+    #[serde(default = "empty_object_schema")]
+    pub parameters: Value,
+}
+
+impl ToolSpec {
+    /// A tool spec.
+    pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: Value) -> Self {
+        ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            parameters,
+        }
+    }
+}
+
+fn empty_object_schema() -> Value {
+    serde_json::json!({"type": "object", "properties": {}})
+}
+
+/// Whether and which tool the model must call.
+///
+/// JSON: `"auto"`, `"none"`, `"required"` or `{"tool":"NAME"}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides.
+    Auto,
+    /// The model must not call tools.
+    None,
+    /// The model must call some tool.
+    Required,
+    /// The model must call this tool.
+    Tool(String),
+}

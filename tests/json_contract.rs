@@ -1,0 +1,348 @@
+//! The JSON form of every message, content block and event is a public contract:
+//! these tests pin the exact field names and tags, both ways.
+
+use lmstack::{
+    ChatOptions, ChatRequest, ContentBlock, Event, FinishReason, InvalidCall, InvalidCallKind,
+    Media, Message, Metadata, ReasoningDelta, Role, TextDelta, ToolCall, ToolCallDelta, ToolChoice,
+    ToolResult, ToolSpec, Usage,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+/// `value` serialises to exactly `expected` (same keys, same values) and
+/// `expected` deserialises back to `value`.
+#[track_caller]
+fn pin<T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug>(value: T, expected: Value) {
+    assert_eq!(
+        serde_json::to_value(&value).unwrap(),
+        expected,
+        "serialised form"
+    );
+    let back: T = serde_json::from_value(expected.clone()).unwrap();
+    assert_eq!(back, value, "deserialised from {expected}");
+    let text = serde_json::to_string(&value).unwrap();
+    assert_eq!(
+        serde_json::from_str::<T>(&text).unwrap(),
+        value,
+        "string round trip"
+    );
+}
+
+fn metadata() -> Metadata {
+    let mut metadata = Metadata::generation("gen-1");
+    metadata.from_agent = Some("planner".into());
+    metadata.insert("step", json!(3));
+    metadata
+}
+
+#[test]
+fn text_message() {
+    pin(
+        Message::assistant("Hello").with_metadata(metadata()),
+        json!({"type": "text", "role": "assistant", "text": "Hello",
+               "metadata": {"generation_id": "gen-1", "from_agent": "planner", "step": 3}}),
+    );
+    for (role, name) in [
+        (Role::System, "system"),
+        (Role::User, "user"),
+        (Role::Assistant, "assistant"),
+        (Role::Tool, "tool"),
+    ] {
+        pin(
+            Message::text(role, "x"),
+            json!({"type": "text", "role": name, "text": "x"}),
+        );
+    }
+}
+
+#[test]
+fn multimodal_message_and_content_blocks() {
+    let document = Media::from_bytes("application/pdf", b"%PDF-").with_name("report.pdf");
+    pin(
+        Message::multimodal(
+            Role::User,
+            vec![
+                ContentBlock::text("What is this?"),
+                ContentBlock::image_bytes("image/png", b"\x89PNG"),
+                ContentBlock::image_url("https://example.com/cat.png"),
+                ContentBlock::Document(document),
+            ],
+        ),
+        json!({"type": "multimodal", "role": "user", "content": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image", "media_type": "image/png", "data": "iVBORw=="},
+            {"type": "image", "url": "https://example.com/cat.png"},
+            {"type": "document", "media_type": "application/pdf", "data": "JVBERi0=", "name": "report.pdf"},
+        ]}),
+    );
+}
+
+#[test]
+fn media_rejects_ambiguous_or_empty_sources() {
+    let both =
+        json!({"type": "image", "media_type": "image/png", "data": "AA==", "url": "https://x"});
+    let error = serde_json::from_value::<ContentBlock>(both).unwrap_err();
+    assert!(
+        error.to_string().contains("both `data` and `url`"),
+        "{error}"
+    );
+    let neither = json!({"type": "image", "media_type": "image/png"});
+    assert!(serde_json::from_value::<ContentBlock>(neither).is_err());
+    let untyped = json!({"type": "image", "data": "AA=="});
+    let error = serde_json::from_value::<ContentBlock>(untyped).unwrap_err();
+    assert!(error.to_string().contains("media_type"), "{error}");
+}
+
+#[test]
+fn media_data_uri_and_decode() {
+    let media = Media::from_bytes("image/png", b"\x89PNG");
+    assert_eq!(media.data_uri().unwrap(), "data:image/png;base64,iVBORw==");
+    assert_eq!(media.decode().unwrap().unwrap(), b"\x89PNG");
+    assert_eq!(Media::url("https://x").data_uri(), None);
+}
+
+#[test]
+fn reasoning_message() {
+    pin(
+        Message::reasoning("Let me think."),
+        json!({"type": "reasoning", "text": "Let me think."}),
+    );
+    let Message::Reasoning(mut reasoning) = Message::reasoning("") else {
+        unreachable!()
+    };
+    reasoning.signature = Some("opaque".into());
+    reasoning.redacted = true;
+    pin(
+        Message::Reasoning(reasoning),
+        json!({"type": "reasoning", "text": "", "signature": "opaque", "redacted": true}),
+    );
+}
+
+#[test]
+fn tool_calls_message() {
+    let mut server_side = ToolCall::new("ws_1", "web_search", json!({"query": "rust"}));
+    server_side.provider_executed = true;
+    server_side.metadata = metadata();
+    let mut invalid = ToolCall::new("call_2", "add", Value::Null);
+    invalid.invalid = Some(InvalidCall {
+        kind: InvalidCallKind::MalformedArguments,
+        message: "the arguments are not valid JSON".into(),
+        raw: Some("{\"a\":".into()),
+    });
+    pin(
+        Message::tool_calls(vec![
+            ToolCall::new("call_1", "get_weather", json!({"city": "Paris"})),
+            server_side,
+            invalid,
+        ]),
+        json!({"type": "tool_calls", "calls": [
+            {"id": "call_1", "name": "get_weather", "arguments": {"city": "Paris"}},
+            {"id": "ws_1", "name": "web_search", "arguments": {"query": "rust"}, "provider_executed": true,
+             "metadata": {"generation_id": "gen-1", "from_agent": "planner", "step": 3}},
+            {"id": "call_2", "name": "add", "arguments": null,
+             "invalid": {"kind": "malformed_arguments", "message": "the arguments are not valid JSON", "raw": "{\"a\":"}},
+        ]}),
+    );
+    for (kind, name) in [
+        (InvalidCallKind::UnknownTool, "unknown_tool"),
+        (InvalidCallKind::MalformedArguments, "malformed_arguments"),
+        (InvalidCallKind::SchemaViolation, "schema_violation"),
+        (InvalidCallKind::Truncated, "truncated"),
+    ] {
+        pin(kind, json!(name));
+    }
+}
+
+#[test]
+fn tool_results_message() {
+    pin(
+        Message::tool_results(vec![
+            ToolResult::new(
+                "call_1",
+                "get_weather",
+                vec![
+                    ContentBlock::text("18°C"),
+                    ContentBlock::image_bytes("image/png", b"\x89PNG"),
+                ],
+            ),
+            ToolResult::error("call_2", "add", "boom"),
+        ]),
+        json!({"type": "tool_results", "results": [
+            {"call_id": "call_1", "name": "get_weather", "content": [
+                {"type": "text", "text": "18°C"},
+                {"type": "image", "media_type": "image/png", "data": "iVBORw=="}],
+             "is_error": false},
+            {"call_id": "call_2", "name": "add", "content": [{"type": "text", "text": "boom"}], "is_error": true},
+        ]}),
+    );
+}
+
+#[test]
+fn tool_aggregate_message() {
+    pin(
+        Message::tool_aggregate(
+            vec![ToolCall::new("call_1", "add", json!({"a": 1, "b": 2}))],
+            vec![ToolResult::text("call_1", "add", "3")],
+        ),
+        json!({"type": "tool_aggregate",
+               "calls": [{"id": "call_1", "name": "add", "arguments": {"a": 1, "b": 2}}],
+               "results": [{"call_id": "call_1", "name": "add", "content": [{"type": "text", "text": "3"}], "is_error": false}]}),
+    );
+}
+
+#[test]
+fn usage_message() {
+    pin(
+        Message::usage(12, 40),
+        json!({"type": "usage", "input_tokens": 12, "output_tokens": 40}),
+    );
+    pin(
+        Message::Usage(Usage {
+            input_tokens: 12,
+            output_tokens: 40,
+            cached_input_tokens: Some(8),
+            reasoning_tokens: Some(30),
+            metadata: Metadata::default(),
+        }),
+        json!({"type": "usage", "input_tokens": 12, "output_tokens": 40,
+               "cached_input_tokens": 8, "reasoning_tokens": 30}),
+    );
+}
+
+#[test]
+fn events() {
+    pin(
+        Event::text("Hel"),
+        json!({"type": "text_delta", "text": "Hel"}),
+    );
+    pin(
+        Event::TextDelta(TextDelta {
+            text: "Hel".into(),
+            metadata: Metadata::generation("gen-1"),
+        }),
+        json!({"type": "text_delta", "text": "Hel", "metadata": {"generation_id": "gen-1"}}),
+    );
+    pin(
+        Event::reasoning("hmm"),
+        json!({"type": "reasoning_delta", "text": "hmm"}),
+    );
+    pin(
+        Event::ReasoningDelta(ReasoningDelta {
+            text: String::new(),
+            signature: Some("sig".into()),
+            metadata: Metadata::default(),
+        }),
+        json!({"type": "reasoning_delta", "text": "", "signature": "sig"}),
+    );
+    pin(
+        Event::call_start(0, "call_1", "add"),
+        json!({"type": "tool_call_delta", "index": 0, "id": "call_1", "name": "add", "arguments_delta": ""}),
+    );
+    pin(
+        Event::call_arguments(1, "{\"a\":"),
+        json!({"type": "tool_call_delta", "index": 1, "arguments_delta": "{\"a\":"}),
+    );
+    pin(
+        Event::ToolCallDelta(ToolCallDelta {
+            provider_executed: true,
+            invalid: Some(InvalidCall {
+                kind: InvalidCallKind::UnknownTool,
+                message: "no tool `x`".into(),
+                raw: None,
+            }),
+            ..ToolCallDelta::new(2)
+        }),
+        json!({"type": "tool_call_delta", "index": 2, "arguments_delta": "", "provider_executed": true,
+               "invalid": {"kind": "unknown_tool", "message": "no tool `x`"}}),
+    );
+    pin(
+        Event::message(Message::assistant("Hello")),
+        json!({"type": "message", "message": {"type": "text", "role": "assistant", "text": "Hello"}}),
+    );
+    pin(
+        Event::Usage(Usage {
+            input_tokens: 1,
+            output_tokens: 2,
+            ..Usage::default()
+        }),
+        json!({"type": "usage", "input_tokens": 1, "output_tokens": 2}),
+    );
+    for (reason, name) in [
+        (FinishReason::Stop, "stop"),
+        (FinishReason::Length, "length"),
+        (FinishReason::ToolCalls, "tool_calls"),
+        (FinishReason::ContentFilter, "content_filter"),
+        (FinishReason::Refusal, "refusal"),
+        (FinishReason::Other("pause_turn".into()), "pause_turn"),
+    ] {
+        pin(
+            Event::finish(reason),
+            json!({"type": "finish", "reason": name}),
+        );
+    }
+}
+
+#[test]
+fn request_and_options() {
+    let mut options = ChatOptions {
+        model: Some("gpt-4o".into()),
+        tools: vec![ToolSpec::new(
+            "add",
+            "Adds",
+            json!({"type": "object", "properties": {"a": {"type": "number"}}}),
+        )],
+        tool_choice: Some(ToolChoice::Tool("add".into())),
+        temperature: Some(0.5),
+        max_tokens: Some(100),
+        stream: true,
+        extra: Default::default(),
+    };
+    options.extra.insert("seed".into(), json!(42));
+    pin(
+        ChatRequest {
+            messages: vec![Message::user("hi")],
+            options,
+        },
+        json!({"messages": [{"type": "text", "role": "user", "text": "hi"}],
+               "options": {"model": "gpt-4o",
+                           "tools": [{"name": "add", "description": "Adds",
+                                      "parameters": {"type": "object", "properties": {"a": {"type": "number"}}}}],
+                           "tool_choice": {"tool": "add"}, "temperature": 0.5, "max_tokens": 100,
+                           "stream": true, "extra": {"seed": 42}}}),
+    );
+    for (choice, form) in [
+        (ToolChoice::Auto, json!("auto")),
+        (ToolChoice::None, json!("none")),
+        (ToolChoice::Required, json!("required")),
+    ] {
+        pin(choice, form);
+    }
+}
+
+#[test]
+fn request_defaults_when_fields_are_missing() {
+    let request: ChatRequest = serde_json::from_value(
+        json!({"messages": [{"type": "text", "role": "user", "text": "hi"}]}),
+    )
+    .unwrap();
+    assert_eq!(request.options, ChatOptions::default());
+    let tool: ToolSpec = serde_json::from_value(json!({"name": "now"})).unwrap();
+    assert_eq!(tool.description, "");
+    assert_eq!(tool.parameters, json!({"type": "object", "properties": {}}));
+}
+
+#[test]
+fn unknown_message_type_is_a_clear_error() {
+    let error =
+        serde_json::from_value::<Message>(json!({"type": "texte", "role": "user", "text": "hi"}))
+            .unwrap_err();
+    assert!(
+        error.to_string().contains("unknown variant `texte`"),
+        "{error}"
+    );
+    let error =
+        serde_json::from_value::<Message>(json!({"type": "text", "role": "robot", "text": "hi"}))
+            .unwrap_err();
+    assert!(error.to_string().contains("robot"), "{error}");
+}
