@@ -96,8 +96,7 @@ fn expected(segments: &[Segment]) -> Vec<Message> {
         .collect()
 }
 
-/// Cuts the segments into deltas; the calls of one run are interleaved so that
-/// their fragments alternate.
+/// Cuts the segments into deltas.
 fn deltas(segments: &[Segment], chunking: Chunking) -> Vec<Event> {
     let mut events = Vec::new();
     for segment in segments {
@@ -116,23 +115,15 @@ fn deltas(segments: &[Segment], chunking: Chunking) -> Vec<Event> {
                 }
             }
             Segment::Calls(calls) => {
-                let texts: Vec<String> = calls.iter().map(|(_, args)| args.to_string()).collect();
-                let mut pieces: Vec<std::vec::IntoIter<&str>> = texts
-                    .iter()
-                    .map(|text| chunking.split(text).into_iter())
-                    .collect();
-                for (index, (name, _)) in (0u32..).zip(calls) {
+                for (index, (name, args)) in (0u32..).zip(calls) {
                     events.push(Event::call_start(index, format!("call_{index}"), name));
-                }
-                let mut live = true;
-                while live {
-                    live = false;
-                    for (index, pieces) in (0u32..).zip(pieces.iter_mut()) {
-                        if let Some(piece) = pieces.next() {
-                            events.push(Event::call_arguments(index, piece));
-                            live = true;
-                        }
-                    }
+                    let text = args.to_string();
+                    events.extend(
+                        chunking
+                            .split(&text)
+                            .into_iter()
+                            .map(|piece| Event::call_arguments(index, piece)),
+                    );
                 }
             }
             Segment::Usage(input, output) => {
@@ -183,18 +174,43 @@ fn a_new_id_at_a_known_index_starts_a_new_call() {
 }
 
 #[test]
-fn calls_may_start_at_index_one_and_keep_appearance_order() {
+fn calls_may_start_at_index_one() {
     let messages = Joiner::join([
-        Event::call_start(1, "x", "later"),
-        Event::call_start(0, "y", "earlier"),
+        Event::call_start(1, "x", "first"),
         Event::call_arguments(1, "{\"a\":"),
         Event::call_arguments(1, "2}"),
+        Event::call_start(2, "y", "second"),
     ]);
     let calls = messages[0].calls();
-    assert_eq!(calls[0].name, "later");
-    assert_eq!(calls[0].arguments, json!({"a": 2}));
-    assert_eq!(calls[1].name, "earlier");
-    assert_eq!(calls[1].arguments, json!({}));
+    assert_eq!(
+        (calls[0].name.as_str(), &calls[0].arguments),
+        ("first", &json!({"a": 2}))
+    );
+    assert_eq!(
+        (calls[1].name.as_str(), &calls[1].arguments),
+        ("second", &json!({}))
+    );
+}
+
+#[test]
+fn a_call_is_complete_once_the_next_one_starts() {
+    let mut joiner = Joiner::new();
+    joiner.push(Event::call_start(0, "a", "first"));
+    joiner.push(Event::call_arguments(0, "{\"n\":1}"));
+    assert!(
+        joiner.completed_calls().is_empty(),
+        "the first call may still grow"
+    );
+    joiner.push(Event::call_start(1, "b", "second"));
+    assert_eq!(
+        joiner.completed_calls(),
+        &[ToolCall::new("a", "first", json!({"n": 1}))]
+    );
+    joiner.push(Event::text("done"));
+    assert!(joiner.completed_calls().is_empty(), "the run has ended");
+    let messages = joiner.finish();
+    assert_eq!(messages[0].calls().len(), 2);
+    assert_eq!(messages[1], Message::assistant("done"));
 }
 
 #[test]

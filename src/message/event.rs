@@ -123,8 +123,9 @@ pub struct ReasoningDelta {
 ///
 /// The first delta of a call normally carries its `id` and `name`; later ones
 /// carry `arguments_delta` fragments whose concatenation is the arguments' JSON
-/// text. A delta whose `id` differs from the id of the call at the same index
-/// starts a new call (some servers send every parallel call with index 0).
+/// text. The deltas of one call are contiguous: a delta with another `index`, or
+/// with an `id` other than the current call's (some servers send every parallel
+/// call with index 0), completes the current call and starts the next one.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallDelta {
     /// Which call of the current run this delta belongs to.

@@ -16,10 +16,12 @@ use super::{
 /// - consecutive `text_delta`s form one assistant text message; likewise
 ///   `reasoning_delta`s form one reasoning message, until a delta with text follows
 ///   one that carried a signature;
-/// - consecutive `tool_call_delta`s form one `tool_calls` message; deltas are keyed
-///   by `index`, and a new `id` at a known index starts a new call; the arguments'
-///   JSON text is parsed when the run ends (empty text means `{}`; text that is not
-///   JSON gives a call marked [`InvalidCall`] with the raw text kept);
+/// - consecutive `tool_call_delta`s form one `tool_calls` message. The deltas of one
+///   call are contiguous: a delta with another `index`, or with an `id` other than
+///   the current call's, completes the current call and starts the next. A call's
+///   arguments' JSON text is parsed when it completes (empty text means `{}`; text
+///   that is not JSON gives a call marked [`InvalidCall`] with the raw text kept),
+///   and [`Joiner::completed_calls`] shows it from then on, before the run ends;
 /// - any other event ends the run being built; `message` and `usage` events become
 ///   messages in place; `finish` is remembered ([`Joiner::finish_reason`]);
 /// - a delta with no content and no metadata changes nothing.
@@ -47,7 +49,10 @@ enum Pending {
     Nothing,
     Text(TextMessage),
     Reasoning(ReasoningMessage),
-    Calls(Vec<PartialCall>),
+    Calls {
+        done: Vec<ToolCall>,
+        current: PartialCall,
+    },
 }
 
 #[derive(Debug)]
@@ -106,6 +111,16 @@ impl Joiner {
     /// The reason given by the last `finish` event, if any.
     pub fn finish_reason(&self) -> Option<&FinishReason> {
         self.finish_reason.as_ref()
+    }
+
+    /// The calls of the run being built that are complete already (all but the
+    /// last one, which may still grow). A consumer can start executing them before
+    /// the run ends; they stay part of the run's `tool_calls` message.
+    pub fn completed_calls(&self) -> &[ToolCall] {
+        match &self.pending {
+            Pending::Calls { done, .. } => done,
+            _ => &[],
+        }
     }
 
     /// Takes the messages completed so far; the one being built stays.
@@ -171,21 +186,21 @@ impl Joiner {
     }
 
     fn push_call(&mut self, delta: ToolCallDelta) {
-        if !matches!(self.pending, Pending::Calls(_)) {
-            self.flush();
-            self.pending = Pending::Calls(Vec::new());
+        if let Pending::Calls { done, current } = &mut self.pending {
+            if current.index == delta.index && same_call(current.id.as_deref(), delta.id.as_deref())
+            {
+                current.absorb(delta);
+            } else {
+                let next = PartialCall::start(delta);
+                done.push(mem::replace(current, next).complete());
+            }
+            return;
         }
-        let Pending::Calls(calls) = &mut self.pending else {
-            unreachable!("a run of calls was just started")
+        self.flush();
+        self.pending = Pending::Calls {
+            done: Vec::new(),
+            current: PartialCall::start(delta),
         };
-        let existing = calls
-            .iter_mut()
-            .rev()
-            .find(|call| call.index == delta.index);
-        match existing {
-            Some(call) if same_call(call.id.as_deref(), delta.id.as_deref()) => call.absorb(delta),
-            _ => calls.push(PartialCall::start(delta)),
-        }
     }
 
     fn flush(&mut self) {
@@ -193,10 +208,13 @@ impl Joiner {
             Pending::Nothing => {}
             Pending::Text(text) => self.messages.push(Message::Text(text)),
             Pending::Reasoning(reasoning) => self.messages.push(Message::Reasoning(reasoning)),
-            Pending::Calls(calls) => self.messages.push(Message::ToolCalls(ToolCallsMessage {
-                calls: calls.into_iter().map(PartialCall::complete).collect(),
-                metadata: Metadata::default(),
-            })),
+            Pending::Calls { mut done, current } => {
+                done.push(current.complete());
+                self.messages.push(Message::ToolCalls(ToolCallsMessage {
+                    calls: done,
+                    metadata: Metadata::default(),
+                }));
+            }
         }
     }
 }
