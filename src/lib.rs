@@ -32,6 +32,8 @@
 
 mod error;
 pub mod message;
+pub mod natural;
+mod schema;
 pub mod service;
 pub mod testing;
 
