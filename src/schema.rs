@@ -95,9 +95,10 @@ impl ParamKind {
                     _ => ParamKind::Unknown,
                 }
             }
-            _ if property.get("enum").and_then(Value::as_array).is_some_and(|values| {
-                values.iter().all(Value::is_string)
-            }) =>
+            _ if property
+                .get("enum")
+                .and_then(Value::as_array)
+                .is_some_and(|values| values.iter().all(Value::is_string)) =>
             {
                 ParamKind::String
             }
@@ -143,14 +144,20 @@ mod tests {
         let validator = cache.validator(&tool).unwrap();
         assert!(check(&validator, "t", &json!({"n": 1, "m": 0})).is_ok());
         let message = check(&validator, "t", &json!({"n": "x"})).unwrap_err();
-        assert!(message.contains("`/n`") && message.contains("\"m\""), "{message}");
+        assert!(
+            message.contains("`/n`") && message.contains("\"m\""),
+            "{message}"
+        );
     }
 
     #[test]
     fn invalid_schemas_are_request_errors() {
         let cache = SchemaCache::default();
         let tool = ToolSpec::new("t", "", json!({"type": 12}));
-        assert!(matches!(cache.validator(&tool), Err(Error::InvalidRequest(_))));
+        assert!(matches!(
+            cache.validator(&tool),
+            Err(Error::InvalidRequest(_))
+        ));
     }
 
     #[test]
@@ -164,7 +171,10 @@ mod tests {
             .map(|p| ParamKind::of(&schema, p))
             .collect();
         use ParamKind::*;
-        assert_eq!(kinds, vec![String, Json, String, Unknown, String, Unknown, Unknown]);
+        assert_eq!(
+            kinds,
+            vec![String, Json, String, Unknown, String, Unknown, Unknown]
+        );
         assert_eq!(Json.value(" 42\n"), json!(42));
         assert_eq!(Json.value("not json"), json!("not json"));
         assert_eq!(Unknown.value("[1, 2]"), json!([1, 2]));

@@ -74,7 +74,10 @@ impl FromStr for Dialect {
             .find(|dialect| dialect.name() == name)
             .ok_or_else(|| {
                 let names: Vec<&str> = Dialect::ALL.iter().map(|d| d.name()).collect();
-                format!("unknown dialect `{name}`; the dialects are: {}", names.join(", "))
+                format!(
+                    "unknown dialect `{name}`; the dialects are: {}",
+                    names.join(", ")
+                )
             })
     }
 }

@@ -7,11 +7,11 @@ use serde_json::Value;
 
 use super::OnInvalid;
 use super::tools::{Lookup, ToolTable};
-use crate::service::Output;
 use crate::message::TextMessage;
+use crate::service::Output;
 use crate::{
-    Error, Event, InvalidCall, InvalidCallKind, Message, Metadata, ReasoningDelta, Role,
-    TextDelta, ToolCallDelta,
+    Error, Event, InvalidCall, InvalidCallKind, Message, Metadata, ReasoningDelta, Role, TextDelta,
+    ToolCallDelta,
 };
 
 /// The stage name in errors.
@@ -84,7 +84,9 @@ impl Emitter {
             match &mut event {
                 Event::TextDelta(TextDelta { metadata: m, .. })
                 | Event::ReasoningDelta(ReasoningDelta { metadata: m, .. })
-                | Event::ToolCallDelta(ToolCallDelta { metadata: m, .. }) => m.merge_missing(&metadata),
+                | Event::ToolCallDelta(ToolCallDelta { metadata: m, .. }) => {
+                    m.merge_missing(&metadata)
+                }
                 Event::Message { message } => message.metadata_mut().merge_missing(&metadata),
                 Event::Usage(_) | Event::Finish { .. } => self.metadata = metadata,
             }
@@ -100,11 +102,6 @@ impl Emitter {
             events: Vec::new(),
             metadata: self.metadata.clone(),
         });
-    }
-
-    /// True while events are kept back.
-    pub(super) fn holding(&self) -> bool {
-        self.held.is_some()
     }
 
     /// Hands out the events kept back.
@@ -222,7 +219,15 @@ impl Ctx<'_> {
 
     /// True when the current call has no argument text yet.
     pub(super) fn args_empty(&self) -> bool {
-        self.calls.current.as_ref().is_none_or(|call| call.args.is_empty())
+        self.calls
+            .current
+            .as_ref()
+            .is_none_or(|call| call.args.is_empty())
+    }
+
+    /// Forgets the current call without handing anything out.
+    pub(super) fn abandon_call(&mut self) {
+        self.calls.current = None;
     }
 
     /// True while a call is being read.
@@ -261,7 +266,11 @@ impl Ctx<'_> {
         call.written_name = written.to_owned();
         match tools.lookup(written) {
             _ if written.is_empty() => {
-                set_fault(call, InvalidCallKind::MalformedArguments, "the call names no tool".into());
+                set_fault(
+                    call,
+                    InvalidCallKind::MalformedArguments,
+                    "the call names no tool".into(),
+                );
             }
             Lookup::Known(index) => {
                 call.name = Some(tools.entry(index).spec.name.clone());
@@ -320,7 +329,11 @@ impl Ctx<'_> {
         };
         if call.fault.is_none() {
             if call.name.is_none() {
-                set_fault(&mut call, InvalidCallKind::MalformedArguments, "the call names no tool".into());
+                set_fault(
+                    &mut call,
+                    InvalidCallKind::MalformedArguments,
+                    "the call names no tool".into(),
+                );
             } else if let Err((kind, message)) = self.check(&call) {
                 set_fault(&mut call, kind, message);
             }
@@ -329,7 +342,8 @@ impl Ctx<'_> {
             if !call.started {
                 self.emit_start(&call);
                 if !call.args.is_empty() {
-                    self.emit.event(Event::call_arguments(call.index, call.args), self.out);
+                    self.emit
+                        .event(Event::call_arguments(call.index, call.args), self.out);
                 }
             }
             return Ok(());
@@ -362,10 +376,17 @@ impl Ctx<'_> {
                 Ok(())
             }
             OnInvalid::Mark => {
-                let name = call.name.clone().unwrap_or_else(|| call.written_name.clone());
-                self.emit.event(Event::call_start(call.index, call.id.clone(), name), self.out);
+                let name = call
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| call.written_name.clone());
+                self.emit.event(
+                    Event::call_start(call.index, call.id.clone(), name),
+                    self.out,
+                );
                 if !call.args.is_empty() {
-                    self.emit.event(Event::call_arguments(call.index, call.args), self.out);
+                    self.emit
+                        .event(Event::call_arguments(call.index, call.args), self.out);
                 }
                 self.emit_invalid(call.index, invalid);
                 Ok(())
@@ -412,16 +433,24 @@ impl Ctx<'_> {
         call.started = true;
         let (index, args) = (call.index, call.args.clone());
         let call = self.calls.current.as_ref().expect("checked above");
-        let start = Event::call_start(index, call.id.clone(), call.name.clone().unwrap_or_default());
+        let start = Event::call_start(
+            index,
+            call.id.clone(),
+            call.name.clone().unwrap_or_default(),
+        );
         self.emit.event(start, self.out);
         if !args.is_empty() {
-            self.emit.event(Event::call_arguments(index, args), self.out);
+            self.emit
+                .event(Event::call_arguments(index, args), self.out);
         }
     }
 
     fn emit_start(&mut self, call: &Current) {
         let name = call.name.clone().unwrap_or_default();
-        self.emit.event(Event::call_start(call.index, call.id.clone(), name), self.out);
+        self.emit.event(
+            Event::call_start(call.index, call.id.clone(), name),
+            self.out,
+        );
     }
 
     fn emit_invalid(&mut self, index: u32, invalid: InvalidCall) {

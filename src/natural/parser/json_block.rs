@@ -42,7 +42,10 @@ pub(super) enum Expected {
 
 impl Expect {
     pub(super) fn new(literal: &'static str) -> Self {
-        Expect { literal, matched: 0 }
+        Expect {
+            literal,
+            matched: 0,
+        }
     }
 
     pub(super) fn feed(&mut self, input: &str) -> Expected {
@@ -62,7 +65,10 @@ impl Expect {
 
 /// Runs `scan` with a sink that passes argument text to the call, then reports
 /// the first error the call raised (an arguments limit).
-fn with_args<T>(ctx: &mut Ctx<'_>, scan: impl FnOnce(&mut dyn FnMut(&str)) -> T) -> Result<T, Error> {
+fn with_args<T>(
+    ctx: &mut Ctx<'_>,
+    scan: impl FnOnce(&mut dyn FnMut(&str)) -> T,
+) -> Result<T, Error> {
     let mut failed = None;
     let result = scan(&mut |piece: &str| {
         if failed.is_none()
@@ -82,12 +88,18 @@ fn close_arguments(closers: Result<Vec<u8>, &'static str>, ctx: &mut Ctx<'_>) ->
             ctx.args(std::str::from_utf8(&closers).expect("closers are ASCII"))
         }
         Ok(closers) => {
-            let message = format!("the arguments are cut off: {} closing brackets are missing", closers.len());
+            let message = format!(
+                "the arguments are cut off: {} closing brackets are missing",
+                closers.len()
+            );
             ctx.fault(InvalidCallKind::Truncated, message);
             Ok(())
         }
         Err(why) => {
-            ctx.fault(InvalidCallKind::Truncated, format!("the arguments are cut off: {why}"));
+            ctx.fault(
+                InvalidCallKind::Truncated,
+                format!("the arguments are cut off: {why}"),
+            );
             Ok(())
         }
     }
@@ -169,7 +181,10 @@ enum TaggedState {
     /// Before the body: a fence, JSON, or `</tool_call>`.
     Start,
     /// Counting the backticks of a fence.
-    Fence { ticks: usize, closing: bool },
+    Fence {
+        ticks: usize,
+        closing: bool,
+    },
     /// The rest of the fence's first line (` ```json`).
     FenceInfo,
     /// After the fence line, before the JSON.
@@ -202,7 +217,10 @@ impl Tagged {
                     let start = matches!(self.state, TaggedState::Start);
                     self.state = match bytes[pos] {
                         b'{' | b'[' => TaggedState::Json(Skim::default()),
-                        b'`' if start => TaggedState::Fence { ticks: 0, closing: false },
+                        b'`' if start => TaggedState::Fence {
+                            ticks: 0,
+                            closing: false,
+                        },
                         b'<' if start => TaggedState::After(Tail::Close(Expect::new(CLOSE))),
                         _ => TaggedState::After(Tail::junk(ctx, "expected JSON arguments")),
                     };
@@ -245,7 +263,7 @@ impl Tagged {
                             let skim = std::mem::take(skim);
                             self.state = TaggedState::Cut(skim, Tail::Close(Expect::new(CLOSE)));
                         }
-                        JsonStep::Invalid(message) => {
+                        JsonStep::Invalid(_, message) => {
                             self.state = TaggedState::After(Tail::junk(ctx, &message));
                         }
                     }
@@ -256,7 +274,10 @@ impl Tagged {
                             None => return Ok(Step::More),
                             Some(offset) if bytes[pos + offset] == b'`' => {
                                 pos += offset;
-                                self.state = TaggedState::Fence { ticks: 0, closing: true };
+                                self.state = TaggedState::Fence {
+                                    ticks: 0,
+                                    closing: true,
+                                };
                                 continue;
                             }
                             Some(_) => {}
@@ -281,9 +302,14 @@ impl Tagged {
             | TaggedState::Fence { closing: false, .. }
             | TaggedState::FenceInfo
             | TaggedState::BeforeJson => {
-                ctx.fault(InvalidCallKind::Truncated, "the text ended before the arguments");
+                ctx.fault(
+                    InvalidCallKind::Truncated,
+                    "the text ended before the arguments",
+                );
             }
-            TaggedState::Json(skim) | TaggedState::Cut(skim, _) => close_arguments(skim.unclosed(), ctx)?,
+            TaggedState::Json(skim) | TaggedState::Cut(skim, _) => {
+                close_arguments(skim.unclosed(), ctx)?
+            }
             TaggedState::Fence { closing: true, .. } | TaggedState::After(_) => {}
         }
         ctx.end(ctx.raw_end())
@@ -321,7 +347,7 @@ struct HermesVisitor<'a, 'b> {
 }
 
 impl Visitor for HermesVisitor<'_, '_> {
-    fn value(&mut self, path: Path<'_>, first: u8) -> Treat {
+    fn value(&mut self, path: Path<'_>, first: u8, _at: usize) -> Treat {
         self.fields.current = Field::Other;
         match (path.depth(), path.key(1)) {
             (0, _) => Treat::Descend,
@@ -353,7 +379,7 @@ impl Visitor for HermesVisitor<'_, '_> {
         }
     }
 
-    fn ended(&mut self, _path: Path<'_>) {
+    fn ended(&mut self, _path: Path<'_>, _at: usize) {
         if self.fields.current == Field::Name {
             self.ctx.name(&self.fields.name);
         }
@@ -384,7 +410,7 @@ impl Hermes {
                     pos = at;
                     self.tail = Some(Tail::Close(Expect::new(CLOSE)));
                 }
-                JsonStep::Invalid(message) => self.tail = Some(Tail::junk(ctx, &message)),
+                JsonStep::Invalid(_, message) => self.tail = Some(Tail::junk(ctx, &message)),
             }
         }
         let Hermes { sax, fields, tail } = self;
@@ -414,7 +440,10 @@ fn close_json(sax: &mut Sax, fields: &mut Fields, ctx: &mut Ctx<'_>) -> Result<(
         return Err(error);
     }
     if let Err(why) = closed {
-        ctx.fault(InvalidCallKind::Truncated, format!("the call is cut off: {why}"));
+        ctx.fault(
+            InvalidCallKind::Truncated,
+            format!("the call is cut off: {why}"),
+        );
     }
     Ok(())
 }

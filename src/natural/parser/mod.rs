@@ -3,15 +3,17 @@
 
 mod emit;
 mod json_block;
+mod protocol;
 mod tools;
 mod xml_block;
 
 use std::sync::Arc;
 
-use memchr::{memchr, memchr2, memrchr};
+use memchr::{memchr, memchr2, memchr3, memrchr};
 
 use self::emit::{Calls, Ctx, Emitter};
 use self::json_block::{Hermes, Tagged, is_space};
+use self::protocol::Protocol;
 use self::tools::ToolTable;
 use self::xml_block::Xml;
 use super::Dialect;
@@ -60,7 +62,8 @@ pub enum OnInvalid {
 /// shortest tail that could still begin a marker; a call's arguments go out as
 /// `tool_call_delta`s as they arrive; `<think>…</think>` goes out as reasoning
 /// (tool syntax in it is not a call); a tag inside a code fence opened in the
-/// prose is text. Names match the request's tools case-insensitively (the tool's
+/// prose is text; whitespace between and after call blocks is dropped, so that
+/// consecutive calls form one `tool_calls` message. Names match the request's tools case-insensitively (the tool's
 /// own spelling is used) and arguments are checked against the tool's JSON Schema
 /// (validators are compiled once and shared by clones). With no tools in the
 /// request, any name goes and nothing is checked. Call ids are `call_N`, numbered
@@ -152,6 +155,7 @@ impl NaturalToolUseParser {
             emit: Emitter::default(),
             mode: Mode::Prose,
             line: LineState::START,
+            space: None,
         })
     }
 
@@ -186,6 +190,9 @@ pub struct ParserMachine {
     emit: Emitter,
     mode: Mode,
     line: LineState,
+    /// Whitespace after a tool-call block, dropped if another block follows
+    /// (so that consecutive calls stay one run) or the text ends.
+    space: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -200,7 +207,7 @@ enum Mode {
     /// Inside `<think>`.
     Think(MarkerFinder),
     /// Inside a tool-call block.
-    Block(Block),
+    Block(Box<Block>),
 }
 
 /// Where the prose stands relative to the start of a line, for code fences.
@@ -224,7 +231,8 @@ impl LineState {
 
     /// The indent after `text`.
     fn after(&self, text: &str) -> Option<usize> {
-        let spaces = |tail: &str| (tail.len() <= 3 && tail.bytes().all(|b| b == b' ')).then_some(tail.len());
+        let spaces =
+            |tail: &str| (tail.len() <= 3 && tail.bytes().all(|b| b == b' ')).then_some(tail.len());
         match memrchr(b'\n', text.as_bytes()) {
             Some(newline) => spaces(&text[newline + 1..]),
             None => {
@@ -265,20 +273,62 @@ impl Machine for ParserMachine {
 
 impl ParserMachine {
     fn feed(&mut self, mut input: &str, out: &mut Output) -> Result<(), Error> {
+        // A step may use no input only when it changes mode; a few in a row
+        // would be a loop, so they end the reply with an error instead.
+        let mut idle = 0;
         while !input.is_empty() {
             let used = match self.mode {
-                Mode::Prose | Mode::Fence { .. } => self.prose(input),
+                Mode::Prose if self.space.is_some() => self.space_after_block(input),
+                Mode::Prose | Mode::Fence { .. } => self.prose(input, out)?,
                 Mode::Tag(_) => self.tag(input, out)?,
                 Mode::Think(_) => self.think(input, out),
                 Mode::Block(_) => self.block(input, out)?,
             };
+            idle = if used == 0 { idle + 1 } else { 0 };
+            if idle > 3 {
+                return Err(Error::stage(
+                    emit::STAGE,
+                    "internal error: the parser made no progress",
+                ));
+            }
             input = &input[used..];
         }
         Ok(())
     }
 
+    /// Whitespace after a block: held until a tag shows whether a block follows.
+    fn space_after_block(&mut self, input: &str) -> usize {
+        let space = self.space.as_mut().expect("called after a block");
+        let spaces = input.bytes().take_while(|&b| is_space(b)).count();
+        space.push_str(&input[..spaces]);
+        match input.as_bytes().get(spaces) {
+            None => spaces,
+            Some(b'<') if self.dialect != Dialect::Json => {
+                self.mode = Mode::Tag(TagReader::new(TAG_LIMIT));
+                self.line = LineState::MID_LINE;
+                spaces + 1
+            }
+            Some(_) => {
+                let space = self.space.take().unwrap_or_default();
+                self.line.indent = self.line.after(&space);
+                self.emit.text(&space);
+                spaces
+            }
+        }
+    }
+
+    /// The whitespace held after a block is text after all.
+    fn release_space(&mut self) {
+        if let Some(space) = self.space.take() {
+            self.emit.text(&space);
+        }
+    }
+
     /// Text outside any markup: finds the next tag, and follows code fences.
-    fn prose(&mut self, input: &str) -> usize {
+    fn prose(&mut self, input: &str, out: &mut Output) -> Result<usize, Error> {
+        if self.dialect == Dialect::Json {
+            return self.json_prose(input, out);
+        }
         let bytes = input.as_bytes();
         let mut pos = 0;
         let mut noted = 0;
@@ -289,7 +339,7 @@ impl ParserMachine {
             noted = run;
             if pos == bytes.len() {
                 self.emit.text(input);
-                return input.len();
+                return Ok(input.len());
             }
             self.end_tick_run();
         }
@@ -303,14 +353,14 @@ impl ParserMachine {
             let Some(offset) = next else {
                 self.line.indent = self.line.after(&input[noted..]);
                 self.emit.text(input);
-                return input.len();
+                return Ok(input.len());
             };
             let at = pos + offset;
             if bytes[at] == b'<' {
                 self.emit.text(&input[..at]);
                 self.mode = Mode::Tag(TagReader::new(TAG_LIMIT));
                 self.line = LineState::MID_LINE;
-                return at + 1;
+                return Ok(at + 1);
             }
             let run = bytes[at..].iter().take_while(|&&b| b == b'`').count();
             let indent = self.line.after(&input[noted..at]);
@@ -324,9 +374,49 @@ impl ParserMachine {
             self.line.ticks = run;
             if pos == bytes.len() {
                 self.emit.text(input);
-                return input.len();
+                return Ok(input.len());
             }
             self.end_tick_run();
+        }
+    }
+
+    /// Prose of the JSON protocol dialect: `<think>` and protocol candidates — a
+    /// `{`, or a code fence at the start of a line.
+    fn json_prose(&mut self, input: &str, out: &mut Output) -> Result<usize, Error> {
+        let bytes = input.as_bytes();
+        let mut pos = 0;
+        let mut noted = 0;
+        loop {
+            let Some(offset) = memchr3(b'<', b'{', b'`', &bytes[pos..]) else {
+                self.line.indent = self.line.after(&input[noted..]);
+                self.emit.text(input);
+                return Ok(input.len());
+            };
+            let at = pos + offset;
+            let candidate = match bytes[at] {
+                b'<' => {
+                    self.emit.text(&input[..at]);
+                    self.mode = Mode::Tag(TagReader::new(TAG_LIMIT));
+                    self.line = LineState::MID_LINE;
+                    return Ok(at + 1);
+                }
+                b'{' => Protocol::bare(),
+                _ => {
+                    self.line.indent = self.line.after(&input[noted..at]);
+                    noted = at;
+                    if self.line.indent.is_none() {
+                        pos = at + bytes[at..].iter().take_while(|&&b| b == b'`').count();
+                        continue;
+                    }
+                    Protocol::fenced()
+                }
+            };
+            self.emit.text(&input[..at]);
+            self.emit.hold(out);
+            self.calls.start_block("")?;
+            self.mode = Mode::Block(Box::new(Block::Protocol(candidate)));
+            self.line = LineState::MID_LINE;
+            return Ok(at);
         }
     }
 
@@ -352,7 +442,9 @@ impl ParserMachine {
         match reader.feed(input) {
             TagStep::More => Ok(input.len()),
             TagStep::NotATag(at) => {
-                self.emit.text(reader.raw());
+                let raw = reader.raw().to_owned();
+                self.release_space();
+                self.emit.text(&raw);
                 self.mode = Mode::Prose;
                 Ok(at)
             }
@@ -371,6 +463,12 @@ impl ParserMachine {
     fn open(&mut self, tag: Tag, raw: String, out: &mut Output) -> Result<(), Error> {
         let bare = tag.attrs.is_empty() && tag.inline.is_none() && !tag.closing;
         let dialect = self.dialect;
+        let opens_block = tag.opens("tool_call") || (bare && tag.name.ends_with("function_calls"));
+        if opens_block {
+            self.space = None;
+        } else {
+            self.release_space();
+        }
         if bare && tag.name == "think" {
             self.emit.flush(out);
             self.mode = Mode::Think(MarkerFinder::new(["</think>"]));
@@ -408,7 +506,7 @@ impl ParserMachine {
                 if self.calls.raw.is_empty() {
                     self.calls.start_block(&raw)?;
                 }
-                self.mode = Mode::Block(block);
+                self.mode = Mode::Block(Box::new(block));
             }
             None => self.emit.text(&raw),
         }
@@ -462,6 +560,7 @@ impl ParserMachine {
             BlockStep::Done(_) => {
                 self.calls.raw.clear();
                 self.mode = Mode::Prose;
+                self.space = Some(String::new());
             }
             BlockStep::NotACall { replay_from, .. } => {
                 let raw = std::mem::take(&mut self.calls.raw);
@@ -486,6 +585,7 @@ impl ParserMachine {
     /// The text ended (end of reply, or another kind of event): completes or
     /// releases whatever is open.
     fn end_text(&mut self, out: &mut Output) -> Result<(), Error> {
+        self.space = None;
         match std::mem::take(&mut self.mode) {
             Mode::Prose | Mode::Fence { .. } => {}
             Mode::Tag(reader) => self.emit.text(reader.raw()),
@@ -493,15 +593,14 @@ impl ParserMachine {
                 let emit = &mut self.emit;
                 finder.flush(&mut |text| emit.reasoning(text, out));
             }
-            Mode::Block(Block::Pending(_)) => {
-                let raw = std::mem::take(&mut self.calls.raw);
-                self.emit.text(&raw);
-            }
             Mode::Block(mut block) => {
                 let base = self.calls.raw.len();
                 let mut ctx = self.ctx(out, base);
-                block.end(&mut ctx)?;
-                self.calls.raw.clear();
+                let was_block = block.end(&mut ctx)?;
+                let raw = std::mem::take(&mut self.calls.raw);
+                if !was_block {
+                    self.emit.text(&raw);
+                }
             }
         }
         self.line = LineState::START;
@@ -512,6 +611,7 @@ impl ParserMachine {
 
 /// A tool-call block being read.
 #[derive(Debug)]
+#[expect(clippy::large_enum_variant, reason = "always boxed, as a whole")]
 enum Block {
     /// After a bare `<tool_call>`: Hermes JSON or a Qwen3-Coder function follows,
     /// or it was not a call.
@@ -519,6 +619,7 @@ enum Block {
     Tagged(Tagged),
     Hermes(Hermes),
     Xml(Xml),
+    Protocol(Protocol),
 }
 
 #[derive(Debug)]
@@ -527,7 +628,10 @@ enum BlockStep {
     Done(usize),
     /// Not a call after all: the block's raw text up to `replay_from` is text, the
     /// rest up to byte `at` of the piece is read again as prose.
-    NotACall { at: usize, replay_from: usize },
+    NotACall {
+        at: usize,
+        replay_from: usize,
+    },
 }
 
 #[derive(Debug)]
@@ -547,7 +651,7 @@ impl Block {
                     return Ok(BlockStep::NotACall { at, replay_from });
                 }
                 Decision::Become(block, used) => {
-                    *self = block;
+                    *self = *block;
                     ctx.base += used;
                     let step = self.feed(&input[used..], ctx);
                     ctx.base -= used;
@@ -564,20 +668,26 @@ impl Block {
             Block::Tagged(block) => block.feed(input, ctx)?,
             Block::Hermes(block) => block.feed(input, ctx)?,
             Block::Xml(block) => block.feed(input, ctx)?,
+            Block::Protocol(block) => block.feed(input, ctx)?,
         };
         Ok(match step {
             json_block::Step::More => BlockStep::More,
             json_block::Step::Done(used) => BlockStep::Done(used),
-            json_block::Step::NotACall { at, replay_from } => BlockStep::NotACall { at, replay_from },
+            json_block::Step::NotACall { at, replay_from } => {
+                BlockStep::NotACall { at, replay_from }
+            }
         })
     }
 
-    fn end(&mut self, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    /// The text ended inside the block; false when it was not a block after all
+    /// (its raw text is then text).
+    fn end(&mut self, ctx: &mut Ctx<'_>) -> Result<bool, Error> {
         match self {
-            Block::Pending(_) => Ok(()),
-            Block::Tagged(block) => block.end(ctx),
-            Block::Hermes(block) => block.end(ctx),
+            Block::Pending(_) => Ok(false),
+            Block::Tagged(block) => block.end(ctx).map(|()| true),
+            Block::Hermes(block) => block.end(ctx).map(|()| true),
             Block::Xml(block) => block.end(ctx),
+            Block::Protocol(block) => block.end(ctx),
         }
     }
 }
@@ -586,9 +696,12 @@ impl Block {
 enum Decision {
     More,
     /// The body is this block's, from byte `used` of the piece on.
-    Become(Block, usize),
+    Become(Box<Block>, usize),
     /// Not a call: see [`BlockStep::NotACall`].
-    NotACall { at: usize, replay_from: usize },
+    NotACall {
+        at: usize,
+        replay_from: usize,
+    },
 }
 
 impl Pending {
@@ -605,9 +718,10 @@ impl Pending {
                         let (reader, _) = self.reader.take().expect("reading a tag");
                         let (tag, _) = reader.finish();
                         match tag.inline.as_deref() {
-                            Some(name) if self.qwen3 && tag.opens("function") => {
-                                Decision::Become(Block::Xml(Xml::qwen3(name, ctx)), pos + used)
-                            }
+                            Some(name) if self.qwen3 && tag.opens("function") => Decision::Become(
+                                Box::new(Block::Xml(Xml::qwen3(name, ctx))),
+                                pos + used,
+                            ),
                             // Another tag: it is read again as prose.
                             _ => Decision::NotACall {
                                 at: pos + used,
@@ -634,7 +748,7 @@ impl Pending {
             match bytes[pos] {
                 b'{' if self.hermes => {
                     ctx.begin(0);
-                    return Decision::Become(Block::Hermes(Hermes::default()), pos);
+                    return Decision::Become(Box::new(Block::Hermes(Hermes::default())), pos);
                 }
                 b'<' if self.qwen3 => {
                     self.reader = Some((TagReader::new(TAG_LIMIT), ctx.pos(pos)));

@@ -67,7 +67,11 @@ enum State {
     /// In a call, between parameters.
     InCall,
     /// Reading a tag; `in_call` says where it started.
-    Tag { reader: TagReader, raw_start: usize, in_call: bool },
+    Tag {
+        reader: TagReader,
+        raw_start: usize,
+        in_call: bool,
+    },
     Param(Param),
 }
 
@@ -125,7 +129,10 @@ impl Xml {
                     let found = memchr(b'<', &bytes[pos..]).map(|offset| pos + offset);
                     let end = found.unwrap_or(bytes.len());
                     if !input[pos..end].trim().is_empty() {
-                        ctx.fault(InvalidCallKind::MalformedArguments, "unexpected text between parameters");
+                        ctx.fault(
+                            InvalidCallKind::MalformedArguments,
+                            "unexpected text between parameters",
+                        );
                     }
                     let Some(at) = found else {
                         return Ok(Step::More);
@@ -146,9 +153,13 @@ impl Xml {
                     }
                     if bytes[pos] != b'<' {
                         if !self.seen_call {
-                            return Ok(Step::NotACall { at: pos, replay_from: ctx.pos(pos) });
+                            return Ok(Step::NotACall {
+                                at: pos,
+                                replay_from: ctx.pos(pos),
+                            });
                         }
-                        let end = memchr(b'<', &bytes[pos..]).map_or(bytes.len(), |offset| pos + offset);
+                        let end =
+                            memchr(b'<', &bytes[pos..]).map_or(bytes.len(), |offset| pos + offset);
                         ctx.text(&std::mem::take(&mut self.space));
                         ctx.text(&input[pos..end]);
                         pos = end;
@@ -161,17 +172,27 @@ impl Xml {
                     };
                     pos += 1;
                 }
-                State::Tag { reader, raw_start, in_call } => match reader.feed(&input[pos..]) {
+                State::Tag {
+                    reader,
+                    raw_start,
+                    in_call,
+                } => match reader.feed(&input[pos..]) {
                     TagStep::More => return Ok(Step::More),
                     TagStep::NotATag(at) => {
                         pos += at;
                         let (in_call, raw_start) = (*in_call, *raw_start);
                         let raw = reader.raw().to_owned();
                         if in_call {
-                            ctx.fault(InvalidCallKind::MalformedArguments, format!("malformed markup `{raw}`"));
+                            ctx.fault(
+                                InvalidCallKind::MalformedArguments,
+                                format!("malformed markup `{raw}`"),
+                            );
                             self.state = State::InCall;
                         } else if !self.seen_call {
-                            return Ok(Step::NotACall { at: pos, replay_from: raw_start });
+                            return Ok(Step::NotACall {
+                                at: pos,
+                                replay_from: raw_start,
+                            });
                         } else {
                             ctx.text(&std::mem::take(&mut self.space));
                             ctx.text(&raw);
@@ -181,14 +202,26 @@ impl Xml {
                     TagStep::Done(used) => {
                         pos += used;
                         let (in_call, raw_start) = (*in_call, *raw_start);
-                        let back = if in_call { State::InCall } else { State::Between };
-                        let State::Tag { reader, .. } = std::mem::replace(&mut self.state, back) else {
+                        let back = if in_call {
+                            State::InCall
+                        } else {
+                            State::Between
+                        };
+                        let State::Tag { reader, .. } = std::mem::replace(&mut self.state, back)
+                        else {
                             unreachable!()
                         };
                         let (tag, raw) = reader.finish();
-                        if !in_call && !self.seen_call && !self.opens_call(&tag) && !tag.closes(&self.names.block) {
+                        if !in_call
+                            && !self.seen_call
+                            && !self.opens_call(&tag)
+                            && !tag.closes(&self.names.block)
+                        {
                             // The first thing in the block is not a call: it is not a block.
-                            return Ok(Step::NotACall { at: pos, replay_from: raw_start });
+                            return Ok(Step::NotACall {
+                                at: pos,
+                                replay_from: raw_start,
+                            });
                         }
                         if self.structure(&tag, &raw, raw_start, in_call, ctx.pos(pos), ctx)? {
                             return Ok(Step::Done(pos));
@@ -260,9 +293,14 @@ impl Xml {
         if in_call {
             if let Some(param) = names.name_of(tag, &names.param) {
                 if !valid_name(param) {
-                    ctx.fault(InvalidCallKind::MalformedArguments, format!("malformed parameter name in `{raw}`"));
+                    ctx.fault(
+                        InvalidCallKind::MalformedArguments,
+                        format!("malformed parameter name in `{raw}`"),
+                    );
                 }
-                let kind = ctx.schema().map_or(ParamKind::Unknown, |schema| ParamKind::of(schema, param));
+                let kind = ctx
+                    .schema()
+                    .map_or(ParamKind::Unknown, |schema| ParamKind::of(schema, param));
                 self.start_value(param, kind, ctx)?;
             } else if ends_block || (tag.closes(&names.call) && !names.inline) {
                 self.end_call(raw_end, ctx)?;
@@ -272,7 +310,10 @@ impl Xml {
                 self.close_args(ctx)?;
                 self.state = State::Between;
             } else if !tag.closes(&names.param) {
-                ctx.fault(InvalidCallKind::MalformedArguments, format!("unexpected `{raw}` in a call"));
+                ctx.fault(
+                    InvalidCallKind::MalformedArguments,
+                    format!("unexpected `{raw}` in a call"),
+                );
             }
             return Ok(false);
         }
@@ -298,7 +339,12 @@ impl Xml {
         self.names.name_of(tag, &self.names.call).is_some()
     }
 
-    fn start_value(&mut self, param: &str, kind: ParamKind, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    fn start_value(
+        &mut self,
+        param: &str,
+        kind: ParamKind,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<(), Error> {
         let mut prefix = String::from(if ctx.args_empty() { "{" } else { ", " });
         prefix.push('"');
         escape_into(&mut prefix, param);
@@ -326,22 +372,24 @@ impl Xml {
         ctx.args(&json)
     }
 
-    /// The text ended inside the block.
-    pub(super) fn end(&mut self, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    /// The text ended inside the block; false when it held no call (it was not
+    /// a block: its raw text is text).
+    pub(super) fn end(&mut self, ctx: &mut Ctx<'_>) -> Result<bool, Error> {
         if !self.seen_call {
-            // Only an opening tag and whitespace: not a block.
-            let raw = std::mem::take(&mut ctx.calls.raw);
-            ctx.text(&raw);
-            return Ok(());
+            return Ok(false);
         }
         match &self.state {
             State::Param(param) if !param.scan.closed() => {
-                ctx.fault(InvalidCallKind::Truncated, "the text ended inside a parameter");
+                ctx.fault(
+                    InvalidCallKind::Truncated,
+                    "the text ended inside a parameter",
+                );
             }
             State::Param(_) => self.end_value(ctx)?,
             State::Between | State::InCall | State::Tag { .. } => {}
         }
-        self.end_call(ctx.raw_end(), ctx)
+        self.end_call(ctx.raw_end(), ctx)?;
+        Ok(true)
     }
 
     /// Completes the current call's arguments.
@@ -369,13 +417,15 @@ fn valid_name(name: &str) -> bool {
     !name.is_empty() && !name.contains(|c: char| c.is_whitespace() || "=<>\"'/".contains(c))
 }
 
-
 /// What [`ValueScan::feed`] found.
 enum ValueStep {
     More,
     /// The value ended after `used` bytes; `tag` is the structural tag that ended
     /// it, already read, with its raw text.
-    End { used: usize, tag: Option<(Tag, String)> },
+    End {
+        used: usize,
+        tag: Option<(Tag, String)>,
+    },
 }
 
 /// Reads a raw-text value up to its structural end.
@@ -398,7 +448,10 @@ enum ValueState {
     /// A tag inside the value.
     Tag(TagReader),
     /// After `</parameter>`: whitespace so far, then maybe a tag.
-    AfterClose { held: String, reader: Option<TagReader> },
+    AfterClose {
+        held: String,
+        reader: Option<TagReader>,
+    },
 }
 
 impl ValueScan {
@@ -483,14 +536,22 @@ impl ValueScan {
                     }
                     TagStep::Done(used) => {
                         pos += used;
-                        let ValueState::Tag(reader) = std::mem::replace(&mut self.state, ValueState::Text) else {
+                        let ValueState::Tag(reader) =
+                            std::mem::replace(&mut self.state, ValueState::Text)
+                        else {
                             unreachable!()
                         };
                         let (tag, raw) = reader.finish();
                         if tag.closes(&self.param) {
-                            self.state = ValueState::AfterClose { held: raw, reader: None };
+                            self.state = ValueState::AfterClose {
+                                held: raw,
+                                reader: None,
+                            };
                         } else if self.structural(&tag) {
-                            return ValueStep::End { used: pos, tag: Some((tag, raw)) };
+                            return ValueStep::End {
+                                used: pos,
+                                tag: Some((tag, raw)),
+                            };
                         } else {
                             self.content(&raw, out);
                         }
@@ -514,7 +575,10 @@ impl ValueScan {
                         self.content(&held, out);
                     }
                 }
-                ValueState::AfterClose { held, reader: Some(reader) } => match reader.feed(&input[pos..]) {
+                ValueState::AfterClose {
+                    held,
+                    reader: Some(reader),
+                } => match reader.feed(&input[pos..]) {
                     TagStep::More => return ValueStep::More,
                     TagStep::NotATag(at) => {
                         pos += at;
@@ -524,14 +588,19 @@ impl ValueScan {
                     }
                     TagStep::Done(used) => {
                         pos += used;
-                        let ValueState::AfterClose { held, reader: Some(reader) } =
-                            std::mem::replace(&mut self.state, ValueState::Text)
+                        let ValueState::AfterClose {
+                            held,
+                            reader: Some(reader),
+                        } = std::mem::replace(&mut self.state, ValueState::Text)
                         else {
                             unreachable!()
                         };
                         let (tag, raw) = reader.finish();
                         if self.structural(&tag) {
-                            return ValueStep::End { used: pos, tag: Some((tag, raw)) };
+                            return ValueStep::End {
+                                used: pos,
+                                tag: Some((tag, raw)),
+                            };
                         }
                         self.content(&held, out);
                         self.content(&raw, out);

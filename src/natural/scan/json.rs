@@ -20,8 +20,9 @@ pub(crate) enum Step {
     /// A byte that cannot continue the value (outside strings), at this offset:
     /// usually the start of an end tag. Nothing from it on was used.
     Stray(usize),
-    /// The text is not JSON.
-    Invalid(String),
+    /// The text is not JSON, at about this offset of the piece (never before
+    /// the first byte the scanner took from it).
+    Invalid(usize, String),
 }
 
 fn is_space(byte: u8) -> bool {
@@ -40,8 +41,6 @@ pub(crate) struct Skim {
     held: String,
     /// The last significant byte outside strings.
     last: u8,
-    /// A trailing comma was dropped.
-    pub(crate) repaired: bool,
 }
 
 impl Skim {
@@ -85,13 +84,10 @@ impl Skim {
                     }
                 }
                 b'}' | b']' => {
-                    if !self.held.is_empty() {
-                        self.held.clear();
-                        self.repaired = true;
-                    }
+                    self.held.clear();
                     if self.closers.pop() != Some(byte) {
                         emit(&input[from..pos]);
-                        return Step::Invalid(format!("unexpected `{}`", byte as char));
+                        return Step::Invalid(pos, format!("unexpected `{}`", byte as char));
                     }
                     self.last = byte;
                     if self.closers.is_empty() {
@@ -153,10 +149,8 @@ impl Skim {
 pub(crate) enum Treat {
     /// Look inside it (objects and arrays; anything else is skipped).
     Descend,
-    /// Pass its text on verbatim (to [`Visitor::captured`]).
-    Capture,
     /// A string: pass its decoded contents on (to [`Visitor::decoded`]);
-    /// anything else is captured.
+    /// anything else: pass its text on verbatim (to [`Visitor::captured`]).
     Decode,
     /// Ignore it.
     Skip,
@@ -177,24 +171,20 @@ impl Path<'_> {
         let frame = self.0.get(depth.checked_sub(1)?)?;
         frame.object.then_some(frame.key.as_str())
     }
-
-    /// The array index at `depth` (1-based), when that level is an array.
-    pub(crate) fn index(&self, depth: usize) -> Option<usize> {
-        let frame = self.0.get(depth.checked_sub(1)?)?;
-        (!frame.object).then_some(frame.index)
-    }
 }
 
 /// Receives the values a [`Sax`] finds.
 pub(crate) trait Visitor {
-    /// A value starts at `path`; `first` is its first byte.
-    fn value(&mut self, path: Path<'_>, first: u8) -> Treat;
+    /// A value starts at `path`, at byte `at` of the scanned text; `first` is its
+    /// first byte.
+    fn value(&mut self, path: Path<'_>, first: u8, at: usize) -> Treat;
     /// Text of a captured value.
     fn captured(&mut self, piece: &str);
     /// Decoded text of a decoded string.
     fn decoded(&mut self, piece: &str);
-    /// A captured or decoded value at `path` ended.
-    fn ended(&mut self, path: Path<'_>);
+    /// A captured or decoded value, or an object or array looked inside, ended
+    /// at `path`, before byte `at` of the scanned text.
+    fn ended(&mut self, path: Path<'_>, at: usize);
 }
 
 /// One open container.
@@ -220,9 +210,15 @@ enum State {
     Key(StringDecoder),
     Colon,
     /// Inside a container or string, passed on (`capture`) or skipped.
-    Skim { skim: Skim, capture: bool },
+    Skim {
+        skim: Skim,
+        capture: bool,
+    },
     CaptureScalar,
-    String { decoder: StringDecoder, decode: bool },
+    String {
+        decoder: StringDecoder,
+        decode: bool,
+    },
     SkipScalar,
     /// After a value: a comma or a closer.
     After,
@@ -234,8 +230,8 @@ enum State {
 pub(crate) struct Sax {
     frames: Vec<Frame>,
     state: State,
-    /// A trailing comma was dropped or a closer added.
-    repaired: bool,
+    /// Bytes scanned in earlier pieces.
+    offset: usize,
 }
 
 impl Default for Sax {
@@ -243,7 +239,7 @@ impl Default for Sax {
         Sax {
             frames: Vec::new(),
             state: State::Value,
-            repaired: false,
+            offset: 0,
         }
     }
 }
@@ -251,6 +247,16 @@ impl Default for Sax {
 impl Sax {
     /// Scans `input`. Whitespace before the root value is skipped.
     pub(crate) fn feed(&mut self, input: &str, visitor: &mut impl Visitor) -> Step {
+        let step = self.scan(input, visitor);
+        self.offset += match step {
+            Step::More => input.len(),
+            Step::Done(used) | Step::Stray(used) => used,
+            Step::Invalid(..) => 0,
+        };
+        step
+    }
+
+    fn scan(&mut self, input: &str, visitor: &mut impl Visitor) -> Step {
         let bytes = input.as_bytes();
         let mut pos = 0;
         while pos < bytes.len() {
@@ -268,14 +274,13 @@ impl Sax {
                         Step::More => return Step::More,
                         Step::Done(used) => {
                             pos += used;
-                            self.repaired |= skim.repaired;
                             if capture {
-                                visitor.ended(Path(&self.frames));
+                                visitor.ended(Path(&self.frames), self.offset + pos);
                             }
                             self.value_done();
                         }
                         Step::Stray(at) => return Step::Stray(pos + at),
-                        invalid @ Step::Invalid(_) => return invalid,
+                        Step::Invalid(at, message) => return Step::Invalid(pos + at, message),
                     }
                     continue;
                 }
@@ -287,7 +292,7 @@ impl Sax {
                             pos += used;
                             self.state = State::Colon;
                         }
-                        Err(BadEscape(message)) => return Step::Invalid(message),
+                        Err(BadEscape(message)) => return Step::Invalid(pos, message),
                     }
                     continue;
                 }
@@ -303,11 +308,11 @@ impl Sax {
                         Ok(Decoded::End(used)) => {
                             pos += used;
                             if decode {
-                                visitor.ended(Path(&self.frames));
+                                visitor.ended(Path(&self.frames), self.offset + pos);
                             }
                             self.value_done();
                         }
-                        Err(BadEscape(message)) => return Step::Invalid(message),
+                        Err(BadEscape(message)) => return Step::Invalid(pos, message),
                     }
                     continue;
                 }
@@ -323,7 +328,7 @@ impl Sax {
                         return Step::More;
                     }
                     if matches!(self.state, State::CaptureScalar) {
-                        visitor.ended(Path(&self.frames));
+                        visitor.ended(Path(&self.frames), self.offset + end);
                     }
                     pos = end;
                     self.value_done();
@@ -333,10 +338,9 @@ impl Sax {
                 _ if byte == b'<' => return Step::Stray(pos),
                 State::Value | State::FirstItem | State::NextItem => {
                     if byte == b']' && !matches!(self.state, State::Value) {
-                        self.repaired |= matches!(self.state, State::NextItem);
-                        self.close_container();
+                        self.close_container(visitor, self.offset + pos + 1);
                     } else {
-                        self.start_value(byte, visitor);
+                        self.start_value(byte, visitor, self.offset + pos);
                         if matches!(self.state, State::Skim { .. } | State::CaptureScalar) {
                             // The first byte belongs to the value: let its scanner see it.
                             continue;
@@ -345,20 +349,27 @@ impl Sax {
                 }
                 State::FirstKey | State::NextKey => match byte {
                     b'"' => {
-                        self.frames.last_mut().expect("inside an object").key.clear();
+                        self.frames
+                            .last_mut()
+                            .expect("inside an object")
+                            .key
+                            .clear();
                         self.state = State::Key(StringDecoder::default());
                     }
-                    b'}' => {
-                        if matches!(self.state, State::NextKey) {
-                            self.repaired = true;
-                        }
-                        self.close_container();
+                    b'}' => self.close_container(visitor, self.offset + pos + 1),
+                    _ => {
+                        return Step::Invalid(
+                            pos,
+                            format!("expected a key, found `{}`", byte as char),
+                        );
                     }
-                    _ => return Step::Invalid(format!("expected a key, found `{}`", byte as char)),
                 },
                 State::Colon => {
                     if byte != b':' {
-                        return Step::Invalid(format!("expected `:`, found `{}`", byte as char));
+                        return Step::Invalid(
+                            pos,
+                            format!("expected `:`, found `{}`", byte as char),
+                        );
                     }
                     self.state = State::Value;
                 }
@@ -368,12 +379,17 @@ impl Sax {
                         self.frames.last_mut().expect("inside an array").index += 1;
                         self.state = State::NextItem;
                     }
-                    (b'}', Some(true)) | (b']', Some(false)) => self.close_container(),
+                    (b'}', Some(true)) | (b']', Some(false)) => {
+                        self.close_container(visitor, self.offset + pos + 1)
+                    }
                     _ => {
-                        return Step::Invalid(format!(
-                            "expected `,` or a closing bracket, found `{}`",
-                            byte as char
-                        ));
+                        return Step::Invalid(
+                            pos,
+                            format!(
+                                "expected `,` or a closing bracket, found `{}`",
+                                byte as char
+                            ),
+                        );
                     }
                 },
             }
@@ -385,26 +401,22 @@ impl Sax {
         }
     }
 
-    /// True once the root value is complete.
-    pub(crate) fn is_done(&self) -> bool {
-        matches!(self.state, State::Done)
-    }
-
-    /// True when a trailing comma was dropped or a closer added.
-    pub(crate) fn repaired(&self) -> bool {
-        self.repaired
-    }
-
     /// Ends the input where it stands: completes the root value when at most
     /// `budget` closers are missing, telling `visitor` as if they had arrived.
-    pub(crate) fn close(&mut self, budget: usize, visitor: &mut impl Visitor) -> Result<(), String> {
+    pub(crate) fn close(
+        &mut self,
+        budget: usize,
+        visitor: &mut impl Visitor,
+    ) -> Result<(), String> {
         let captured = match &self.state {
             State::Done => return Ok(()),
             State::Skim { skim, .. } => skim.unclosed().map_err(str::to_owned)?,
             State::CaptureScalar | State::SkipScalar | State::After => Vec::new(),
             State::FirstKey | State::NextKey | State::FirstItem | State::NextItem => Vec::new(),
             State::Value if self.frames.is_empty() => return Err("there is no value".into()),
-            State::Value | State::Colon => return Err("it ends after a key, before its value".into()),
+            State::Value | State::Colon => {
+                return Err("it ends after a key, before its value".into());
+            }
             State::Key(_) | State::String { .. } => return Err("it ends inside a string".into()),
         };
         let missing = captured.len() + self.frames.len();
@@ -415,20 +427,22 @@ impl Sax {
             self.state,
             State::Skim { capture: true, .. } | State::CaptureScalar
         );
+        let at = self.offset;
         if capturing {
             if !captured.is_empty() {
                 visitor.captured(std::str::from_utf8(&captured).expect("closers are ASCII"));
             }
-            visitor.ended(Path(&self.frames));
+            visitor.ended(Path(&self.frames), at);
         }
-        self.repaired |= missing > 0;
-        self.frames.clear();
+        while !self.frames.is_empty() {
+            self.close_container(visitor, at);
+        }
         self.state = State::Done;
         Ok(())
     }
 
-    fn start_value(&mut self, first: u8, visitor: &mut impl Visitor) {
-        let treat = visitor.value(Path(&self.frames), first);
+    fn start_value(&mut self, first: u8, visitor: &mut impl Visitor, at: usize) {
+        let treat = visitor.value(Path(&self.frames), first, at);
         self.state = match (treat, first) {
             (Treat::Descend, b'{' | b'[') => {
                 self.frames.push(Frame {
@@ -445,7 +459,7 @@ impl Sax {
                 decoder: StringDecoder::default(),
                 decode: treat == Treat::Decode,
             },
-            (Treat::Capture | Treat::Decode, b'{' | b'[') | (Treat::Capture, b'"') => State::Skim {
+            (Treat::Decode, b'{' | b'[') => State::Skim {
                 skim: Skim::default(),
                 capture: true,
             },
@@ -453,12 +467,14 @@ impl Sax {
                 skim: Skim::default(),
                 capture: false,
             },
-            (Treat::Capture | Treat::Decode, _) => State::CaptureScalar,
+            (Treat::Decode, _) => State::CaptureScalar,
             (Treat::Skip | Treat::Descend, _) => State::SkipScalar,
         };
     }
 
-    fn close_container(&mut self) {
+    fn close_container(&mut self, visitor: &mut impl Visitor, at: usize) {
+        let parent = self.frames.len().saturating_sub(1);
+        visitor.ended(Path(&self.frames[..parent]), at);
         self.frames.pop();
         self.value_done();
     }
@@ -517,7 +533,13 @@ mod tests {
     }
 
     fn container() -> impl Strategy<Value = Value> {
-        json_value().prop_map(|v| if v.is_object() || v.is_array() { v } else { json!({ "v": v }) })
+        json_value().prop_map(|v| {
+            if v.is_object() || v.is_array() {
+                v
+            } else {
+                json!({ "v": v })
+            }
+        })
     }
 
     #[derive(Default)]
@@ -530,10 +552,10 @@ mod tests {
     }
 
     impl Visitor for Recorder {
-        fn value(&mut self, path: Path<'_>, _first: u8) -> Treat {
+        fn value(&mut self, path: Path<'_>, _first: u8, _at: usize) -> Treat {
             match (path.depth(), path.key(1)) {
                 (0, _) => Treat::Descend,
-                (1, Some(key)) if key == self.capture_key => Treat::Capture,
+                (1, Some(key)) if key == self.capture_key => Treat::Decode,
                 (1, Some(key)) if key == self.decode_key => Treat::Decode,
                 _ => Treat::Skip,
             }
@@ -544,8 +566,8 @@ mod tests {
         fn decoded(&mut self, piece: &str) {
             self.decoded.push_str(piece);
         }
-        fn ended(&mut self, path: Path<'_>) {
-            self.ended.push(path.key(1).unwrap_or("?").to_owned());
+        fn ended(&mut self, path: Path<'_>, _at: usize) {
+            self.ended.push(path.key(1).unwrap_or("root").to_owned());
         }
     }
 
@@ -585,7 +607,8 @@ mod tests {
             prop_assert_eq!(step, Step::Done(text.len()));
             prop_assert_eq!(serde_json::from_str::<Value>(&recorder.captured).unwrap(), arguments);
             prop_assert_eq!(recorder.decoded, name);
-            prop_assert_eq!(recorder.ended.len(), 2);
+            prop_assert_eq!(recorder.ended.len(), 3);
+            prop_assert_eq!(recorder.ended.last().map(String::as_str), Some("root"));
         }
     }
 
@@ -595,8 +618,10 @@ mod tests {
         let mut out = String::new();
         let step = skim.feed("{\"a\": [1, 2, ], \"b\": 3,\n}", &mut |p| out.push_str(p));
         assert!(matches!(step, Step::Done(_)));
-        assert!(skim.repaired);
-        assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), json!({"a": [1, 2], "b": 3}));
+        assert_eq!(
+            serde_json::from_str::<Value>(&out).unwrap(),
+            json!({"a": [1, 2], "b": 3})
+        );
     }
 
     #[test]
@@ -621,25 +646,40 @@ mod tests {
 
     #[test]
     fn sax_closes_one_missing_bracket_within_budget() {
-        let mut recorder = Recorder { capture_key: "arguments", decode_key: "name", ..Recorder::default() };
+        let mut recorder = Recorder {
+            capture_key: "arguments",
+            decode_key: "name",
+            ..Recorder::default()
+        };
         let mut sax = Sax::default();
-        assert_eq!(sax.feed("{\"name\": \"x\", \"arguments\": {\"a\": 1}", &mut recorder), Step::More);
+        assert_eq!(
+            sax.feed("{\"name\": \"x\", \"arguments\": {\"a\": 1}", &mut recorder),
+            Step::More
+        );
         sax.close(1, &mut recorder).unwrap();
-        assert!(sax.is_done() && sax.repaired());
         assert_eq!(recorder.captured, "{\"a\": 1}");
 
         let mut sax = Sax::default();
-        let mut recorder = Recorder { capture_key: "arguments", ..Recorder::default() };
+        let mut recorder = Recorder {
+            capture_key: "arguments",
+            ..Recorder::default()
+        };
         sax.feed("{\"arguments\": {\"a\": 1", &mut recorder);
-        assert_eq!(sax.close(1, &mut recorder), Err("2 closing brackets are missing".into()));
+        assert_eq!(
+            sax.close(1, &mut recorder),
+            Err("2 closing brackets are missing".into())
+        );
     }
 
     #[test]
     fn sax_reports_syntax_errors() {
         let mut recorder = Recorder::default();
         let mut sax = Sax::default();
-        assert!(matches!(sax.feed("{\"a\" 1}", &mut recorder), Step::Invalid(_)));
+        assert!(matches!(
+            sax.feed("{\"a\" 1}", &mut recorder),
+            Step::Invalid(..)
+        ));
         let mut sax = Sax::default();
-        assert!(matches!(sax.feed("{x}", &mut recorder), Step::Invalid(_)));
+        assert!(matches!(sax.feed("{x}", &mut recorder), Step::Invalid(..)));
     }
 }

@@ -51,10 +51,16 @@ impl MarkerFinder {
                 let mut extends = false;
                 for (index, marker) in self.markers.iter().enumerate() {
                     let marker = marker.as_bytes();
-                    if marker.len() > len && marker.starts_with(self.held.as_bytes()) && marker[len] == next {
+                    if marker.len() > len
+                        && marker.starts_with(self.held.as_bytes())
+                        && marker[len] == next
+                    {
                         if marker.len() == len + 1 {
                             self.held.clear();
-                            return Found::Marker { index, end: pos + 1 };
+                            return Found::Marker {
+                                index,
+                                end: pos + 1,
+                            };
                         }
                         extends = true;
                     }

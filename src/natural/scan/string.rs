@@ -118,11 +118,6 @@ impl StringDecoder {
         Ok(Decoded::More)
     }
 
-    /// True when the string ended cleanly so far (no escape in progress).
-    pub(crate) fn is_clean(&self) -> bool {
-        matches!(self.state, DecodeState::Plain)
-    }
-
     fn code_unit(&mut self, unit: u16, out: &mut impl FnMut(&str)) {
         match (self.high.take(), unit) {
             (Some(high), 0xDC00..=0xDFFF) => {

@@ -100,11 +100,6 @@ impl TagReader {
         &self.raw
     }
 
-    /// The tag's name so far.
-    pub(crate) fn name(&self) -> &str {
-        &self.tag.name
-    }
-
     /// The tag read (after [`TagStep::Done`]) and its raw text.
     pub(crate) fn finish(self) -> (Tag, String) {
         (self.tag, self.raw)
