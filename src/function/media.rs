@@ -211,10 +211,15 @@ impl MediaPolicy {
         if path.components().any(|c| c == Component::ParentDir) {
             return Err(outside());
         }
+        let given = root;
         let root = root.canonicalize().map_err(|source| MediaError::Io {
             path: root.to_owned(),
             source,
         })?;
+        // An absolute path elsewhere is refused before it is looked at.
+        if path.is_absolute() && !path.starts_with(given) && !path.starts_with(&root) {
+            return Err(outside());
+        }
         let real = root
             .join(path)
             .canonicalize()
