@@ -4,6 +4,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod tools;
+
 /// Composable tower layers for LLM message pipelines, on the command line.
 ///
 /// Messages are read and written as JSON lines in lmstack's canonical form.
