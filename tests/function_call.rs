@@ -144,15 +144,13 @@ async fn results_keep_the_call_order_when_later_calls_finish_first() {
     );
 }
 
+/// Feeds a model's reply by hand.
+type Feed = mpsc::UnboundedSender<Result<Event, Error>>;
+
 /// A model whose reply stream the test feeds by hand.
 fn hand_fed_model() -> (
-    mpsc::UnboundedSender<Result<Event, Error>>,
-    impl tower::Service<
-        ChatRequest,
-        Response = Reply,
-        Error = Error,
-        Future = futures::future::Ready<Result<Reply, Error>>,
-    >,
+    Feed,
+    impl tower::Service<ChatRequest, Response = Reply, Error = Error, Future: Send + 'static>,
 ) {
     let (sender, receiver) = mpsc::unbounded();
     let receiver = Mutex::new(Some(receiver));

@@ -240,13 +240,13 @@ impl Dispatch {
             Outcome::Foreign
         } else if let Some(fault) = &call.invalid {
             Outcome::Done(answer::invalid(&call, fault, registry))
-        } else if let Some(tool) = registry.get(&call.name) {
-            match registry.validate(&call.name, &call.arguments) {
+        } else if let Some(entry) = registry.entry(&call.name) {
+            match entry.validate(&call.arguments) {
                 Err(problem) => Outcome::Done(answer::bad_arguments(
                     &call.id,
                     &call.name,
                     &problem,
-                    Some(&tool.spec().parameters),
+                    Some(&entry.tool.spec().parameters),
                 )),
                 Ok(()) => {
                     jobs.push(Job {
@@ -254,7 +254,7 @@ impl Dispatch {
                             slot,
                             index: run.calls.len(),
                         },
-                        tool: tool.clone(),
+                        tool: entry.tool.clone(),
                         call: call.clone(),
                     });
                     run.pending += 1;
@@ -341,4 +341,78 @@ fn calls_of(messages: Vec<Message>) -> Vec<ToolCall> {
             _ => Vec::new(),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn core() -> Dispatch {
+        let echo = Tool::dynamic("echo", "", json!({"type": "object"}), |_| async {
+            Ok::<_, std::convert::Infallible>("")
+        });
+        Dispatch::new(ToolRegistry::new([echo]).unwrap(), [])
+    }
+
+    fn drain(core: &mut Dispatch) -> Vec<Event> {
+        std::iter::from_fn(|| core.pop()).collect()
+    }
+
+    #[test]
+    fn a_call_becomes_a_job_when_the_next_one_starts_and_results_come_out_in_order() {
+        let mut core = core();
+        let mut jobs = Vec::new();
+        core.push(Event::text("Hi"), &mut jobs);
+        core.push(Event::call_start(0, "a", "echo"), &mut jobs);
+        core.push(Event::call_arguments(0, "{}"), &mut jobs);
+        assert!(jobs.is_empty(), "the first call may still grow");
+        core.push(Event::call_start(1, "b", "echo"), &mut jobs);
+        assert_eq!(jobs.len(), 1);
+        core.push(Event::text("after"), &mut jobs);
+        assert_eq!(jobs.len(), 2, "the run ended: the last call is complete");
+        assert_eq!(drain(&mut core), vec![Event::text("Hi")]);
+
+        let (a, b) = (&jobs[0], &jobs[1]);
+        core.resolve(b.id, ToolResult::text("b", "echo", "B"));
+        assert_eq!(drain(&mut core), vec![], "text after the run waits for it");
+        core.resolve(a.id, ToolResult::text("a", "echo", "A"));
+        let events = drain(&mut core);
+        assert_eq!(events.len(), 2);
+        let Event::Message { message } = &events[0] else {
+            panic!("{events:?}")
+        };
+        let texts: Vec<String> = message
+            .results()
+            .iter()
+            .map(ToolResult::text_content)
+            .collect();
+        assert_eq!(texts, ["A", "B"]);
+        assert_eq!(events[1], Event::text("after"));
+    }
+
+    #[test]
+    fn events_held_behind_a_pending_run_are_bounded() {
+        let mut core = core();
+        let mut jobs = Vec::new();
+        core.push(
+            Event::message(Message::tool_calls(vec![ToolCall::new(
+                "a",
+                "echo",
+                json!({}),
+            )])),
+            &mut jobs,
+        );
+        let mut pushed = 0;
+        while !core.backlogged() {
+            core.push(Event::text("x"), &mut jobs);
+            pushed += 1;
+        }
+        assert_eq!(pushed, MAX_HELD - 1);
+        assert_eq!(core.pop(), None);
+        core.resolve(jobs[0].id, ToolResult::text("a", "echo", ""));
+        assert_eq!(drain(&mut core).len(), MAX_HELD);
+        assert!(!core.backlogged());
+    }
 }

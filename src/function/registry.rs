@@ -34,8 +34,9 @@ pub struct ToolRegistry {
     entries: Arc<[Entry]>,
 }
 
-struct Entry {
-    tool: Tool,
+/// A tool with its compiled validator.
+pub(crate) struct Entry {
+    pub(crate) tool: Tool,
     validator: jsonschema::Validator,
 }
 
@@ -129,18 +130,22 @@ impl ToolRegistry {
         }
     }
 
-    /// Checks `arguments` against the schema of `tool`: `Err` says what is wrong,
-    /// in a form for the model.
-    pub(crate) fn validate(&self, tool: &str, arguments: &Value) -> Result<(), String> {
-        let Some(entry) = self.entry(tool) else {
-            return Ok(());
-        };
+    /// The tool with this name, with its validator.
+    pub(crate) fn entry(&self, name: &str) -> Option<&Entry> {
+        self.entries
+            .iter()
+            .find(|entry| entry.tool.name().eq_ignore_ascii_case(name))
+    }
+}
+
+impl Entry {
+    /// Checks `arguments` against the tool's schema: `Err` says what is wrong, in a
+    /// form for the model (the first few violations, each with its place).
+    pub(crate) fn validate(&self, arguments: &Value) -> Result<(), String> {
         const SHOWN: usize = 5;
-        let mut errors = entry.validator.iter_errors(arguments).peekable();
-        if errors.peek().is_none() {
-            return Ok(());
-        }
-        let problems: Vec<String> = errors
+        let problems: Vec<String> = self
+            .validator
+            .iter_errors(arguments)
             .take(SHOWN)
             .map(|error| {
                 let at = error.instance_path().as_str();
@@ -151,13 +156,11 @@ impl ToolRegistry {
                 }
             })
             .collect();
-        Err(problems.join("; "))
-    }
-
-    fn entry(&self, name: &str) -> Option<&Entry> {
-        self.entries
-            .iter()
-            .find(|entry| entry.tool.name().eq_ignore_ascii_case(name))
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
     }
 }
 
