@@ -37,6 +37,16 @@ pub enum Error {
         limit: usize,
     },
 
+    /// Model text that should be a tool call could not be read or checked (the
+    /// parser's `Error` policy).
+    #[error("{stage}: {} tool call: {}", invalid.kind, invalid.message)]
+    InvalidToolCall {
+        /// The layer, for example `natural tool use parser`.
+        stage: &'static str,
+        /// What was wrong, with the raw text.
+        invalid: crate::InvalidCall,
+    },
+
     /// JSON that could not be read or written.
     #[error("{context}: {source}")]
     Json {

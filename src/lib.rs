@@ -38,6 +38,8 @@ mod error;
 #[cfg(feature = "function")]
 pub mod function;
 pub mod message;
+pub mod natural;
+mod schema;
 pub mod service;
 pub mod testing;
 pub mod transcript;

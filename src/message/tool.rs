@@ -139,6 +139,17 @@ impl ToolResult {
     }
 }
 
+impl std::fmt::Display for InvalidCallKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            InvalidCallKind::UnknownTool => "unknown_tool",
+            InvalidCallKind::MalformedArguments => "malformed_arguments",
+            InvalidCallKind::SchemaViolation => "schema_violation",
+            InvalidCallKind::Truncated => "truncated",
+        })
+    }
+}
+
 fn is_false(value: &bool) -> bool {
     !*value
 }

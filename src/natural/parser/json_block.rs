@@ -1,0 +1,420 @@
+//! Blocks whose arguments are JSON: the tagged form `<tool_call name="F">{…}`
+//! (bare or fenced) and the Hermes form `<tool_call>{"name": F, "arguments": …}`.
+
+use memchr::memchr;
+
+use super::emit::Ctx;
+use crate::natural::scan::json::{Path, Sax, Skim, Step as JsonStep, Treat, Visitor};
+use crate::natural::scan::marker::{Found, MarkerFinder};
+use crate::{Error, InvalidCallKind};
+
+const CLOSE: &str = "</tool_call>";
+
+pub(super) fn is_space(byte: u8) -> bool {
+    matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// What a block parser did with a piece.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Step {
+    /// Used it all; the block goes on.
+    More,
+    /// The block ended after this many bytes.
+    Done(usize),
+    /// Not a call after all: the block's raw text up to `replay_from` is text;
+    /// the rest, up to byte `at` of the piece, is read again as prose.
+    NotACall { at: usize, replay_from: usize },
+}
+
+/// Matches one expected literal, byte by byte, across pieces.
+#[derive(Debug)]
+pub(super) struct Expect {
+    literal: &'static str,
+    matched: usize,
+}
+
+pub(super) enum Expected {
+    More,
+    Done(usize),
+    /// The byte at this offset does not match.
+    Mismatch(usize),
+}
+
+impl Expect {
+    pub(super) fn new(literal: &'static str) -> Self {
+        Expect { literal, matched: 0 }
+    }
+
+    pub(super) fn feed(&mut self, input: &str) -> Expected {
+        let want = &self.literal.as_bytes()[self.matched..];
+        let have = input.as_bytes();
+        let n = want.len().min(have.len());
+        match (0..n).find(|&i| want[i] != have[i]) {
+            Some(at) => Expected::Mismatch(at),
+            None if n == want.len() => Expected::Done(n),
+            None => {
+                self.matched += n;
+                Expected::More
+            }
+        }
+    }
+}
+
+/// Runs `scan` with a sink that passes argument text to the call, then reports
+/// the first error the call raised (an arguments limit).
+fn with_args<T>(ctx: &mut Ctx<'_>, scan: impl FnOnce(&mut dyn FnMut(&str)) -> T) -> Result<T, Error> {
+    let mut failed = None;
+    let result = scan(&mut |piece: &str| {
+        if failed.is_none()
+            && let Err(error) = ctx.args(piece)
+        {
+            failed = Some(error);
+        }
+    });
+    failed.map_or(Ok(result), Err)
+}
+
+/// Completes arguments cut short by at most one missing bracket, else marks the
+/// call truncated.
+fn close_arguments(closers: Result<Vec<u8>, &'static str>, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    match closers {
+        Ok(closers) if closers.len() <= 1 => {
+            ctx.args(std::str::from_utf8(&closers).expect("closers are ASCII"))
+        }
+        Ok(closers) => {
+            let message = format!("the arguments are cut off: {} closing brackets are missing", closers.len());
+            ctx.fault(InvalidCallKind::Truncated, message);
+            Ok(())
+        }
+        Err(why) => {
+            ctx.fault(InvalidCallKind::Truncated, format!("the arguments are cut off: {why}"));
+            Ok(())
+        }
+    }
+}
+
+/// After the JSON: optional whitespace, then `</tool_call>`; anything else is a
+/// fault, and the block runs to the next `</tool_call>`.
+#[derive(Debug)]
+enum Tail {
+    Space,
+    Close(Expect),
+    Junk(MarkerFinder),
+}
+
+impl Tail {
+    fn junk(ctx: &mut Ctx<'_>, message: &str) -> Tail {
+        ctx.fault(InvalidCallKind::MalformedArguments, message);
+        Tail::Junk(MarkerFinder::new([CLOSE]))
+    }
+
+    /// Reads the tail from byte `pos` of the piece; `Done` when the block closed.
+    fn feed(
+        &mut self,
+        input: &str,
+        mut pos: usize,
+        ctx: &mut Ctx<'_>,
+        on_close: &mut dyn FnMut(&mut Ctx<'_>) -> Result<(), Error>,
+    ) -> Result<Step, Error> {
+        let bytes = input.as_bytes();
+        while pos < bytes.len() {
+            match self {
+                Tail::Space => match bytes[pos..].iter().position(|&b| !is_space(b)) {
+                    None => pos = bytes.len(),
+                    Some(offset) => {
+                        pos += offset;
+                        *self = if bytes[pos] == b'<' {
+                            Tail::Close(Expect::new(CLOSE))
+                        } else {
+                            Tail::junk(ctx, "unexpected text after the arguments")
+                        };
+                    }
+                },
+                Tail::Close(expect) => match expect.feed(&input[pos..]) {
+                    Expected::More => pos = bytes.len(),
+                    Expected::Done(used) => {
+                        pos += used;
+                        on_close(ctx)?;
+                        ctx.end(ctx.pos(pos))?;
+                        return Ok(Step::Done(pos));
+                    }
+                    Expected::Mismatch(at) => {
+                        pos += at;
+                        *self = Tail::junk(ctx, "expected `</tool_call>`");
+                    }
+                },
+                Tail::Junk(finder) => match finder.find(&input[pos..], &mut |_| {}) {
+                    Found::More => pos = bytes.len(),
+                    Found::Marker { end, .. } => {
+                        pos += end;
+                        ctx.end(ctx.pos(pos))?;
+                        return Ok(Step::Done(pos));
+                    }
+                },
+            }
+        }
+        Ok(Step::More)
+    }
+}
+
+/// `<tool_call name="F">` followed by JSON arguments, bare or in a fence.
+#[derive(Debug)]
+pub(super) struct Tagged {
+    state: TaggedState,
+    fenced: bool,
+}
+
+#[derive(Debug)]
+enum TaggedState {
+    /// Before the body: a fence, JSON, or `</tool_call>`.
+    Start,
+    /// Counting the backticks of a fence.
+    Fence { ticks: usize, closing: bool },
+    /// The rest of the fence's first line (` ```json`).
+    FenceInfo,
+    /// After the fence line, before the JSON.
+    BeforeJson,
+    Json(Skim),
+    /// After the JSON: a closing fence, whitespace, `</tool_call>`.
+    After(Tail),
+    /// `</tool_call>` came before the JSON closed.
+    Cut(Skim, Tail),
+}
+
+impl Tagged {
+    pub(super) fn new() -> Self {
+        Tagged {
+            state: TaggedState::Start,
+            fenced: false,
+        }
+    }
+
+    pub(super) fn feed(&mut self, input: &str, ctx: &mut Ctx<'_>) -> Result<Step, Error> {
+        let bytes = input.as_bytes();
+        let mut pos = 0;
+        while pos < bytes.len() {
+            match &mut self.state {
+                TaggedState::Start | TaggedState::BeforeJson => {
+                    let Some(offset) = bytes[pos..].iter().position(|&b| !is_space(b)) else {
+                        return Ok(Step::More);
+                    };
+                    pos += offset;
+                    let start = matches!(self.state, TaggedState::Start);
+                    self.state = match bytes[pos] {
+                        b'{' | b'[' => TaggedState::Json(Skim::default()),
+                        b'`' if start => TaggedState::Fence { ticks: 0, closing: false },
+                        b'<' if start => TaggedState::After(Tail::Close(Expect::new(CLOSE))),
+                        _ => TaggedState::After(Tail::junk(ctx, "expected JSON arguments")),
+                    };
+                }
+                TaggedState::Fence { ticks, closing } => {
+                    let run = bytes[pos..].iter().take_while(|&&b| b == b'`').count();
+                    *ticks += run;
+                    pos += run;
+                    if pos == bytes.len() {
+                        return Ok(Step::More);
+                    }
+                    self.state = match (*ticks >= 3, *closing) {
+                        (true, false) => {
+                            self.fenced = true;
+                            TaggedState::FenceInfo
+                        }
+                        (true, true) => {
+                            self.fenced = false;
+                            TaggedState::After(Tail::Space)
+                        }
+                        (false, _) => TaggedState::After(Tail::junk(ctx, "a broken code fence")),
+                    };
+                }
+                TaggedState::FenceInfo => match memchr(b'\n', &bytes[pos..]) {
+                    None => return Ok(Step::More),
+                    Some(offset) => {
+                        pos += offset + 1;
+                        self.state = TaggedState::BeforeJson;
+                    }
+                },
+                TaggedState::Json(skim) => {
+                    match with_args(ctx, |sink| skim.feed(&input[pos..], &mut |p| sink(p)))? {
+                        JsonStep::More => return Ok(Step::More),
+                        JsonStep::Done(used) => {
+                            pos += used;
+                            self.state = TaggedState::After(Tail::Space);
+                        }
+                        JsonStep::Stray(at) => {
+                            pos += at;
+                            let skim = std::mem::take(skim);
+                            self.state = TaggedState::Cut(skim, Tail::Close(Expect::new(CLOSE)));
+                        }
+                        JsonStep::Invalid(message) => {
+                            self.state = TaggedState::After(Tail::junk(ctx, &message));
+                        }
+                    }
+                }
+                TaggedState::After(tail) => {
+                    if self.fenced && matches!(tail, Tail::Space) {
+                        match bytes[pos..].iter().position(|&b| !is_space(b)) {
+                            None => return Ok(Step::More),
+                            Some(offset) if bytes[pos + offset] == b'`' => {
+                                pos += offset;
+                                self.state = TaggedState::Fence { ticks: 0, closing: true };
+                                continue;
+                            }
+                            Some(_) => {}
+                        }
+                    }
+                    return tail.feed(input, pos, ctx, &mut |_| Ok(()));
+                }
+                TaggedState::Cut(skim, tail) => {
+                    let closers = skim.unclosed();
+                    let mut repair = |ctx: &mut Ctx<'_>| close_arguments(closers.clone(), ctx);
+                    return tail.feed(input, pos, ctx, &mut repair);
+                }
+            }
+        }
+        Ok(Step::More)
+    }
+
+    /// The text ended inside the block.
+    pub(super) fn end(&mut self, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+        match &self.state {
+            TaggedState::Start
+            | TaggedState::Fence { closing: false, .. }
+            | TaggedState::FenceInfo
+            | TaggedState::BeforeJson => {
+                ctx.fault(InvalidCallKind::Truncated, "the text ended before the arguments");
+            }
+            TaggedState::Json(skim) | TaggedState::Cut(skim, _) => close_arguments(skim.unclosed(), ctx)?,
+            TaggedState::Fence { closing: true, .. } | TaggedState::After(_) => {}
+        }
+        ctx.end(ctx.raw_end())
+    }
+}
+
+/// `<tool_call>{"name": F, "arguments": {…}}</tool_call>`, in any key order,
+/// with `parameters` for `arguments`, and arguments given as a JSON-encoded
+/// string decoded once.
+#[derive(Debug, Default)]
+pub(super) struct Hermes {
+    sax: Sax,
+    fields: Fields,
+    tail: Option<Tail>,
+}
+
+#[derive(Debug, Default)]
+struct Fields {
+    current: Field,
+    name: String,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    #[default]
+    Other,
+    Name,
+    Arguments,
+}
+
+struct HermesVisitor<'a, 'b> {
+    fields: &'a mut Fields,
+    ctx: &'a mut Ctx<'b>,
+    failed: Option<Error>,
+}
+
+impl Visitor for HermesVisitor<'_, '_> {
+    fn value(&mut self, path: Path<'_>, first: u8) -> Treat {
+        self.fields.current = Field::Other;
+        match (path.depth(), path.key(1)) {
+            (0, _) => Treat::Descend,
+            (1, Some("name")) if first == b'"' => {
+                self.fields.current = Field::Name;
+                Treat::Decode
+            }
+            (1, Some("arguments" | "parameters")) => {
+                self.fields.current = Field::Arguments;
+                Treat::Decode
+            }
+            _ => Treat::Skip,
+        }
+    }
+
+    fn captured(&mut self, piece: &str) {
+        self.decoded(piece);
+    }
+
+    fn decoded(&mut self, piece: &str) {
+        match self.fields.current {
+            Field::Name if self.fields.name.len() < 1024 => self.fields.name.push_str(piece),
+            Field::Arguments if self.failed.is_none() => {
+                if let Err(error) = self.ctx.args(piece) {
+                    self.failed = Some(error);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn ended(&mut self, _path: Path<'_>) {
+        if self.fields.current == Field::Name {
+            self.ctx.name(&self.fields.name);
+        }
+        self.fields.current = Field::Other;
+    }
+}
+
+impl Hermes {
+    pub(super) fn feed(&mut self, input: &str, ctx: &mut Ctx<'_>) -> Result<Step, Error> {
+        let mut pos = 0;
+        if self.tail.is_none() {
+            let mut visitor = HermesVisitor {
+                fields: &mut self.fields,
+                ctx,
+                failed: None,
+            };
+            let step = self.sax.feed(input, &mut visitor);
+            if let Some(error) = visitor.failed {
+                return Err(error);
+            }
+            match step {
+                JsonStep::More => return Ok(Step::More),
+                JsonStep::Done(used) => {
+                    pos = used;
+                    self.tail = Some(Tail::Space);
+                }
+                JsonStep::Stray(at) => {
+                    pos = at;
+                    self.tail = Some(Tail::Close(Expect::new(CLOSE)));
+                }
+                JsonStep::Invalid(message) => self.tail = Some(Tail::junk(ctx, &message)),
+            }
+        }
+        let Hermes { sax, fields, tail } = self;
+        let tail = tail.as_mut().expect("set above");
+        let mut close = |ctx: &mut Ctx<'_>| close_json(sax, fields, ctx);
+        tail.feed(input, pos, ctx, &mut close)
+    }
+
+    /// The text ended inside the block.
+    pub(super) fn end(&mut self, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+        if !matches!(self.tail, Some(Tail::Junk(_))) {
+            close_json(&mut self.sax, &mut self.fields, ctx)?;
+        }
+        ctx.end(ctx.raw_end())
+    }
+}
+
+/// Completes the Hermes object when at most one bracket is missing.
+fn close_json(sax: &mut Sax, fields: &mut Fields, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    let mut visitor = HermesVisitor {
+        fields,
+        ctx,
+        failed: None,
+    };
+    let closed = sax.close(1, &mut visitor);
+    if let Some(error) = visitor.failed {
+        return Err(error);
+    }
+    if let Err(why) = closed {
+        ctx.fault(InvalidCallKind::Truncated, format!("the call is cut off: {why}"));
+    }
+    Ok(())
+}

@@ -1,0 +1,544 @@
+//! Blocks whose arguments are XML-like parameters with raw-text values:
+//! Qwen3-Coder `<function=F><parameter=p>v</parameter></function>` and Claude-style
+//! `<function_calls><invoke name="F"><parameter name="p">v</parameter></invoke>`.
+//!
+//! Values are raw text, never entity-decoded (the models write them raw). They
+//! are typed by the tool's schema: strings stay strings and stream as they
+//! arrive; other types are read as JSON when the value ends. One wrapping newline
+//! is trimmed. A `</parameter>` ends a value only when a parameter, the end of
+//! the call or block, or the end of the text follows it; elsewhere it is part of
+//! the value.
+
+use memchr::memchr;
+
+use super::emit::{Ctx, STAGE};
+use super::json_block::{Step, is_space};
+use crate::natural::scan::string::escape_into;
+use crate::natural::scan::tag::{Tag, TagReader, TagStep};
+use crate::schema::ParamKind;
+use crate::{Error, InvalidCallKind};
+
+/// The longest tag read inside a block.
+const TAG_LIMIT: usize = 1024;
+
+/// The tag names of one flavour, namespace prefix included.
+#[derive(Debug)]
+struct Names {
+    /// The element of one call (`function` / `invoke`).
+    call: String,
+    param: String,
+    /// The element of the whole block (`tool_call` / `function_calls`).
+    block: String,
+    /// Qwen3-Coder writes names inline (`<function=F>`), Claude as `name="F"`.
+    inline: bool,
+}
+
+impl Names {
+    fn name_of<'t>(&self, tag: &'t Tag, element: &str) -> Option<&'t str> {
+        if !tag.opens(element) {
+            return None;
+        }
+        if self.inline {
+            tag.inline.as_deref()
+        } else {
+            tag.attr("name")
+        }
+    }
+}
+
+/// A Qwen3-Coder or Claude-style block.
+#[derive(Debug)]
+pub(super) struct Xml {
+    names: Names,
+    state: State,
+    /// A call was seen: until then, anything but a call means this is not a block.
+    seen_call: bool,
+    /// Whitespace between calls, dropped unless text follows it.
+    space: String,
+    /// The current call's arguments are complete (Qwen3-Coder: `</function>` came,
+    /// the call's markup runs on to `</tool_call>`).
+    args_closed: bool,
+}
+
+#[derive(Debug)]
+enum State {
+    /// Between calls.
+    Between,
+    /// In a call, between parameters.
+    InCall,
+    /// Reading a tag; `in_call` says where it started.
+    Tag { reader: TagReader, raw_start: usize, in_call: bool },
+    Param(Param),
+}
+
+/// The parameter being read.
+#[derive(Debug)]
+struct Param {
+    kind: ParamKind,
+    scan: ValueScan,
+    /// Raw text of a value typed other than string, converted when it ends.
+    buffer: String,
+}
+
+impl Xml {
+    /// A Qwen3-Coder block whose call `<function=name>` was read: the call has begun.
+    pub(super) fn qwen3(name: &str, ctx: &mut Ctx<'_>) -> Self {
+        ctx.begin(0);
+        ctx.name(name);
+        let mut block = Self::with(Names {
+            call: "function".into(),
+            param: "parameter".into(),
+            block: "tool_call".into(),
+            inline: true,
+        });
+        block.state = State::InCall;
+        block.seen_call = true;
+        block
+    }
+
+    /// A Claude-style block opened by `<{prefix}function_calls>`.
+    pub(super) fn claude(prefix: &str) -> Self {
+        Self::with(Names {
+            call: format!("{prefix}invoke"),
+            param: format!("{prefix}parameter"),
+            block: format!("{prefix}function_calls"),
+            inline: false,
+        })
+    }
+
+    fn with(names: Names) -> Self {
+        Xml {
+            names,
+            state: State::Between,
+            seen_call: false,
+            space: String::new(),
+            args_closed: false,
+        }
+    }
+
+    pub(super) fn feed(&mut self, input: &str, ctx: &mut Ctx<'_>) -> Result<Step, Error> {
+        let bytes = input.as_bytes();
+        let mut pos = 0;
+        while pos < bytes.len() {
+            match &mut self.state {
+                State::InCall => {
+                    let found = memchr(b'<', &bytes[pos..]).map(|offset| pos + offset);
+                    let end = found.unwrap_or(bytes.len());
+                    if !input[pos..end].trim().is_empty() {
+                        ctx.fault(InvalidCallKind::MalformedArguments, "unexpected text between parameters");
+                    }
+                    let Some(at) = found else {
+                        return Ok(Step::More);
+                    };
+                    pos = at + 1;
+                    self.state = State::Tag {
+                        reader: TagReader::new(TAG_LIMIT),
+                        raw_start: ctx.pos(at),
+                        in_call: true,
+                    };
+                }
+                State::Between => {
+                    let spaces = bytes[pos..].iter().take_while(|&&b| is_space(b)).count();
+                    self.space.push_str(&input[pos..pos + spaces]);
+                    pos += spaces;
+                    if pos == bytes.len() {
+                        return Ok(Step::More);
+                    }
+                    if bytes[pos] != b'<' {
+                        if !self.seen_call {
+                            return Ok(Step::NotACall { at: pos, replay_from: ctx.pos(pos) });
+                        }
+                        let end = memchr(b'<', &bytes[pos..]).map_or(bytes.len(), |offset| pos + offset);
+                        ctx.text(&std::mem::take(&mut self.space));
+                        ctx.text(&input[pos..end]);
+                        pos = end;
+                        continue;
+                    }
+                    self.state = State::Tag {
+                        reader: TagReader::new(TAG_LIMIT),
+                        raw_start: ctx.pos(pos),
+                        in_call: false,
+                    };
+                    pos += 1;
+                }
+                State::Tag { reader, raw_start, in_call } => match reader.feed(&input[pos..]) {
+                    TagStep::More => return Ok(Step::More),
+                    TagStep::NotATag(at) => {
+                        pos += at;
+                        let (in_call, raw_start) = (*in_call, *raw_start);
+                        let raw = reader.raw().to_owned();
+                        if in_call {
+                            ctx.fault(InvalidCallKind::MalformedArguments, format!("malformed markup `{raw}`"));
+                            self.state = State::InCall;
+                        } else if !self.seen_call {
+                            return Ok(Step::NotACall { at: pos, replay_from: raw_start });
+                        } else {
+                            ctx.text(&std::mem::take(&mut self.space));
+                            ctx.text(&raw);
+                            self.state = State::Between;
+                        }
+                    }
+                    TagStep::Done(used) => {
+                        pos += used;
+                        let (in_call, raw_start) = (*in_call, *raw_start);
+                        let back = if in_call { State::InCall } else { State::Between };
+                        let State::Tag { reader, .. } = std::mem::replace(&mut self.state, back) else {
+                            unreachable!()
+                        };
+                        let (tag, raw) = reader.finish();
+                        if !in_call && !self.seen_call && !self.opens_call(&tag) && !tag.closes(&self.names.block) {
+                            // The first thing in the block is not a call: it is not a block.
+                            return Ok(Step::NotACall { at: pos, replay_from: raw_start });
+                        }
+                        if self.structure(&tag, &raw, raw_start, in_call, ctx.pos(pos), ctx)? {
+                            return Ok(Step::Done(pos));
+                        }
+                    }
+                },
+                State::Param(param) => {
+                    let Param { kind, scan, buffer } = param;
+                    let kind = *kind;
+                    let limit = ctx.calls.limit;
+                    let mut failed = None;
+                    let step = scan.feed(&input[pos..], &mut |piece| {
+                        if failed.is_some() {
+                            return;
+                        }
+                        let result = if kind == ParamKind::String {
+                            let mut escaped = String::with_capacity(piece.len());
+                            escape_into(&mut escaped, piece);
+                            ctx.args(&escaped)
+                        } else if buffer.len() + piece.len() > limit {
+                            Err(Error::LimitExceeded {
+                                stage: STAGE,
+                                what: "a parameter value",
+                                limit,
+                            })
+                        } else {
+                            buffer.push_str(piece);
+                            Ok(())
+                        };
+                        if let Err(error) = result {
+                            failed = Some(error);
+                        }
+                    });
+                    if let Some(error) = failed {
+                        return Err(error);
+                    }
+                    match step {
+                        ValueStep::More => return Ok(Step::More),
+                        ValueStep::End { used, tag } => {
+                            pos += used;
+                            self.end_value(ctx)?;
+                            self.state = State::InCall;
+                            if let Some((tag, raw)) = tag {
+                                // Inside a call a tag never starts a call: no start offset.
+                                if self.structure(&tag, &raw, 0, true, ctx.pos(pos), ctx)? {
+                                    return Ok(Step::Done(pos));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Step::More)
+    }
+
+    /// Acts on a tag read between calls or parameters; true when the block ended.
+    fn structure(
+        &mut self,
+        tag: &Tag,
+        raw: &str,
+        raw_start: usize,
+        in_call: bool,
+        raw_end: usize,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<bool, Error> {
+        let names = &self.names;
+        let ends_block = tag.closes(&names.block);
+        if in_call {
+            if let Some(param) = names.name_of(tag, &names.param) {
+                if !valid_name(param) {
+                    ctx.fault(InvalidCallKind::MalformedArguments, format!("malformed parameter name in `{raw}`"));
+                }
+                let kind = ctx.schema().map_or(ParamKind::Unknown, |schema| ParamKind::of(schema, param));
+                self.start_value(param, kind, ctx)?;
+            } else if ends_block || (tag.closes(&names.call) && !names.inline) {
+                self.end_call(raw_end, ctx)?;
+                self.state = State::Between;
+                return Ok(ends_block);
+            } else if tag.closes(&names.call) {
+                self.close_args(ctx)?;
+                self.state = State::Between;
+            } else if !tag.closes(&names.param) {
+                ctx.fault(InvalidCallKind::MalformedArguments, format!("unexpected `{raw}` in a call"));
+            }
+            return Ok(false);
+        }
+        if let Some(name) = names.name_of(tag, &names.call) {
+            let name = name.to_owned();
+            self.space.clear();
+            self.seen_call = true;
+            self.end_call(raw_start, ctx)?;
+            ctx.begin(raw_start);
+            ctx.name(&name);
+            self.state = State::InCall;
+        } else if ends_block {
+            self.space.clear();
+            self.end_call(raw_end, ctx)?;
+        } else {
+            ctx.text(&std::mem::take(&mut self.space));
+            ctx.text(raw);
+        }
+        Ok(ends_block)
+    }
+
+    fn opens_call(&self, tag: &Tag) -> bool {
+        self.names.name_of(tag, &self.names.call).is_some()
+    }
+
+    fn start_value(&mut self, param: &str, kind: ParamKind, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+        let mut prefix = String::from(if ctx.args_empty() { "{" } else { ", " });
+        prefix.push('"');
+        escape_into(&mut prefix, param);
+        prefix.push_str("\": ");
+        if kind == ParamKind::String {
+            prefix.push('"');
+        }
+        ctx.args(&prefix)?;
+        self.state = State::Param(Param {
+            kind,
+            scan: ValueScan::new(&self.names),
+            buffer: String::new(),
+        });
+        Ok(())
+    }
+
+    fn end_value(&mut self, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+        let State::Param(param) = &mut self.state else {
+            return Ok(());
+        };
+        if param.kind == ParamKind::String {
+            return ctx.args("\"");
+        }
+        let json = param.kind.value(&param.buffer).to_string();
+        ctx.args(&json)
+    }
+
+    /// The text ended inside the block.
+    pub(super) fn end(&mut self, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+        if !self.seen_call {
+            // Only an opening tag and whitespace: not a block.
+            let raw = std::mem::take(&mut ctx.calls.raw);
+            ctx.text(&raw);
+            return Ok(());
+        }
+        match &self.state {
+            State::Param(param) if !param.scan.closed() => {
+                ctx.fault(InvalidCallKind::Truncated, "the text ended inside a parameter");
+            }
+            State::Param(_) => self.end_value(ctx)?,
+            State::Between | State::InCall | State::Tag { .. } => {}
+        }
+        self.end_call(ctx.raw_end(), ctx)
+    }
+
+    /// Completes the current call's arguments.
+    fn close_args(&mut self, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+        if ctx.in_call() && !self.args_closed {
+            self.args_closed = true;
+            ctx.args(if ctx.args_empty() { "{}" } else { "}" })?;
+        }
+        Ok(())
+    }
+
+    /// Ends the current call, if any, its markup ending at `raw_end`.
+    fn end_call(&mut self, raw_end: usize, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+        self.close_args(ctx)?;
+        self.args_closed = false;
+        if ctx.in_call() {
+            ctx.end(raw_end)?;
+        }
+        Ok(())
+    }
+}
+
+/// A parameter name as the dialects write them: no spaces, quotes or markup.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains(|c: char| c.is_whitespace() || "=<>\"'/".contains(c))
+}
+
+
+/// What [`ValueScan::feed`] found.
+enum ValueStep {
+    More,
+    /// The value ended after `used` bytes; `tag` is the structural tag that ended
+    /// it, already read, with its raw text.
+    End { used: usize, tag: Option<(Tag, String)> },
+}
+
+/// Reads a raw-text value up to its structural end.
+#[derive(Debug)]
+struct ValueScan {
+    param: String,
+    call: String,
+    block: String,
+    inline: bool,
+    state: ValueState,
+    /// Nothing of the value was seen yet: one leading newline is dropped.
+    leading: bool,
+    /// A trailing newline not handed on yet: dropped if the value ends here.
+    newline: bool,
+}
+
+#[derive(Debug)]
+enum ValueState {
+    Text,
+    /// A tag inside the value.
+    Tag(TagReader),
+    /// After `</parameter>`: whitespace so far, then maybe a tag.
+    AfterClose { held: String, reader: Option<TagReader> },
+}
+
+impl ValueScan {
+    fn new(names: &Names) -> Self {
+        ValueScan {
+            param: names.param.clone(),
+            call: names.call.clone(),
+            block: names.block.clone(),
+            inline: names.inline,
+            state: ValueState::Text,
+            leading: true,
+            newline: false,
+        }
+    }
+
+    /// True when the value ended with its `</parameter>`.
+    fn closed(&self) -> bool {
+        matches!(self.state, ValueState::AfterClose { .. })
+    }
+
+    /// A tag that ends the value: the next parameter, or the end of the call
+    /// or block.
+    fn structural(&self, tag: &Tag) -> bool {
+        let opens_param = tag.opens(&self.param)
+            && if self.inline {
+                tag.inline.is_some()
+            } else {
+                tag.attr("name").is_some()
+            };
+        opens_param || tag.closes(&self.call) || tag.closes(&self.block)
+    }
+
+    fn content(&mut self, mut text: &str, out: &mut impl FnMut(&str)) {
+        if text.is_empty() {
+            return;
+        }
+        if self.leading {
+            self.leading = false;
+            text = text.strip_prefix('\n').unwrap_or(text);
+            if text.is_empty() {
+                return;
+            }
+        }
+        if self.newline {
+            self.newline = false;
+            out("\n");
+        }
+        match text.strip_suffix('\n') {
+            Some(body) => {
+                self.newline = true;
+                if !body.is_empty() {
+                    out(body);
+                }
+            }
+            None => out(text),
+        }
+    }
+
+    fn feed(&mut self, input: &str, out: &mut impl FnMut(&str)) -> ValueStep {
+        let bytes = input.as_bytes();
+        let mut pos = 0;
+        while pos < bytes.len() {
+            match &mut self.state {
+                ValueState::Text => match memchr(b'<', &bytes[pos..]) {
+                    None => {
+                        self.content(&input[pos..], out);
+                        return ValueStep::More;
+                    }
+                    Some(offset) => {
+                        self.content(&input[pos..pos + offset], out);
+                        pos += offset + 1;
+                        self.state = ValueState::Tag(TagReader::new(TAG_LIMIT));
+                    }
+                },
+                ValueState::Tag(reader) => match reader.feed(&input[pos..]) {
+                    TagStep::More => return ValueStep::More,
+                    TagStep::NotATag(at) => {
+                        pos += at;
+                        let raw = reader.raw().to_owned();
+                        self.state = ValueState::Text;
+                        self.content(&raw, out);
+                    }
+                    TagStep::Done(used) => {
+                        pos += used;
+                        let ValueState::Tag(reader) = std::mem::replace(&mut self.state, ValueState::Text) else {
+                            unreachable!()
+                        };
+                        let (tag, raw) = reader.finish();
+                        if tag.closes(&self.param) {
+                            self.state = ValueState::AfterClose { held: raw, reader: None };
+                        } else if self.structural(&tag) {
+                            return ValueStep::End { used: pos, tag: Some((tag, raw)) };
+                        } else {
+                            self.content(&raw, out);
+                        }
+                    }
+                },
+                ValueState::AfterClose { held, reader: None } => {
+                    let spaces = bytes[pos..].iter().take_while(|&&b| is_space(b)).count();
+                    held.push_str(&input[pos..pos + spaces]);
+                    pos += spaces;
+                    if pos == bytes.len() {
+                        return ValueStep::More;
+                    }
+                    if bytes[pos] == b'<' {
+                        pos += 1;
+                        if let ValueState::AfterClose { reader, .. } = &mut self.state {
+                            *reader = Some(TagReader::new(TAG_LIMIT));
+                        }
+                    } else {
+                        let held = std::mem::take(held);
+                        self.state = ValueState::Text;
+                        self.content(&held, out);
+                    }
+                }
+                ValueState::AfterClose { held, reader: Some(reader) } => match reader.feed(&input[pos..]) {
+                    TagStep::More => return ValueStep::More,
+                    TagStep::NotATag(at) => {
+                        pos += at;
+                        let text = format!("{held}{}", reader.raw());
+                        self.state = ValueState::Text;
+                        self.content(&text, out);
+                    }
+                    TagStep::Done(used) => {
+                        pos += used;
+                        let ValueState::AfterClose { held, reader: Some(reader) } =
+                            std::mem::replace(&mut self.state, ValueState::Text)
+                        else {
+                            unreachable!()
+                        };
+                        let (tag, raw) = reader.finish();
+                        if self.structural(&tag) {
+                            return ValueStep::End { used: pos, tag: Some((tag, raw)) };
+                        }
+                        self.content(&held, out);
+                        self.content(&raw, out);
+                    }
+                },
+            }
+        }
+        ValueStep::More
+    }
+}

@@ -1,0 +1,241 @@
+//! JSON string contents: an incremental decoder and an escaper.
+
+use memchr::memchr2;
+
+/// Decodes the inside of a JSON string (after its opening quote) piece by piece.
+/// Escapes split across pieces are completed when the rest arrives. Lenient where
+/// models are sloppy: raw control characters pass through, a lone surrogate
+/// becomes U+FFFD.
+#[derive(Debug, Default)]
+pub(crate) struct StringDecoder {
+    state: DecodeState,
+    /// A high surrogate waiting for its low half.
+    high: Option<u16>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+enum DecodeState {
+    #[default]
+    Plain,
+    Escape,
+    Unicode {
+        digits: u8,
+        value: u16,
+    },
+}
+
+/// What [`StringDecoder::feed`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Decoded {
+    /// The piece ended inside the string.
+    More,
+    /// The closing quote: this many bytes of the piece were used, quote included.
+    End(usize),
+}
+
+/// A malformed escape sequence.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct BadEscape(pub(crate) String);
+
+impl StringDecoder {
+    /// Decodes `input`, handing decoded text to `out`, until the closing quote.
+    pub(crate) fn feed(
+        &mut self,
+        input: &str,
+        out: &mut impl FnMut(&str),
+    ) -> Result<Decoded, BadEscape> {
+        let bytes = input.as_bytes();
+        let mut pos = 0;
+        while pos < bytes.len() {
+            match self.state {
+                DecodeState::Plain => match memchr2(b'"', b'\\', &bytes[pos..]) {
+                    None => {
+                        self.flush_high(out);
+                        out(&input[pos..]);
+                        return Ok(Decoded::More);
+                    }
+                    Some(offset) => {
+                        let at = pos + offset;
+                        if at > pos {
+                            self.flush_high(out);
+                            out(&input[pos..at]);
+                        }
+                        pos = at + 1;
+                        if bytes[at] == b'"' {
+                            self.flush_high(out);
+                            return Ok(Decoded::End(pos));
+                        }
+                        self.state = DecodeState::Escape;
+                    }
+                },
+                DecodeState::Escape => {
+                    let byte = bytes[pos];
+                    pos += 1;
+                    if byte == b'u' {
+                        self.state = DecodeState::Unicode {
+                            digits: 0,
+                            value: 0,
+                        };
+                        continue;
+                    }
+                    self.flush_high(out);
+                    let decoded = match byte {
+                        b'"' => "\"",
+                        b'\\' => "\\",
+                        b'/' => "/",
+                        b'b' => "\u{8}",
+                        b'f' => "\u{c}",
+                        b'n' => "\n",
+                        b'r' => "\r",
+                        b't' => "\t",
+                        _ => {
+                            let shown = input[pos - 1..].chars().next().unwrap_or('?');
+                            return Err(BadEscape(format!("invalid escape `\\{shown}`")));
+                        }
+                    };
+                    out(decoded);
+                    self.state = DecodeState::Plain;
+                }
+                DecodeState::Unicode { digits, value } => {
+                    let byte = bytes[pos];
+                    pos += 1;
+                    let digit = (byte as char).to_digit(16).ok_or_else(|| {
+                        BadEscape(format!("invalid unicode escape digit `{}`", byte as char))
+                    })?;
+                    let value = (value << 4) | digit as u16;
+                    if digits < 3 {
+                        self.state = DecodeState::Unicode {
+                            digits: digits + 1,
+                            value,
+                        };
+                        continue;
+                    }
+                    self.state = DecodeState::Plain;
+                    self.code_unit(value, out);
+                }
+            }
+        }
+        Ok(Decoded::More)
+    }
+
+    /// True when the string ended cleanly so far (no escape in progress).
+    pub(crate) fn is_clean(&self) -> bool {
+        matches!(self.state, DecodeState::Plain)
+    }
+
+    fn code_unit(&mut self, unit: u16, out: &mut impl FnMut(&str)) {
+        match (self.high.take(), unit) {
+            (Some(high), 0xDC00..=0xDFFF) => {
+                let code = 0x10000 + (((high as u32) - 0xD800) << 10) + (unit as u32 - 0xDC00);
+                let ch = char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER);
+                out(ch.encode_utf8(&mut [0; 4]));
+            }
+            (high, 0xD800..=0xDBFF) => {
+                if high.is_some() {
+                    out("\u{FFFD}");
+                }
+                self.high = Some(unit);
+            }
+            (high, _) => {
+                if high.is_some() {
+                    out("\u{FFFD}");
+                }
+                let ch = char::from_u32(unit as u32).unwrap_or(char::REPLACEMENT_CHARACTER);
+                out(ch.encode_utf8(&mut [0; 4]));
+            }
+        }
+    }
+
+    fn flush_high(&mut self, out: &mut impl FnMut(&str)) {
+        if self.high.take().is_some() {
+            out("\u{FFFD}");
+        }
+    }
+}
+
+/// Appends `text` to `out` escaped as the inside of a JSON string.
+pub(crate) fn escape_into(out: &mut String, text: &str) {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    for (index, &byte) in bytes.iter().enumerate() {
+        let escaped = match byte {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&text[start..index]);
+        if escaped.is_empty() {
+            out.push_str(&format!("\\u{byte:04x}"));
+        } else {
+            out.push_str(escaped);
+        }
+        start = index + 1;
+    }
+    out.push_str(&text[start..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn decode_in_pieces(input: &str, cuts: &[usize]) -> Result<(String, usize), BadEscape> {
+        let mut decoder = StringDecoder::default();
+        let mut text = String::new();
+        let mut start = 0;
+        let mut bounds: Vec<usize> = cuts
+            .iter()
+            .map(|c| c % (input.len() + 1))
+            .filter(|c| input.is_char_boundary(*c))
+            .collect();
+        bounds.push(input.len());
+        bounds.sort_unstable();
+        for end in bounds {
+            if end < start {
+                continue;
+            }
+            match decoder.feed(&input[start..end], &mut |piece| text.push_str(piece))? {
+                Decoded::End(used) => return Ok((text, start + used)),
+                Decoded::More => start = end,
+            }
+        }
+        Ok((text, usize::MAX))
+    }
+
+    proptest! {
+        #[test]
+        fn decodes_like_serde_json_in_any_pieces(value in "\\PC{0,40}", cuts in prop::collection::vec(any::<usize>(), 0..6), tail in "[a-z]{0,3}") {
+            let encoded = serde_json::to_string(&value).unwrap();
+            let input = format!("{}{tail}", &encoded[1..]);
+            let (text, used) = decode_in_pieces(&input, &cuts).unwrap();
+            prop_assert_eq!(text, value);
+            prop_assert_eq!(used, encoded.len() - 1);
+        }
+
+        #[test]
+        fn escaping_round_trips_through_serde_json(value in "\\PC{0,40}|[\\x00-\\x1f\"\\\\]{0,10}") {
+            let mut escaped = String::from("\"");
+            escape_into(&mut escaped, &value);
+            escaped.push('"');
+            prop_assert_eq!(serde_json::from_str::<String>(&escaped).unwrap(), value);
+        }
+    }
+
+    #[test]
+    fn surrogate_pairs_split_across_pieces_decode() {
+        let (text, _) = decode_in_pieces("\\ud83d\\ude00\"", &[3, 7, 9]).unwrap();
+        assert_eq!(text, "😀");
+        let (text, _) = decode_in_pieces("\\ud83dx\"", &[]).unwrap();
+        assert_eq!(text, "\u{FFFD}x");
+    }
+
+    #[test]
+    fn bad_escapes_are_errors() {
+        assert!(decode_in_pieces("\\q\"", &[]).is_err());
+        assert!(decode_in_pieces("\\u12g4\"", &[]).is_err());
+    }
+}

@@ -1,0 +1,233 @@
+//! Reading one XML-like tag — `<name a="v">`, `<name=value>`, `</name>` — from
+//! text that arrives in pieces.
+
+/// A tag that was read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Tag {
+    /// `</name>`.
+    pub(crate) closing: bool,
+    /// The name, with its namespace prefix if any (`ns:invoke`).
+    pub(crate) name: String,
+    /// Quoted attributes, in order.
+    pub(crate) attrs: Vec<(String, String)>,
+    /// The value of the `<name=value>` form (Qwen3-Coder).
+    pub(crate) inline: Option<String>,
+}
+
+impl Tag {
+    /// An attribute's value.
+    pub(crate) fn attr(&self, name: &str) -> Option<&str> {
+        self.attrs
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// True for an opening tag named `name`.
+    pub(crate) fn opens(&self, name: &str) -> bool {
+        !self.closing && self.name == name
+    }
+
+    /// True for a closing tag named `name`.
+    pub(crate) fn closes(&self, name: &str) -> bool {
+        self.closing && self.name == name && self.attrs.is_empty() && self.inline.is_none()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Just after `<`.
+    Open,
+    Name,
+    /// Between attributes.
+    Space,
+    AttrName,
+    AfterAttrName,
+    BeforeValue,
+    Value(u8),
+    Inline,
+    /// After `/` of `<name/>`.
+    SelfClose,
+}
+
+/// What [`TagReader::feed`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum TagStep {
+    /// The piece was used up; the tag goes on.
+    More,
+    /// The tag ended: this many bytes of the piece belong to it.
+    Done(usize),
+    /// Not a tag (or too long): the bytes before this offset were read; the byte
+    /// at it was not.
+    NotATag(usize),
+}
+
+/// Reads a tag byte by byte after its `<`; keeps what it read, so that a
+/// would-be tag can be given back as text.
+#[derive(Debug)]
+pub(crate) struct TagReader {
+    tag: Tag,
+    state: State,
+    raw: String,
+    limit: usize,
+    attr: String,
+    value: String,
+}
+
+fn name_start(c: char) -> bool {
+    c.is_ascii_alphabetic() || c == '_'
+}
+
+fn name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')
+}
+
+impl TagReader {
+    /// A reader whose `<` was just read; gives up past `limit` bytes.
+    pub(crate) fn new(limit: usize) -> Self {
+        TagReader {
+            tag: Tag::default(),
+            state: State::Open,
+            raw: String::from("<"),
+            limit,
+            attr: String::new(),
+            value: String::new(),
+        }
+    }
+
+    /// The text read so far, `<` included.
+    pub(crate) fn raw(&self) -> &str {
+        &self.raw
+    }
+
+    /// The tag's name so far.
+    pub(crate) fn name(&self) -> &str {
+        &self.tag.name
+    }
+
+    /// The tag read (after [`TagStep::Done`]) and its raw text.
+    pub(crate) fn finish(self) -> (Tag, String) {
+        (self.tag, self.raw)
+    }
+
+    /// Reads from `input`.
+    pub(crate) fn feed(&mut self, input: &str) -> TagStep {
+        for (at, c) in input.char_indices() {
+            if self.raw.len() + c.len_utf8() > self.limit {
+                return TagStep::NotATag(at);
+            }
+            let next = match (self.state, c) {
+                (State::Open, '/') if !self.tag.closing && self.tag.name.is_empty() => {
+                    self.tag.closing = true;
+                    State::Open
+                }
+                (State::Open, c) if name_start(c) => {
+                    self.tag.name.push(c);
+                    State::Name
+                }
+                (State::Name, c) if name_char(c) => {
+                    self.tag.name.push(c);
+                    State::Name
+                }
+                (State::Name | State::Space, '>') => {
+                    self.raw.push(c);
+                    return TagStep::Done(at + 1);
+                }
+                (State::Name | State::Space, c) if c.is_ascii_whitespace() => State::Space,
+                (State::Name, '=') if !self.tag.closing => State::Inline,
+                (State::Name | State::Space, '/') if !self.tag.closing => State::SelfClose,
+                (State::Space, c) if name_start(c) && !self.tag.closing => {
+                    self.attr.push(c);
+                    State::AttrName
+                }
+                (State::AttrName, c) if name_char(c) => {
+                    self.attr.push(c);
+                    State::AttrName
+                }
+                (State::AttrName | State::AfterAttrName, c) if c.is_ascii_whitespace() => {
+                    State::AfterAttrName
+                }
+                (State::AttrName | State::AfterAttrName, '=') => State::BeforeValue,
+                (State::BeforeValue, c) if c.is_ascii_whitespace() => State::BeforeValue,
+                (State::BeforeValue, '"' | '\'') => State::Value(c as u8),
+                (State::Value(quote), c) if c as u32 == quote as u32 => {
+                    let attr = std::mem::take(&mut self.attr);
+                    let value = std::mem::take(&mut self.value);
+                    self.tag.attrs.push((attr, value));
+                    State::Space
+                }
+                (State::Value(_), c) => {
+                    self.value.push(c);
+                    self.state
+                }
+                (State::Inline, '>') => {
+                    self.tag.inline = Some(std::mem::take(&mut self.value));
+                    self.raw.push(c);
+                    return TagStep::Done(at + 1);
+                }
+                (State::Inline, c) if c != '<' && c != '\n' => {
+                    self.value.push(c);
+                    State::Inline
+                }
+                (State::SelfClose, '>') => {
+                    self.raw.push(c);
+                    return TagStep::Done(at + 1);
+                }
+                _ => return TagStep::NotATag(at),
+            };
+            self.raw.push(c);
+            self.state = next;
+        }
+        TagStep::More
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(input: &str) -> (TagStep, Tag) {
+        let mut reader = TagReader::new(256);
+        let step = reader.feed(&input[1..]);
+        (step, reader.finish().0)
+    }
+
+    #[test]
+    fn reads_the_forms_the_dialects_use() {
+        let input = "<tool_call name = 'get_weather' >rest";
+        let (step, tag) = read(input);
+        assert_eq!(step, TagStep::Done(input.find('>').unwrap()));
+        assert!(tag.opens("tool_call"));
+        assert_eq!(tag.attr("name"), Some("get_weather"));
+
+        let (_, tag) = read("<function=get_weather>");
+        assert_eq!(tag.inline.as_deref(), Some("get_weather"));
+
+        let (_, tag) = read("</ns:invoke>");
+        assert!(tag.closes("ns:invoke"));
+
+        let (_, tag) = read("<parameter name=\"a<b>\">");
+        assert_eq!(tag.attr("name"), Some("a<b>"));
+    }
+
+    #[test]
+    fn gives_up_on_what_is_not_a_tag() {
+        assert_eq!(read("< 3").0, TagStep::NotATag(0));
+        assert_eq!(read("<a<b>").0, TagStep::NotATag(1));
+        assert_eq!(read("<parameter=\nx>").0, TagStep::NotATag(10));
+        let mut reader = TagReader::new(8);
+        assert_eq!(reader.feed("abcdefghij>"), TagStep::NotATag(7));
+        assert_eq!(reader.raw(), "<abcdefg");
+    }
+
+    #[test]
+    fn reads_across_pieces() {
+        let mut reader = TagReader::new(256);
+        assert_eq!(reader.feed("tool_ca"), TagStep::More);
+        assert_eq!(reader.feed("ll name=\"x"), TagStep::More);
+        assert_eq!(reader.feed("\">{"), TagStep::Done(2));
+        let (tag, raw) = reader.finish();
+        assert_eq!(raw, "<tool_call name=\"x\">");
+        assert_eq!(tag.attr("name"), Some("x"));
+    }
+}
