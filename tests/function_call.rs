@@ -423,12 +423,14 @@ async fn arguments_that_fail_the_schema_get_an_error_result_quoting_the_schema()
     assert!(result.is_error);
     let text = result.text_content();
     assert!(
-        text.starts_with("Invalid arguments for `add`: at /a: \"two\" is not of type \"integer\""),
+        text.starts_with(
+            "The arguments of `add` do not match its schema: at `/a`: \"two\" is not of type \"integer\"."
+        ),
         "{text}"
     );
     assert!(
         text.ends_with(&format!(
-            "Call it again with arguments that match its JSON Schema:\n{schema}"
+            "Call `add` again with arguments that match its JSON Schema:\n{schema}"
         )),
         "{text}"
     );
@@ -459,7 +461,7 @@ async fn calls_marked_invalid_are_answered_not_run() {
     assert!(result.is_error);
     let text = result.text_content();
     assert!(
-        text.starts_with("Invalid arguments for `add`: the arguments are not valid JSON"),
+        text.starts_with("The arguments are not valid JSON: "),
         "{text}"
     );
     assert!(text.ends_with(&schema), "{text}");

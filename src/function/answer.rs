@@ -30,10 +30,17 @@ pub(crate) fn bad_arguments(
     problem: &str,
     schema: Option<&Value>,
 ) -> ToolResult {
-    let mut text = format!("Invalid arguments for `{name}`: {problem}");
+    let mut first = problem.chars();
+    let mut text: String = first
+        .next()
+        .map(|c| c.to_uppercase().collect())
+        .unwrap_or_default();
+    text.push_str(first.as_str());
+    text.push('.');
     if let Some(schema) = schema {
-        text.push_str("\nCall it again with arguments that match its JSON Schema:\n");
-        text.push_str(&schema.to_string());
+        text.push_str(&format!(
+            "\nCall `{name}` again with arguments that match its JSON Schema:\n{schema}"
+        ));
     }
     ToolResult::error(call_id, name, text)
 }

@@ -330,8 +330,9 @@ async fn run(
     };
     let output: ToolOutput = match outcome {
         Ok(output) => output,
-        Err(ToolError::Arguments(problem)) => {
+        Err(error @ ToolError::Arguments(_)) => {
             let schema = &tool.spec().parameters;
+            let problem = error.to_string();
             return answer::bad_arguments(&call.id, &call.name, &problem, Some(schema));
         }
         Err(error @ ToolError::Failed(_)) => return answer::failed(&call.id, &call.name, &error),

@@ -139,28 +139,10 @@ impl ToolRegistry {
 }
 
 impl Entry {
-    /// Checks `arguments` against the tool's schema: `Err` says what is wrong, in a
-    /// form for the model (the first few violations, each with its place).
+    /// Checks `arguments` against the tool's schema: `Err` says what is wrong and
+    /// where, in the words the parser uses for the same fault.
     pub(crate) fn validate(&self, arguments: &Value) -> Result<(), String> {
-        const SHOWN: usize = 5;
-        let problems: Vec<String> = self
-            .validator
-            .iter_errors(arguments)
-            .take(SHOWN)
-            .map(|error| {
-                let at = error.instance_path().as_str();
-                if at.is_empty() {
-                    error.to_string()
-                } else {
-                    format!("at {at}: {error}")
-                }
-            })
-            .collect();
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems.join("; "))
-        }
+        crate::schema::check(&self.validator, self.tool.name(), arguments)
     }
 }
 
