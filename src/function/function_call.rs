@@ -15,8 +15,8 @@ use tower::{Layer, Service};
 use tracing::Instrument;
 
 use super::dispatch::{Dispatch, Job, JobId};
-use super::{MediaPolicy, ToolError, ToolOutput, ToolRegistry, answer};
-use crate::{ChatRequest, Error, Event, Reply, ToolResult};
+use super::{MediaPolicy, Tool, ToolError, ToolOutput, ToolRegistry, answer};
+use crate::{ChatRequest, Error, Event, Reply, ToolCall, ToolResult};
 
 /// Runs the tool calls of the model's replies with the tools of a [`ToolRegistry`].
 ///
@@ -269,16 +269,12 @@ impl Execution {
             };
             let timeout = job.tool.time_limit().or(self.config.timeout);
             let span = tracing::debug_span!("tool", name = %job.call.name, call_id = %job.call.id);
-            let task = run(
-                job.tool,
-                job.call.clone(),
-                timeout,
-                self.config.media.clone(),
-            );
+            let (call_id, name) = (job.call.id.clone(), job.call.name.clone());
+            let task = run(job.tool, job.call, timeout, self.config.media.clone());
             self.running.push(Running {
                 id: job.id,
-                call_id: job.call.id,
-                name: job.call.name,
+                call_id,
+                name,
                 handle: tokio::spawn(task.instrument(span)),
             });
         }
@@ -314,8 +310,8 @@ impl Stream for Execution {
 /// Runs one call: the tool under its time limit, then its output made into a result
 /// (media checked and files read on the blocking pool).
 async fn run(
-    tool: super::Tool,
-    call: crate::ToolCall,
+    tool: Tool,
+    call: ToolCall,
     timeout: Option<Duration>,
     media: MediaPolicy,
 ) -> ToolResult {
