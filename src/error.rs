@@ -57,6 +57,20 @@ pub enum Error {
         source: serde_json::Error,
     },
 
+    /// Two tools of a registry have the same name (compared case-insensitively).
+    #[error("tool registry: two tools are named `{name}`")]
+    DuplicateTool {
+        /// The name given twice.
+        name: String,
+    },
+
+    /// The tool loop reached its bound while the model still called tools.
+    #[error("tool loop: the model still called tools after {max_iterations} rounds")]
+    ToolLoopLimit {
+        /// The configured bound on model calls.
+        max_iterations: usize,
+    },
+
     /// Any other error, from a service or middleware outside this crate.
     #[error(transparent)]
     Other(BoxError),

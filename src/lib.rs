@@ -26,16 +26,23 @@
 //! Modules:
 //! - [`message`]: the canonical message model, streaming events and the joiner;
 //! - [`service`]: the request, the reply and the state-machine driver;
+//! - [`function`]: tools, the function-call layer and the tool loop (feature
+//!   `function`, on by default);
+//! - [`transcript`]: a layer that records conversations as JSON lines, and their
+//!   replay;
 //! - [`testing`]: a scripted model and helpers to unit-test your own middleware.
 
 #![warn(missing_docs)]
 
 mod error;
+#[cfg(feature = "function")]
+pub mod function;
 pub mod message;
 pub mod natural;
 mod schema;
 pub mod service;
 pub mod testing;
+pub mod transcript;
 
 pub use error::{BoxError, Error};
 

@@ -84,6 +84,27 @@ impl Reply {
         Ok(events)
     }
 
+    /// Reads the whole reply and returns it in non-streaming form: its messages as
+    /// `message` events, then the `finish` event if there was one. The first error
+    /// is returned instead.
+    ///
+    /// A layer whose logic is a stream of events serves non-streaming requests this
+    /// way, so that both modes come from the same code.
+    ///
+    /// ```
+    /// # futures::executor::block_on(async {
+    /// use lmstack::{Event, Message, Reply};
+    /// let reply = Reply::from_events([Event::text("Hel"), Event::text("lo")]).complete().await.unwrap();
+    /// assert!(reply.is_ready());
+    /// assert_eq!(reply.collect_events().await.unwrap(), vec![Event::message(Message::assistant("Hello"))]);
+    /// # });
+    /// ```
+    pub async fn complete(self) -> Result<Reply, Error> {
+        let mut joiner = Joiner::new();
+        self.fold_into(&mut joiner).await?;
+        Ok(Reply::from_events(joiner.finish_events()))
+    }
+
     /// Reads the whole reply into `joiner`; the first error ends it.
     pub async fn fold_into(mut self, joiner: &mut Joiner) -> Result<(), Error> {
         while let Some(item) = self.next().await {

@@ -4,6 +4,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod demo;
+mod tools;
+
 /// Composable tower layers for LLM message pipelines, on the command line.
 ///
 /// Messages are read and written as JSON lines in lmstack's canonical form.
@@ -17,7 +20,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Runs the whole pipeline offline: a scripted text-only model calls real tools.
-    Demo,
+    Demo(demo::DemoArgs),
     /// Parses model text with `<tool_call>`-style markup into messages.
     Parse,
     /// Renders tool calls and results back into natural `<tool_call>` text.
@@ -33,7 +36,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let (name, issue, what) = match cli.command {
-        Command::Demo => ("demo", 5, "function execution and the offline demo"),
+        Command::Demo(args) => return demo::run(args),
         Command::Parse => ("parse", 3, "the natural tool use parser"),
         Command::Render => ("render", 4, "the natural tool use transformer"),
         Command::Lift => ("lift", 6, "the OpenAI provider adapter"),

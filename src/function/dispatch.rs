@@ -1,0 +1,418 @@
+//! The pure core of the function layer: which calls run, and the order of the output.
+//!
+//! [`Dispatch`] takes the events of the inner reply and hands out the events of the
+//! layer's reply. It never runs a tool and never waits: it turns each call into a
+//! [`Job`] for the driver as soon as the call is complete, takes results back with
+//! [`Dispatch::resolve`], and releases events in order — everything that follows a
+//! run of calls waits behind that run's aggregate.
+
+use std::collections::VecDeque;
+use std::mem;
+
+use super::{Tool, ToolRegistry, answer};
+use crate::message::{ToolAggregateMessage, ToolCallsMessage};
+use crate::{Event, Joiner, Message, Metadata, ToolCall, ToolResult};
+
+/// Events held behind a pending aggregate before the driver stops reading the inner
+/// reply (backpressure, not an error).
+const MAX_HELD: usize = 1024;
+
+/// A call to run.
+pub(crate) struct Job {
+    /// Where its result goes.
+    pub(crate) id: JobId,
+    /// The tool.
+    pub(crate) tool: Tool,
+    /// The call, its arguments checked against the tool's schema.
+    pub(crate) call: ToolCall,
+}
+
+/// The place of a call's result: a run (by its absolute slot number) and a position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct JobId {
+    slot: u64,
+    index: usize,
+}
+
+/// The core state machine.
+pub(crate) struct Dispatch {
+    registry: ToolRegistry,
+    /// Tools the request declared that the registry does not have: the caller runs
+    /// them.
+    foreign: Vec<String>,
+    /// The run of call deltas being read.
+    open: Option<OpenRun>,
+    /// The output, in order.
+    slots: VecDeque<Slot>,
+    /// The absolute number of `slots[0]`.
+    first: u64,
+    /// Events of an answered run, released before the next slot.
+    ready: VecDeque<Event>,
+}
+
+struct OpenRun {
+    joiner: Joiner,
+    dispatched: usize,
+    slot: u64,
+}
+
+enum Slot {
+    Event(Event),
+    Run(Run),
+}
+
+/// The calls of one run with their outcomes, in the model's order.
+struct Run {
+    open: bool,
+    calls: Vec<(ToolCall, Outcome)>,
+    pending: usize,
+    metadata: Metadata,
+}
+
+enum Outcome {
+    /// Passed through: executed by the provider, or a tool the caller runs.
+    Foreign,
+    /// Running, or waiting to run.
+    Pending,
+    /// Answered.
+    Done(ToolResult),
+}
+
+impl Dispatch {
+    /// A core for one reply. `declared` are the names of the request's tools before
+    /// the registry's were injected.
+    pub(crate) fn new<'a>(
+        registry: ToolRegistry,
+        declared: impl IntoIterator<Item = &'a str>,
+    ) -> Self {
+        let foreign = declared
+            .into_iter()
+            .filter(|name| registry.get(name).is_none())
+            .map(str::to_owned)
+            .collect();
+        Dispatch {
+            registry,
+            foreign,
+            open: None,
+            slots: VecDeque::new(),
+            first: 0,
+            ready: VecDeque::new(),
+        }
+    }
+
+    /// Takes one event of the inner reply; calls that became complete are added to
+    /// `jobs`.
+    pub(crate) fn push(&mut self, event: Event, jobs: &mut Vec<Job>) {
+        match event {
+            Event::ToolCallDelta(delta) => {
+                let open = match &mut self.open {
+                    Some(open) => open,
+                    None => {
+                        let slot = self.push_slot(Slot::Run(Run::new(Metadata::default())));
+                        self.open.insert(OpenRun {
+                            joiner: Joiner::new(),
+                            dispatched: 0,
+                            slot,
+                        })
+                    }
+                };
+                open.joiner.push(Event::ToolCallDelta(delta));
+                let completed = &open.joiner.completed_calls()[open.dispatched..];
+                if completed.is_empty() {
+                    return;
+                }
+                let (slot, completed) = (open.slot, completed.to_vec());
+                open.dispatched += completed.len();
+                for call in completed {
+                    self.dispatch(slot, call, jobs);
+                }
+            }
+            Event::Message {
+                message: Message::ToolCalls(message),
+            } => {
+                self.close(jobs);
+                let slot = self.push_slot(Slot::Run(Run::new(message.metadata)));
+                for call in message.calls {
+                    self.dispatch(slot, call, jobs);
+                }
+                self.close_run(slot);
+            }
+            other => {
+                self.close(jobs);
+                self.push_slot(Slot::Event(other));
+            }
+        }
+    }
+
+    /// The inner reply ended: the last call is complete.
+    pub(crate) fn finish(&mut self, jobs: &mut Vec<Job>) {
+        self.close(jobs);
+    }
+
+    /// The inner reply failed: nothing more will run. Every run not answered in full
+    /// becomes a plain `tool_calls` message, so that the calls are not lost.
+    pub(crate) fn abandon(&mut self) {
+        if let Some(open) = self.open.take()
+            && let Some(run) = run_at(&mut self.slots, self.first, open.slot)
+        {
+            let rest = calls_of(open.joiner.finish()).into_iter();
+            run.calls
+                .extend(rest.skip(open.dispatched).map(|c| (c, Outcome::Pending)));
+            // Its last call was never dispatched: the run is not answered in full.
+            run.pending += 1;
+        }
+        for slot in &mut self.slots {
+            if let Slot::Run(run) = slot
+                && run.pending > 0
+            {
+                let calls = mem::take(&mut run.calls).into_iter().map(|(c, _)| c);
+                *slot = Slot::Event(Event::message(Message::ToolCalls(ToolCallsMessage {
+                    calls: calls.collect(),
+                    metadata: mem::take(&mut run.metadata),
+                })));
+            }
+        }
+    }
+
+    /// Takes the result of a job.
+    pub(crate) fn resolve(&mut self, id: JobId, result: ToolResult) {
+        let Some(run) = run_at(&mut self.slots, self.first, id.slot) else {
+            return;
+        };
+        if let Some((_, outcome @ Outcome::Pending)) = run.calls.get_mut(id.index) {
+            *outcome = Outcome::Done(result);
+            run.pending -= 1;
+        }
+    }
+
+    /// The next event of the layer's reply, if it is ready.
+    pub(crate) fn pop(&mut self) -> Option<Event> {
+        loop {
+            if let Some(event) = self.ready.pop_front() {
+                return Some(event);
+            }
+            if let Slot::Run(run) = self.slots.front()?
+                && (run.open || run.pending > 0)
+            {
+                return None;
+            }
+            self.first += 1;
+            match self.slots.pop_front()? {
+                Slot::Event(event) => return Some(event),
+                Slot::Run(run) => self.ready.extend(run.into_events()),
+            }
+        }
+    }
+
+    /// True when so many events wait behind a pending aggregate that the inner reply
+    /// should not be read further for now.
+    pub(crate) fn backlogged(&self) -> bool {
+        self.slots.len() >= MAX_HELD
+    }
+
+    /// Closes the run being read: its last call is complete.
+    fn close(&mut self, jobs: &mut Vec<Job>) {
+        let Some(open) = self.open.take() else {
+            return;
+        };
+        for call in calls_of(open.joiner.finish())
+            .into_iter()
+            .skip(open.dispatched)
+        {
+            self.dispatch(open.slot, call, jobs);
+        }
+        self.close_run(open.slot);
+    }
+
+    fn close_run(&mut self, slot: u64) {
+        if let Some(run) = run_at(&mut self.slots, self.first, slot) {
+            run.open = false;
+        }
+    }
+
+    /// Decides what becomes of `call`: passed through, answered at once, or run.
+    fn dispatch(&mut self, slot: u64, call: ToolCall, jobs: &mut Vec<Job>) {
+        let Some(run) = run_at(&mut self.slots, self.first, slot) else {
+            return;
+        };
+        let registry = &self.registry;
+        let outcome = if call.provider_executed {
+            Outcome::Foreign
+        } else if let Some(fault) = &call.invalid {
+            Outcome::Done(answer::invalid(&call, fault, registry))
+        } else if let Some(entry) = registry.entry(&call.name) {
+            match entry.validate(&call.arguments) {
+                Err(problem) => Outcome::Done(answer::bad_arguments(
+                    &call.id,
+                    &call.name,
+                    &problem,
+                    Some(&entry.tool.spec().parameters),
+                )),
+                Ok(()) => {
+                    jobs.push(Job {
+                        id: JobId {
+                            slot,
+                            index: run.calls.len(),
+                        },
+                        tool: entry.tool.clone(),
+                        call: call.clone(),
+                    });
+                    run.pending += 1;
+                    Outcome::Pending
+                }
+            }
+        } else if self
+            .foreign
+            .iter()
+            .any(|name| name.eq_ignore_ascii_case(&call.name))
+        {
+            Outcome::Foreign
+        } else {
+            Outcome::Done(answer::unknown_tool(&call, registry))
+        };
+        run.calls.push((call, outcome));
+    }
+
+    fn push_slot(&mut self, slot: Slot) -> u64 {
+        self.slots.push_back(slot);
+        self.first + self.slots.len() as u64 - 1
+    }
+}
+
+/// The run at absolute slot number `slot`, if it is still queued.
+fn run_at(slots: &mut VecDeque<Slot>, first: u64, slot: u64) -> Option<&mut Run> {
+    let at = usize::try_from(slot.checked_sub(first)?).ok()?;
+    match slots.get_mut(at)? {
+        Slot::Run(run) => Some(run),
+        Slot::Event(_) => None,
+    }
+}
+
+impl Run {
+    fn new(metadata: Metadata) -> Self {
+        Run {
+            open: true,
+            calls: Vec::new(),
+            pending: 0,
+            metadata,
+        }
+    }
+
+    /// The answered run as events: the passed-through calls as a `tool_calls`
+    /// message, then the executed ones with their results as a `tool_aggregate`.
+    fn into_events(self) -> Vec<Event> {
+        let mut foreign = Vec::new();
+        let (mut calls, mut results) = (Vec::new(), Vec::new());
+        for (call, outcome) in self.calls {
+            match outcome {
+                Outcome::Done(result) => {
+                    calls.push(call);
+                    results.push(result);
+                }
+                Outcome::Foreign | Outcome::Pending => foreign.push(call),
+            }
+        }
+        let mut events = Vec::with_capacity(2);
+        if !foreign.is_empty() {
+            events.push(Event::message(Message::ToolCalls(ToolCallsMessage {
+                calls: foreign,
+                metadata: self.metadata.clone(),
+            })));
+        }
+        if !calls.is_empty() {
+            events.push(Event::message(Message::ToolAggregate(
+                ToolAggregateMessage {
+                    calls,
+                    results,
+                    metadata: self.metadata,
+                },
+            )));
+        }
+        events
+    }
+}
+
+/// The calls of a joiner fed only with call deltas.
+fn calls_of(messages: Vec<Message>) -> Vec<ToolCall> {
+    messages
+        .into_iter()
+        .flat_map(|message| match message {
+            Message::ToolCalls(message) => message.calls,
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn core() -> Dispatch {
+        let echo = Tool::dynamic("echo", "", json!({"type": "object"}), |_| async {
+            Ok::<_, std::convert::Infallible>("")
+        });
+        Dispatch::new(ToolRegistry::new([echo]).unwrap(), [])
+    }
+
+    fn drain(core: &mut Dispatch) -> Vec<Event> {
+        std::iter::from_fn(|| core.pop()).collect()
+    }
+
+    #[test]
+    fn a_call_becomes_a_job_when_the_next_one_starts_and_results_come_out_in_order() {
+        let mut core = core();
+        let mut jobs = Vec::new();
+        core.push(Event::text("Hi"), &mut jobs);
+        core.push(Event::call_start(0, "a", "echo"), &mut jobs);
+        core.push(Event::call_arguments(0, "{}"), &mut jobs);
+        assert!(jobs.is_empty(), "the first call may still grow");
+        core.push(Event::call_start(1, "b", "echo"), &mut jobs);
+        assert_eq!(jobs.len(), 1);
+        core.push(Event::text("after"), &mut jobs);
+        assert_eq!(jobs.len(), 2, "the run ended: the last call is complete");
+        assert_eq!(drain(&mut core), vec![Event::text("Hi")]);
+
+        let (a, b) = (&jobs[0], &jobs[1]);
+        core.resolve(b.id, ToolResult::text("b", "echo", "B"));
+        assert_eq!(drain(&mut core), vec![], "text after the run waits for it");
+        core.resolve(a.id, ToolResult::text("a", "echo", "A"));
+        let events = drain(&mut core);
+        assert_eq!(events.len(), 2);
+        let Event::Message { message } = &events[0] else {
+            panic!("{events:?}")
+        };
+        let texts: Vec<String> = message
+            .results()
+            .iter()
+            .map(ToolResult::text_content)
+            .collect();
+        assert_eq!(texts, ["A", "B"]);
+        assert_eq!(events[1], Event::text("after"));
+    }
+
+    #[test]
+    fn events_held_behind_a_pending_run_are_bounded() {
+        let mut core = core();
+        let mut jobs = Vec::new();
+        core.push(
+            Event::message(Message::tool_calls(vec![ToolCall::new(
+                "a",
+                "echo",
+                json!({}),
+            )])),
+            &mut jobs,
+        );
+        let mut pushed = 0;
+        while !core.backlogged() {
+            core.push(Event::text("x"), &mut jobs);
+            pushed += 1;
+        }
+        assert_eq!(pushed, MAX_HELD - 1);
+        assert_eq!(core.pop(), None);
+        core.resolve(jobs[0].id, ToolResult::text("a", "echo", ""));
+        assert_eq!(drain(&mut core).len(), MAX_HELD);
+        assert!(!core.backlogged());
+    }
+}

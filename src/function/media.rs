@@ -1,0 +1,362 @@
+//! Checked media for tool results: bytes or files become image and document blocks.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Component, Path, PathBuf};
+
+use crate::{ContentBlock, Media};
+
+/// What media a tool may hand to the model, and where it may read files from.
+///
+/// Every image or document a tool returns from bytes or a file goes through the
+/// policy of its [`FunctionCallLayer`](super::FunctionCallLayer):
+///
+/// - the type is **sniffed from the magic bytes** and must agree with the type the
+///   tool claimed (`image/jpg` is read as `image/jpeg`);
+/// - the type must be on the **allow-list** (by default PNG, JPEG, GIF, WebP and PDF);
+/// - the content must fit the **size limit** (20 MiB by default), checked before a
+///   file is read and again while reading it;
+/// - a file path is resolved **inside the configured root** — relative paths from the
+///   root, `..` refused, symbolic links followed and checked — and without a root no
+///   file is read at all.
+///
+/// ```
+/// use lmstack::function::{MediaError, MediaPolicy};
+/// let policy = MediaPolicy::new();
+/// let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+/// assert!(policy.block(png, Some("image/png")).is_ok());
+/// assert!(matches!(
+///     policy.block(png, Some("image/jpeg")),
+///     Err(MediaError::Mismatch { .. })
+/// ));
+/// assert!(matches!(
+///     MediaPolicy::new().max_bytes(4).block(png, None),
+///     Err(MediaError::TooLarge { .. })
+/// ));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MediaPolicy {
+    allowed: Vec<String>,
+    max_bytes: usize,
+    root: Option<PathBuf>,
+}
+
+impl Default for MediaPolicy {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MediaPolicy {
+    /// The default size limit: 20 MiB.
+    pub const DEFAULT_MAX_BYTES: usize = 20 * 1024 * 1024;
+
+    /// The types allowed by default.
+    pub const DEFAULT_ALLOWED: &'static [&'static str] = &[
+        "image/png",
+        "image/jpeg",
+        "image/gif",
+        "image/webp",
+        "application/pdf",
+    ];
+
+    /// The default policy: the default allow-list and size limit, and no file root
+    /// (tools cannot return files).
+    pub fn new() -> Self {
+        MediaPolicy {
+            allowed: Self::DEFAULT_ALLOWED
+                .iter()
+                .map(|t| (*t).to_owned())
+                .collect(),
+            max_bytes: Self::DEFAULT_MAX_BYTES,
+            root: None,
+        }
+    }
+
+    /// Lets tools return files from inside `root` (a directory).
+    pub fn root(mut self, root: impl Into<PathBuf>) -> Self {
+        self.root = Some(root.into());
+        self
+    }
+
+    /// Sets the size limit, in bytes, of one image or document.
+    pub fn max_bytes(mut self, max_bytes: usize) -> Self {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// Adds a type to the allow-list. Only types that [`sniff`] recognises can ever
+    /// pass: that is how a claim is checked.
+    pub fn allow(mut self, media_type: &str) -> Self {
+        let media_type = normalise(media_type);
+        if !self.allowed.contains(&media_type) {
+            self.allowed.push(media_type);
+        }
+        self
+    }
+
+    /// Replaces the allow-list.
+    pub fn allow_only<'a>(mut self, media_types: impl IntoIterator<Item = &'a str>) -> Self {
+        self.allowed.clear();
+        media_types
+            .into_iter()
+            .fold(self, |policy, media_type| policy.allow(media_type))
+    }
+
+    /// The size limit, in bytes.
+    pub fn limit(&self) -> usize {
+        self.max_bytes
+    }
+
+    /// Checks `bytes` against the policy and returns their type: the size, the
+    /// sniffed type, its agreement with `claimed` (when given), the allow-list.
+    pub fn check(&self, bytes: &[u8], claimed: Option<&str>) -> Result<&'static str, MediaError> {
+        if bytes.len() > self.max_bytes {
+            return Err(MediaError::TooLarge {
+                size: bytes.len() as u64,
+                limit: self.max_bytes,
+            });
+        }
+        let claimed = claimed.map(normalise);
+        let actual = sniff(bytes).ok_or_else(|| MediaError::Unrecognised {
+            claimed: claimed.clone(),
+        })?;
+        if let Some(claimed) = claimed
+            && claimed != actual
+        {
+            return Err(MediaError::Mismatch { claimed, actual });
+        }
+        if !self.allowed.iter().any(|allowed| allowed == actual) {
+            return Err(MediaError::NotAllowed {
+                media_type: actual,
+                allowed: self.allowed.clone(),
+            });
+        }
+        Ok(actual)
+    }
+
+    /// Checks `bytes` and makes a content block of them: an image for `image/*`
+    /// types, a document otherwise, inline as base64.
+    pub fn block(&self, bytes: &[u8], claimed: Option<&str>) -> Result<ContentBlock, MediaError> {
+        let media_type = self.check(bytes, claimed)?;
+        let media = Media::from_bytes(media_type, bytes);
+        Ok(if media_type.starts_with("image/") {
+            ContentBlock::Image(media)
+        } else {
+            ContentBlock::Document(media)
+        })
+    }
+
+    /// Reads a file from inside the root and checks it like [`block`](Self::block);
+    /// the block is named after the file. This does blocking IO.
+    pub fn read_block(
+        &self,
+        path: &Path,
+        claimed: Option<&str>,
+    ) -> Result<ContentBlock, MediaError> {
+        let bytes = self.read(path)?;
+        let mut block = self.block(&bytes, claimed)?;
+        if let (ContentBlock::Image(media) | ContentBlock::Document(media), Some(name)) =
+            (&mut block, path.file_name())
+        {
+            media.name = Some(name.to_string_lossy().into_owned());
+        }
+        Ok(block)
+    }
+
+    /// Reads a file from inside the root, refusing it unread when it is larger than
+    /// the limit. The content is not checked; see [`check`](Self::check). This does
+    /// blocking IO.
+    pub fn read(&self, path: &Path) -> Result<Vec<u8>, MediaError> {
+        let real = self.resolve(path)?;
+        let io_error = |source| MediaError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let file = File::open(&real).map_err(io_error)?;
+        let metadata = file.metadata().map_err(io_error)?;
+        if !metadata.is_file() {
+            return Err(MediaError::NotAFile {
+                path: path.to_owned(),
+            });
+        }
+        let too_large = |size| MediaError::TooLarge {
+            size,
+            limit: self.max_bytes,
+        };
+        if metadata.len() > self.max_bytes as u64 {
+            return Err(too_large(metadata.len()));
+        }
+        // The file may grow between the check and the read: read one byte past the
+        // limit at most.
+        let mut bytes = Vec::with_capacity(metadata.len() as usize);
+        file.take(self.max_bytes as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(io_error)?;
+        if bytes.len() > self.max_bytes {
+            return Err(too_large(bytes.len() as u64));
+        }
+        Ok(bytes)
+    }
+
+    /// The real path of `path` inside the root: relative paths start at the root,
+    /// `..` is refused, and the resolved path (symbolic links followed) must lie
+    /// inside the resolved root. This does blocking IO.
+    pub fn resolve(&self, path: &Path) -> Result<PathBuf, MediaError> {
+        let root = self.root.as_deref().ok_or(MediaError::NoRoot)?;
+        let outside = || MediaError::OutsideRoot {
+            path: path.to_owned(),
+        };
+        if path.components().any(|c| c == Component::ParentDir) {
+            return Err(outside());
+        }
+        let given = root;
+        let root = root.canonicalize().map_err(|source| MediaError::Io {
+            path: root.to_owned(),
+            source,
+        })?;
+        // An absolute path elsewhere is refused before it is looked at.
+        if path.is_absolute() && !path.starts_with(given) && !path.starts_with(&root) {
+            return Err(outside());
+        }
+        let real = root
+            .join(path)
+            .canonicalize()
+            .map_err(|source| MediaError::Io {
+                path: path.to_owned(),
+                source,
+            })?;
+        if !real.starts_with(&root) {
+            return Err(outside());
+        }
+        Ok(real)
+    }
+}
+
+/// Why media was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MediaError {
+    /// The content is larger than the limit.
+    #[error("the content is {size} bytes, over the limit of {limit} bytes")]
+    TooLarge {
+        /// Its size, in bytes.
+        size: u64,
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// The magic bytes match no type lmstack recognises.
+    #[error(
+        "the content is not a recognised type (PNG, JPEG, GIF, WebP, PDF or plain text){}",
+        Claim(claimed.as_deref())
+    )]
+    Unrecognised {
+        /// The type the tool claimed.
+        claimed: Option<String>,
+    },
+    /// The magic bytes disagree with the claimed type.
+    #[error("the content was declared as {claimed} but its bytes are {actual}")]
+    Mismatch {
+        /// The type the tool claimed.
+        claimed: String,
+        /// The type of the bytes.
+        actual: &'static str,
+    },
+    /// The type is not on the allow-list.
+    #[error("{media_type} is not allowed (allowed: {})", allowed.join(", "))]
+    NotAllowed {
+        /// The type of the bytes.
+        media_type: &'static str,
+        /// The allow-list.
+        allowed: Vec<String>,
+    },
+    /// No root is configured, so no file may be read.
+    #[error("tools may not return files: no file root is configured")]
+    NoRoot,
+    /// The path leads outside the root.
+    #[error("{} is outside the directory tools may read", path.display())]
+    OutsideRoot {
+        /// The path as the tool gave it.
+        path: PathBuf,
+    },
+    /// The path is not a regular file.
+    #[error("{} is not a regular file", path.display())]
+    NotAFile {
+        /// The path as the tool gave it.
+        path: PathBuf,
+    },
+    /// The file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The path as the tool gave it.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Formats an optional claimed type as ` (declared as …)`.
+struct Claim<'a>(Option<&'a str>);
+
+impl fmt::Display for Claim<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(claimed) => write!(f, " (declared as {claimed})"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The type of `bytes` from their magic bytes: `image/png`, `image/jpeg`,
+/// `image/gif`, `image/webp`, `application/pdf`, or `text/plain` for UTF-8 text
+/// without control characters other than whitespace. `None` when nothing matches
+/// (and for empty content).
+///
+/// ```
+/// use lmstack::function::sniff;
+/// assert_eq!(sniff(b"%PDF-1.7\n"), Some("application/pdf"));
+/// assert_eq!(sniff(b"GIF89a\x01\x00"), Some("image/gif"));
+/// assert_eq!(sniff("héllo\n".as_bytes()), Some("text/plain"));
+/// assert_eq!(sniff(b"\x00\x01\x02"), None);
+/// ```
+pub fn sniff(bytes: &[u8]) -> Option<&'static str> {
+    const SIGNATURES: &[(&[u8], &str)] = &[
+        (b"\x89PNG\r\n\x1a\n", "image/png"),
+        (b"\xff\xd8\xff", "image/jpeg"),
+        (b"GIF87a", "image/gif"),
+        (b"GIF89a", "image/gif"),
+        (b"%PDF-", "application/pdf"),
+    ];
+    if let Some((_, media_type)) = SIGNATURES
+        .iter()
+        .find(|(magic, _)| bytes.starts_with(magic))
+    {
+        return Some(media_type);
+    }
+    if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
+        return Some("image/webp");
+    }
+    let text = std::str::from_utf8(bytes).ok()?;
+    let plain = !text.is_empty()
+        && !text
+            .chars()
+            .any(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r' | '\x0c'));
+    plain.then_some("text/plain")
+}
+
+/// A MIME type in the form the policy compares: lower case, without parameters,
+/// `image/jpg` read as `image/jpeg`.
+fn normalise(media_type: &str) -> String {
+    let essence = media_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    match essence.as_str() {
+        "image/jpg" | "image/pjpeg" => "image/jpeg".to_owned(),
+        _ => essence,
+    }
+}

@@ -1,0 +1,254 @@
+//! Multimodal tool results: the media policy's checks on bytes and files, and media
+//! results through the function layer.
+
+use std::convert::Infallible;
+use std::path::Path;
+
+use lmstack::function::{
+    FunctionCallLayer, MediaError, MediaPolicy, Tool, ToolOutput, ToolRegistry,
+};
+use lmstack::testing::ScriptedModel;
+use lmstack::{ChatRequest, ContentBlock, Media, Message, ToolCall};
+use serde_json::json;
+use tower::{Layer, ServiceExt};
+
+const PNG: &[u8] =
+    b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89";
+const JPEG: &[u8] = b"\xff\xd8\xff\xe0\0\x10JFIF\0";
+const PDF: &[u8] = b"%PDF-1.7\n1 0 obj\n";
+
+#[test]
+fn bytes_must_be_what_they_claim_to_be() {
+    let policy = MediaPolicy::new();
+    assert_eq!(
+        policy.block(PNG, Some("image/png")).unwrap(),
+        ContentBlock::image_bytes("image/png", PNG)
+    );
+    // Parameters and case do not matter; `image/jpg` is read as `image/jpeg`.
+    assert_eq!(
+        policy.check(JPEG, Some("Image/JPG; q=1")).unwrap(),
+        "image/jpeg"
+    );
+    let error = policy.block(PNG, Some("image/jpeg")).unwrap_err();
+    assert!(
+        matches!(&error, MediaError::Mismatch { claimed, actual: "image/png" } if claimed == "image/jpeg"),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "the content was declared as image/jpeg but its bytes are image/png"
+    );
+    let error = policy
+        .block(b"MZ\x90\0\x03", Some("image/png"))
+        .unwrap_err();
+    assert!(
+        matches!(error, MediaError::Unrecognised { .. }),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn a_pdf_becomes_a_document_block() {
+    let block = MediaPolicy::new().block(PDF, None).unwrap();
+    assert_eq!(block, ContentBlock::document_bytes("application/pdf", PDF));
+}
+
+#[test]
+fn only_allowed_types_pass() {
+    let text = "plain notes\n".as_bytes();
+    let error = MediaPolicy::new()
+        .block(text, Some("text/plain"))
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            MediaError::NotAllowed {
+                media_type: "text/plain",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(
+        MediaPolicy::new()
+            .allow("text/plain")
+            .block(text, None)
+            .is_ok()
+    );
+    let only_png = MediaPolicy::new().allow_only(["image/png"]);
+    assert!(only_png.check(PNG, None).is_ok());
+    let error = only_png.check(JPEG, None).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "image/jpeg is not allowed (allowed: image/png)"
+    );
+}
+
+#[test]
+fn content_over_the_size_limit_is_refused() {
+    assert_eq!(MediaPolicy::new().limit(), 20 * 1024 * 1024);
+    let policy = MediaPolicy::new().max_bytes(PNG.len() - 1);
+    let error = policy.block(PNG, Some("image/png")).unwrap_err();
+    assert!(
+        matches!(error, MediaError::TooLarge { size, limit } if size == PNG.len() as u64 && limit == PNG.len() - 1),
+        "{error:?}"
+    );
+    assert!(
+        MediaPolicy::new()
+            .max_bytes(PNG.len())
+            .check(PNG, None)
+            .is_ok()
+    );
+}
+
+fn workspace() -> (tempfile::TempDir, MediaPolicy) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("charts")).unwrap();
+    std::fs::write(dir.path().join("charts/sales.png"), PNG).unwrap();
+    std::fs::write(dir.path().join("report.pdf"), PDF).unwrap();
+    let policy = MediaPolicy::new().root(dir.path());
+    (dir, policy)
+}
+
+#[test]
+fn files_inside_the_root_are_read_and_named() {
+    let (dir, policy) = workspace();
+    let block = policy
+        .read_block(Path::new("charts/sales.png"), Some("image/png"))
+        .unwrap();
+    assert_eq!(
+        block,
+        ContentBlock::Image(Media::from_bytes("image/png", PNG).with_name("sales.png"))
+    );
+    // An absolute path inside the root is fine too.
+    let absolute = dir.path().join("report.pdf");
+    assert!(matches!(
+        policy.read_block(&absolute, None).unwrap(),
+        ContentBlock::Document(_)
+    ));
+    let error = policy
+        .read_block(Path::new("report.pdf"), Some("image/png"))
+        .unwrap_err();
+    assert!(matches!(error, MediaError::Mismatch { .. }), "{error:?}");
+}
+
+#[test]
+fn paths_cannot_leave_the_root() {
+    let (dir, policy) = workspace();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.png"), PNG).unwrap();
+
+    for path in [
+        Path::new("../secret.png").to_owned(),
+        Path::new("charts/../../secret.png").to_owned(),
+        outside.path().join("secret.png"),
+    ] {
+        let error = policy.read(&path).unwrap_err();
+        assert!(
+            matches!(error, MediaError::OutsideRoot { .. }),
+            "{path:?}: {error:?}"
+        );
+    }
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(
+            outside.path().join("secret.png"),
+            dir.path().join("link.png"),
+        )
+        .unwrap();
+        let error = policy.read(Path::new("link.png")).unwrap_err();
+        assert!(matches!(error, MediaError::OutsideRoot { .. }), "{error:?}");
+        assert_eq!(
+            error.to_string(),
+            "link.png is outside the directory tools may read"
+        );
+    }
+}
+
+#[test]
+fn without_a_root_no_file_is_read() {
+    let (dir, _) = workspace();
+    let error = MediaPolicy::new()
+        .read(&dir.path().join("report.pdf"))
+        .unwrap_err();
+    assert!(matches!(error, MediaError::NoRoot), "{error:?}");
+}
+
+#[test]
+fn files_over_the_limit_missing_files_and_directories_are_refused() {
+    let (_dir, policy) = workspace();
+    let small = policy.clone().max_bytes(8);
+    let error = small.read(Path::new("charts/sales.png")).unwrap_err();
+    assert!(
+        matches!(error, MediaError::TooLarge { size, limit: 8 } if size == PNG.len() as u64),
+        "{error:?}"
+    );
+    let error = policy.read(Path::new("charts")).unwrap_err();
+    assert!(matches!(error, MediaError::NotAFile { .. }), "{error:?}");
+    let error = policy.read(Path::new("missing.png")).unwrap_err();
+    assert!(matches!(error, MediaError::Io { .. }), "{error:?}");
+    assert!(
+        error.to_string().starts_with("cannot read missing.png: "),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn tools_return_images_and_files_through_the_layer() {
+    let (dir, policy) = workspace();
+    let chart = Tool::dynamic("chart", "", json!({"type": "object"}), |_| async {
+        Ok::<_, Infallible>(
+            ToolOutput::text("Sales by month:")
+                .with(ToolOutput::media(PNG, "image/png"))
+                .with(ToolOutput::file("report.pdf")),
+        )
+    });
+    let liar = Tool::dynamic("liar", "", json!({"type": "object"}), |_| async {
+        Ok::<_, Infallible>(ToolOutput::media(PNG, "image/jpeg"))
+    });
+    let escape = Tool::dynamic("escape", "", json!({"type": "object"}), |_| async {
+        Ok::<_, Infallible>(ToolOutput::file("../../etc/passwd"))
+    });
+    let layer =
+        FunctionCallLayer::new(ToolRegistry::new([chart, liar, escape]).unwrap()).media(policy);
+    let model = ScriptedModel::new().reply_messages(vec![Message::tool_calls(vec![
+        ToolCall::new("c1", "chart", json!({})),
+        ToolCall::new("c2", "liar", json!({})),
+        ToolCall::new("c3", "escape", json!({})),
+    ])]);
+    let request = ChatRequest::new(vec![Message::user("chart it")]).streaming(true);
+    let messages = layer
+        .layer(model)
+        .oneshot(request)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let results = messages[0].results();
+    assert_eq!(
+        results[0].content,
+        vec![
+            ContentBlock::text("Sales by month:"),
+            ContentBlock::image_bytes("image/png", PNG),
+            ContentBlock::Document(
+                Media::from_bytes("application/pdf", PDF).with_name("report.pdf")
+            ),
+        ]
+    );
+    assert!(!results[0].is_error);
+    assert!(results[1].is_error);
+    assert_eq!(
+        results[1].text_content(),
+        "The tool `liar` returned content that was refused: the content was declared as image/jpeg but its bytes are image/png."
+    );
+    assert!(results[2].is_error);
+    assert!(
+        results[2]
+            .text_content()
+            .contains("is outside the directory tools may read"),
+        "{:?}",
+        results[2]
+    );
+    drop(dir);
+}
