@@ -26,12 +26,14 @@
 //! Modules:
 //! - [`message`]: the canonical message model, streaming events and the joiner;
 //! - [`service`]: the request, the reply and the state-machine driver;
+//! - [`provider`]: the wire layer (SSE, HTTP, retry) and the provider adapters;
 //! - [`testing`]: a scripted model and helpers to unit-test your own middleware.
 
 #![warn(missing_docs)]
 
 mod error;
 pub mod message;
+pub mod provider;
 pub mod service;
 pub mod testing;
 
