@@ -264,10 +264,11 @@ fn transport_error(
         TransportErrorKind::Timeout
     } else if error.is_connect() {
         TransportErrorKind::Connect
-    } else if error.is_body() || error.is_decode() {
-        TransportErrorKind::Interrupted
-    } else {
+    } else if error.is_builder() {
         TransportErrorKind::Request
+    } else {
+        // The connection closed or broke before or while the response came.
+        TransportErrorKind::Interrupted
     };
     let mut causes = Vec::new();
     let mut cause: Option<&dyn std::error::Error> = std::error::Error::source(&error);

@@ -123,3 +123,5 @@ pub fn normalise_request(mut body: Value) -> Value {
     }
     body
 }
+
+pub mod server;
