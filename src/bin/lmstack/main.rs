@@ -4,6 +4,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod chat;
+mod lift;
+mod lower;
+mod provider_arg;
+
 /// Composable tower layers for LLM message pipelines, on the command line.
 ///
 /// Messages are read and written as JSON lines in lmstack's canonical form.
@@ -23,11 +28,11 @@ enum Command {
     /// Renders tool calls and results back into natural `<tool_call>` text.
     Render,
     /// Lifts a provider's raw response (JSON or SSE) into canonical messages.
-    Lift,
+    Lift(lift::Args),
     /// Lowers a canonical request into a provider's wire request body.
-    Lower,
+    Lower(lower::Args),
     /// Talks to a real model server through the provider stack.
-    Chat,
+    Chat(chat::Args),
 }
 
 fn main() -> ExitCode {
@@ -36,9 +41,9 @@ fn main() -> ExitCode {
         Command::Demo => ("demo", 5, "function execution and the offline demo"),
         Command::Parse => ("parse", 3, "the natural tool use parser"),
         Command::Render => ("render", 4, "the natural tool use transformer"),
-        Command::Lift => ("lift", 6, "the OpenAI provider adapter"),
-        Command::Lower => ("lower", 6, "the OpenAI provider adapter"),
-        Command::Chat => ("chat", 6, "the OpenAI provider adapter"),
+        Command::Lift(args) => return lift::run(args),
+        Command::Lower(args) => return lower::run(args),
+        Command::Chat(args) => return chat::run(args),
     };
     eprintln!("error: `lmstack {name}` is not built yet; it comes with {what} (issue #{issue})");
     ExitCode::FAILURE
