@@ -30,7 +30,6 @@
 //! ```
 
 use std::fmt;
-use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -178,70 +177,68 @@ impl Service<HttpRequest> for HttpTransport {
     }
 }
 
-fn exchange(
+async fn exchange(
     client: reqwest::Client,
     request: HttpRequest,
     provider: &'static str,
     target: String,
     max_error_body: usize,
-) -> impl Future<Output = Result<HttpResponse, Error>> + Send {
-    async move {
-        let request = reqwest::Request::try_from(request).map_err(|error| {
-            TransportError::new(
-                provider,
-                TransportErrorKind::Request,
-                format!("{target}: invalid request"),
-            )
-            .with_source(error)
-        })?;
-        let mut response = client
-            .execute(request)
-            .await
-            .map_err(|error| transport_error(provider, &target, "sending the request", error))?;
-        let status = response.status();
-        if !status.is_success() {
-            let mut body = Vec::new();
-            while body.len() < max_error_body {
-                match response.chunk().await {
-                    Ok(Some(chunk)) => body.extend_from_slice(&chunk),
-                    // What arrived is enough to explain the error.
-                    Ok(None) | Err(_) => break,
-                }
+) -> Result<HttpResponse, Error> {
+    let request = reqwest::Request::try_from(request).map_err(|error| {
+        TransportError::new(
+            provider,
+            TransportErrorKind::Request,
+            format!("{target}: invalid request"),
+        )
+        .with_source(error)
+    })?;
+    let mut response = client
+        .execute(request)
+        .await
+        .map_err(|error| transport_error(provider, &target, "sending the request", error))?;
+    let status = response.status();
+    if !status.is_success() {
+        let mut body = Vec::new();
+        while body.len() < max_error_body {
+            match response.chunk().await {
+                Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+                // What arrived is enough to explain the error.
+                Ok(None) | Err(_) => break,
             }
-            body.truncate(max_error_body);
-            let headers: Vec<(&str, &str)> = response
+        }
+        body.truncate(max_error_body);
+        let headers: Vec<(&str, &str)> = response
+            .headers()
+            .iter()
+            .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?)))
+            .collect();
+        return Err(
+            ProviderError::from_response(provider, status.as_u16(), &headers, &body).into(),
+        );
+    }
+    let mut builder = http::Response::builder()
+        .status(status)
+        .version(response.version());
+    if let Some(headers) = builder.headers_mut() {
+        headers.extend(
+            response
                 .headers()
                 .iter()
-                .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?)))
-                .collect();
-            return Err(
-                ProviderError::from_response(provider, status.as_u16(), &headers, &body).into(),
-            );
-        }
-        let mut builder = http::Response::builder()
-            .status(status)
-            .version(response.version());
-        if let Some(headers) = builder.headers_mut() {
-            headers.extend(
-                response
-                    .headers()
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone())),
-            );
-        }
-        let body = response.bytes_stream().map(move |chunk| {
-            chunk.map_err(|error| transport_error(provider, &target, "reading the response", error))
-        });
-        builder.body(ByteStream::new(body)).map_err(|error| {
-            TransportError::new(
-                provider,
-                TransportErrorKind::Malformed,
-                "unusable response head",
-            )
-            .with_source(error)
-            .into()
-        })
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
     }
+    let body = response.bytes_stream().map(move |chunk| {
+        chunk.map_err(|error| transport_error(provider, &target, "reading the response", error))
+    });
+    builder.body(ByteStream::new(body)).map_err(|error| {
+        TransportError::new(
+            provider,
+            TransportErrorKind::Malformed,
+            "unusable response head",
+        )
+        .with_source(error)
+        .into()
+    })
 }
 
 /// The URI without its query (which may carry a key).

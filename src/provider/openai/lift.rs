@@ -1,40 +1,4 @@
-//! Lifting: Chat Completions responses → canonical events.
-//!
-//! One pure state machine, [`Lifter`], serves both wire modes. A streamed
-//! response is a series of `chat.completion.chunk`s whose `delta`s it lifts into
-//! deltas; a non-streaming body is a `chat.completion` whose `message` has the
-//! same shape as a delta holding everything, so it goes through the same code as
-//! one big chunk. Joining the events of either gives the same messages.
-//!
-//! What real servers do, and what the lifter makes of it:
-//!
-//! - tool-call fragments keyed by `index`, the first one with `id` and
-//!   `function.name` (OpenAI); a whole call in one fragment (GLM, Groq); every
-//!   call at `index` 0 with a new `id` each (some proxies); calls without ids
-//!   (older Ollama); a first index of 1 (Anthropic models behind a compatible
-//!   endpoint). Calls are renumbered 0, 1, … in the order they start; a call
-//!   starts at a new `id`, a new `index`, or a second `function.name` at the same
-//!   index. A missing id becomes `call_<n>` (prefixed with the response id when
-//!   there is one), the same in both modes. A fragment that goes back to an
-//!   earlier call is a [`TransportErrorKind::Malformed`] error;
-//! - tool calls whose `type` is not `function` (GLM's `web_search`, `mcp`) ran on
-//!   the server: they are passed through with `provider_executed`, named after
-//!   their type, with their payload object as arguments;
-//! - `reasoning_content` (GLM, llama.cpp, DeepSeek) or `reasoning` (vLLM,
-//!   Ollama) becomes reasoning; the field's name is kept in the message's
-//!   metadata under [`REASONING_FIELD_KEY`] so that lowering can echo it back;
-//! - `refusal` becomes assistant text marked `"refusal": true` in its metadata,
-//!   and turns a `stop` finish into `refusal`;
-//! - usage on any chunk, on a final `choices: []` chunk, or in `x_groq.usage`;
-//!   the last one seen is emitted once, at the end, before `finish`;
-//! - `finish_reason` is mapped (`tool_calls`, `function_call` → `tool_calls`;
-//!   `content_filter`, GLM's `sensitive` → `content_filter`; `stop` after
-//!   function calls → `tool_calls`, as Ollama and vLLM sometimes send `stop`);
-//! - an `error` object in the body or in a chunk becomes
-//!   [`Error::Provider`](crate::Error::Provider);
-//! - unknown fields are ignored; only the first choice (`index` 0) is lifted;
-//! - a stream that ends with neither `[DONE]` nor a finish reason is
-//!   [`TransportErrorKind::Truncated`].
+//! Lifting: Chat Completions responses → canonical events (see [`Lifter`]).
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -47,8 +11,44 @@ use crate::{
 
 const PROVIDER: &str = "openai";
 
-/// Lifts Chat Completions chunks, or a whole body, into events. See the
-/// [module docs](self).
+/// Lifts Chat Completions responses — streamed chunks, or a whole body — into
+/// canonical events.
+///
+/// One pure state machine, [`Lifter`], serves both wire modes. A streamed
+/// response is a series of `chat.completion.chunk`s whose `delta`s it lifts into
+/// deltas; a non-streaming body is a `chat.completion` whose `message` has the
+/// same shape as a delta holding everything, so it goes through the same code as
+/// one big chunk. Joining the events of either gives the same messages.
+///
+/// What real servers do, and what the lifter makes of it:
+///
+/// - tool-call fragments keyed by `index`, the first one with `id` and
+///   `function.name` (OpenAI); a whole call in one fragment (GLM, Groq); every
+///   call at `index` 0 with a new `id` each (some proxies); calls without ids
+///   (older Ollama); a first index of 1 (Anthropic models behind a compatible
+///   endpoint). Calls are renumbered 0, 1, … in the order they start; a call
+///   starts at a new `id`, a new `index`, or a second `function.name` at the same
+///   index. A missing id becomes `call_<n>` (prefixed with the response id when
+///   there is one), the same in both modes. A fragment that goes back to an
+///   earlier call is a [`TransportErrorKind::Malformed`] error;
+/// - tool calls whose `type` is not `function` (GLM's `web_search`, `mcp`) ran on
+///   the server: they are passed through with `provider_executed`, named after
+///   their type, with their payload object as arguments;
+/// - `reasoning_content` (GLM, llama.cpp, DeepSeek) or `reasoning` (vLLM,
+///   Ollama) becomes reasoning; the field's name is kept in the message's
+///   metadata under [`REASONING_FIELD_KEY`] so that lowering can echo it back;
+/// - `refusal` becomes assistant text marked `"refusal": true` in its metadata,
+///   and turns a `stop` finish into `refusal`;
+/// - usage on any chunk, on a final `choices: []` chunk, or in `x_groq.usage`;
+///   the last one seen is emitted once, at the end, before `finish`;
+/// - `finish_reason` is mapped (`tool_calls`, `function_call` → `tool_calls`;
+///   `content_filter`, GLM's `sensitive` → `content_filter`; `stop` after
+///   function calls → `tool_calls`, as Ollama and vLLM sometimes send `stop`);
+/// - an `error` object in the body or in a chunk becomes
+///   [`Error::Provider`](crate::Error::Provider);
+/// - unknown fields are ignored; only the first choice (`index` 0) is lifted;
+/// - a stream that ends with neither `[DONE]` nor a finish reason is
+///   [`TransportErrorKind::Truncated`].
 ///
 /// ```
 /// use lmstack::provider::openai::Lifter;

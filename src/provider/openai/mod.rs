@@ -149,8 +149,8 @@ impl OpenAiConfig {
 /// In streaming mode the call resolves when the response headers arrive and the
 /// reply streams deltas; in non-streaming mode it resolves with the whole reply
 /// as complete messages. HTTP errors fail the call with
-/// [`Error::Provider`](crate::Error::Provider); a stream that breaks ends the
-/// reply with [`Error::Transport`](crate::Error::Transport) (or `Provider` for an
+/// [`Error::Provider`]; a stream that breaks ends the
+/// reply with [`Error::Transport`] (or `Provider` for an
 /// error object inside the stream). Wrap it in a
 /// [`RetryLayer`](crate::provider::retry::RetryLayer) to retry calls that fail
 /// before their first event.
