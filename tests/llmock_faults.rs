@@ -14,10 +14,10 @@
 
 use std::time::Duration;
 
-use lmstack::provider::TransportErrorKind;
 use lmstack::provider::openai::{OpenAi, OpenAiConfig};
 use lmstack::provider::retry::{Retry, RetryLayer, RetryPolicy};
 use lmstack::provider::transport::HttpConfig;
+use lmstack::provider::{TransportError, TransportErrorKind};
 use lmstack::{ChatRequest, Error, Event, Message};
 use serde_json::{Value, json};
 use tower::{Layer, ServiceExt};
@@ -110,6 +110,29 @@ async fn read(reply: lmstack::Reply) -> (String, Result<(), Error>) {
         }
     }
     (text, Ok(()))
+}
+
+/// Scripts `fault` before the answer for `name`, then streams the answer through
+/// the provider and the retry layer: the text that arrived, and how it ended.
+async fn stream_through(
+    name: &str,
+    fault: Value,
+    read_timeout: Duration,
+) -> (String, Result<(), Error>) {
+    script(
+        name,
+        json!([fault, {"type": "reply", "text": ANSWER, "times": 2}]),
+    )
+    .await;
+    read(model(read_timeout).oneshot(ask(name, true)).await.unwrap()).await
+}
+
+/// The transport error a reply ended with.
+fn transport_error(end: Result<(), Error>) -> TransportError {
+    match end {
+        Err(Error::Transport(error)) => *error,
+        other => panic!("expected a transport error, got {other:?}"),
+    }
 }
 
 #[tokio::test]
@@ -224,21 +247,8 @@ async fn a_retry_after_longer_than_allowed_is_not_waited_out() {
 async fn a_disconnect_before_the_first_event_is_retried() {
     let name = &unique("fault-disconnect-early");
     // The first chunk only says `role: assistant`: no event has been delivered.
-    script(
-        name,
-        json!([
-            {"type": "stream_fault", "kind": "disconnect", "after_chunks": 1},
-            {"type": "reply", "text": ANSWER, "times": 2},
-        ]),
-    )
-    .await;
-    let (text, end) = read(
-        model(Duration::from_secs(10))
-            .oneshot(ask(name, true))
-            .await
-            .unwrap(),
-    )
-    .await;
+    let fault = json!({"type": "stream_fault", "kind": "disconnect", "after_chunks": 1});
+    let (text, end) = stream_through(name, fault, Duration::from_secs(10)).await;
     end.unwrap();
     assert_eq!(text, ANSWER);
     assert_eq!(attempts(name).await.len(), 2);
@@ -248,34 +258,17 @@ async fn a_disconnect_before_the_first_event_is_retried() {
 #[ignore = "needs a running llmock server: .ci/test starts one and sets LMSTACK_LLMOCK_URL"]
 async fn a_disconnect_mid_stream_ends_the_reply_with_a_clear_error() {
     let name = &unique("fault-disconnect-mid");
-    script(
-        name,
-        json!([
-            {"type": "stream_fault", "kind": "disconnect", "after_chunks": 4},
-            {"type": "reply", "text": ANSWER},
-        ]),
-    )
-    .await;
-    let (text, end) = read(
-        model(Duration::from_secs(10))
-            .oneshot(ask(name, true))
-            .await
-            .unwrap(),
-    )
-    .await;
+    let fault = json!({"type": "stream_fault", "kind": "disconnect", "after_chunks": 4});
+    let (text, end) = stream_through(name, fault, Duration::from_secs(10)).await;
     assert_eq!(text, "one two three ");
-    match end {
-        Err(Error::Transport(error)) => {
-            assert_eq!(error.kind, TransportErrorKind::Interrupted, "{error}");
-            assert!(
-                error
-                    .to_string()
-                    .starts_with("openai: connection interrupted: POST "),
-                "{error}"
-            );
-        }
-        other => panic!("expected an interrupted stream, got {other:?}"),
-    }
+    let error = transport_error(end);
+    assert_eq!(error.kind, TransportErrorKind::Interrupted, "{error}");
+    assert!(
+        error
+            .to_string()
+            .starts_with("openai: connection interrupted: POST "),
+        "{error}"
+    );
     assert_eq!(
         attempts(name).await.len(),
         1,
@@ -287,34 +280,17 @@ async fn a_disconnect_mid_stream_ends_the_reply_with_a_clear_error() {
 #[ignore = "needs a running llmock server: .ci/test starts one and sets LMSTACK_LLMOCK_URL"]
 async fn a_truncated_stream_is_an_error_not_an_answer() {
     let name = &unique("fault-truncate");
-    script(
-        name,
-        json!([
-            {"type": "stream_fault", "kind": "truncate", "after_chunks": 3},
-            {"type": "reply", "text": ANSWER},
-        ]),
-    )
-    .await;
-    let (text, end) = read(
-        model(Duration::from_secs(10))
-            .oneshot(ask(name, true))
-            .await
-            .unwrap(),
-    )
-    .await;
+    let fault = json!({"type": "stream_fault", "kind": "truncate", "after_chunks": 3});
+    let (text, end) = stream_through(name, fault, Duration::from_secs(10)).await;
     assert_eq!(text, "one two ");
-    match end {
-        Err(Error::Transport(error)) => {
-            assert_eq!(error.kind, TransportErrorKind::Truncated);
-            assert!(
-                error
-                    .to_string()
-                    .contains("without `[DONE]` or a finish reason"),
-                "{error}"
-            );
-        }
-        other => panic!("expected a truncated stream, got {other:?}"),
-    }
+    let error = transport_error(end);
+    assert_eq!(error.kind, TransportErrorKind::Truncated);
+    assert!(
+        error
+            .to_string()
+            .contains("without `[DONE]` or a finish reason"),
+        "{error}"
+    );
     assert_eq!(attempts(name).await.len(), 1);
 }
 
@@ -322,82 +298,36 @@ async fn a_truncated_stream_is_an_error_not_an_answer() {
 #[ignore = "needs a running llmock server: .ci/test starts one and sets LMSTACK_LLMOCK_URL"]
 async fn a_malformed_chunk_is_an_error_naming_the_chunk() {
     let name = &unique("fault-malformed");
-    script(
-        name,
-        json!([
-            {"type": "stream_fault", "kind": "malformed", "after_chunks": 2},
-            {"type": "reply", "text": ANSWER},
-        ]),
-    )
-    .await;
-    let (text, end) = read(
-        model(Duration::from_secs(10))
-            .oneshot(ask(name, true))
-            .await
-            .unwrap(),
-    )
-    .await;
+    let fault = json!({"type": "stream_fault", "kind": "malformed", "after_chunks": 2});
+    let (text, end) = stream_through(name, fault, Duration::from_secs(10)).await;
     assert_eq!(text, "one ");
-    match end {
-        Err(Error::Transport(error)) => {
-            assert_eq!(error.kind, TransportErrorKind::Malformed);
-            assert!(
-                error
-                    .message
-                    .contains("chunk 3 is not a JSON chat completion chunk"),
-                "{error}"
-            );
-        }
-        other => panic!("expected a malformed stream, got {other:?}"),
-    }
+    let error = transport_error(end);
+    assert_eq!(error.kind, TransportErrorKind::Malformed);
+    assert!(
+        error
+            .message
+            .contains("chunk 3 is not a JSON chat completion chunk"),
+        "{error}"
+    );
 }
 
 #[tokio::test]
 #[ignore = "needs a running llmock server: .ci/test starts one and sets LMSTACK_LLMOCK_URL"]
 async fn a_stalled_stream_times_out_and_is_retried_only_before_its_first_event() {
     let name = &unique("fault-stall-early");
-    script(
-        name,
-        json!([
-            {"type": "stream_fault", "kind": "stall", "after_chunks": 0, "stall_seconds": 5},
-            {"type": "reply", "text": ANSWER, "times": 2},
-        ]),
-    )
-    .await;
-    let (text, end) = read(
-        model(Duration::from_millis(800))
-            .oneshot(ask(name, true))
-            .await
-            .unwrap(),
-    )
-    .await;
+    let fault =
+        json!({"type": "stream_fault", "kind": "stall", "after_chunks": 0, "stall_seconds": 5});
+    let (text, end) = stream_through(name, fault, Duration::from_millis(800)).await;
     end.unwrap();
     assert_eq!(text, ANSWER);
     assert_eq!(attempts(name).await.len(), 2);
 
     let name = &unique("fault-stall-late");
-    script(
-        name,
-        json!([
-            {"type": "stream_fault", "kind": "stall", "after_chunks": 3, "stall_seconds": 5},
-            {"type": "reply", "text": ANSWER},
-        ]),
-    )
-    .await;
-    let (text, end) = read(
-        model(Duration::from_millis(800))
-            .oneshot(ask(name, true))
-            .await
-            .unwrap(),
-    )
-    .await;
+    let fault =
+        json!({"type": "stream_fault", "kind": "stall", "after_chunks": 3, "stall_seconds": 5});
+    let (text, end) = stream_through(name, fault, Duration::from_millis(800)).await;
     assert_eq!(text, "one two ");
-    match end {
-        Err(Error::Transport(error)) => {
-            assert_eq!(error.kind, TransportErrorKind::Timeout, "{error}")
-        }
-        other => panic!("expected a timeout, got {other:?}"),
-    }
+    assert_eq!(transport_error(end).kind, TransportErrorKind::Timeout);
     assert_eq!(attempts(name).await.len(), 1);
 }
 

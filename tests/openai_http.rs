@@ -167,6 +167,18 @@ fn quick_retries() -> RetryLayer {
     RetryLayer::new(RetryPolicy::default().initial_backoff(Duration::from_millis(5)))
 }
 
+/// Asks `server` through the retry layer; the reply's messages.
+async fn messages_with_retries(server: &Server) -> Vec<Message> {
+    let service = quick_retries().layer(provider(server));
+    service
+        .oneshot(request(true))
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn retry_honours_retry_after_and_succeeds() {
     let body = cassette("openai/fantasy/gpt-4o-multi_tool_streaming.yaml")[1]
@@ -181,15 +193,8 @@ async fn retry_honours_retry_after_and_succeeds() {
         Answer::ok("text/event-stream", body.as_bytes(), &[13]),
     ])
     .await;
-    let service = quick_retries().layer(provider(&server));
     let started = std::time::Instant::now();
-    let messages = service
-        .oneshot(request(true))
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    let messages = messages_with_retries(&server).await;
     assert!(
         started.elapsed() >= Duration::from_millis(300),
         "waited {:?}",
@@ -213,14 +218,7 @@ async fn a_stream_that_breaks_before_its_first_event_is_retried() {
         Answer::ok("text/event-stream", body.as_bytes(), &[50]),
     ])
     .await;
-    let service = quick_retries().layer(provider(&server));
-    let messages = service
-        .oneshot(request(true))
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    let messages = messages_with_retries(&server).await;
     assert_eq!(messages, lift_sse(body.as_bytes()).unwrap());
     assert_eq!(server.requests().len(), 2);
 }
