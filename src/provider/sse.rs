@@ -134,7 +134,7 @@ impl SseDecoder {
                 chunk = &chunk[1..];
             }
         }
-        while let Some(end) = memchr::memchr2(b'\n', b'\r', chunk) {
+        while let Some(end) = line_end(chunk) {
             if self.line.is_empty() {
                 self.line_complete(&chunk[..end], out)?;
             } else {
@@ -232,11 +232,23 @@ impl SseDecoder {
         if !std::mem::take(&mut self.has_data) {
             return;
         }
+        // The next event is likely as long as this one: one allocation, no regrowth.
+        let capacity = self.data.len();
         out.push(SseEvent {
             event,
-            data: std::mem::take(&mut self.data),
+            data: std::mem::replace(&mut self.data, String::with_capacity(capacity)),
             id: self.last_id.clone(),
         });
+    }
+}
+
+/// The first CR or LF. Token-sized chunks are scanned directly: for them the
+/// call into `memchr` costs more than the scan.
+fn line_end(bytes: &[u8]) -> Option<usize> {
+    if bytes.len() < 16 {
+        bytes.iter().position(|&b| b == b'\n' || b == b'\r')
+    } else {
+        memchr::memchr2(b'\n', b'\r', bytes)
     }
 }
 
