@@ -3,6 +3,8 @@
 //! bytes are cut; and the follow-up requests recorded in the cassettes are
 //! reproduced by lowering the equivalent canonical history.
 
+#![cfg(feature = "openai")]
+
 mod common;
 
 use common::*;

@@ -2,6 +2,8 @@
 //! adapter claims to handle, and by property, that a streamed response joins to
 //! exactly the messages of the equivalent non-streaming body.
 
+#![cfg(feature = "openai")]
+
 mod common;
 
 use common::*;
@@ -170,6 +172,16 @@ fn server_side_tool_calls_pass_through_and_are_not_sent_back() {
     let messages = lift_sse(&body).unwrap();
     let call = &messages[0].calls()[0];
     assert!(call.provider_executed);
+    let two_searches = sse(&[
+        delta(json!({"tool_calls": [{"type": "web_search", "web_search": {"q": 1}}]})),
+        delta(json!({"tool_calls": [{"type": "web_search", "web_search": {"q": 2}}]})),
+        finish("stop"),
+    ]);
+    let searches = calls_of(&lift_sse(&two_searches).unwrap());
+    assert_eq!(
+        searches.iter().map(|c| c.2.clone()).collect::<Vec<_>>(),
+        vec![json!({"q": 1}), json!({"q": 2})]
+    );
     assert_eq!(call.name, "web_search");
     assert_eq!(
         call.arguments,

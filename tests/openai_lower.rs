@@ -1,6 +1,8 @@
 //! Lowering canonical requests to Chat Completions bodies: roles, multimodal
 //! parts, tools and options, and the policies for images in tool results.
 
+#![cfg(feature = "openai")]
+
 use lmstack::provider::openai::{
     LowerOptions, MaxTokensField, ReasoningEcho, ToolResultMedia, lower,
 };

@@ -268,6 +268,8 @@ impl Lifter {
         let function = call.function.unwrap_or_default();
         let name = function.name.filter(|name| !name.is_empty());
         let id = call.id.filter(|id| !id.is_empty());
+        let kind = call.kind.as_deref().unwrap_or("function");
+        let server_side = kind != "function";
         let starts = match &self.call {
             None => true,
             Some(open) => match (&id, &open.wire_id) {
@@ -286,11 +288,10 @@ impl Lifter {
                     }
                     true
                 }
-                _ => name.is_some() && open.named,
+                // A name (or a server-side call, named by its type) opens a call.
+                _ => (name.is_some() || server_side) && open.named,
             },
         };
-        let kind = call.kind.as_deref().unwrap_or("function");
-        let server_side = kind != "function";
         let mut delta = if starts {
             if let Some(open) = self.call.take()
                 && let Some(index) = open.wire_index
