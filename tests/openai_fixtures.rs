@@ -14,8 +14,7 @@ use lmstack::provider::openai::{
     LowerOptions, MaxTokensField, ResponseDecoder, ToolResultMedia, lower,
 };
 use lmstack::{
-    ChatRequest, ContentBlock, Error, FinishReason, Joiner, Media, Message, Role, ToolCall,
-    ToolChoice, ToolResult, ToolSpec,
+    ChatRequest, ContentBlock, Error, FinishReason, Joiner, Media, Message, ToolCall, ToolResult,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -402,74 +401,6 @@ proptest! {
             prop_assert_eq!(cut, whole, "{}", name);
         }
     }
-}
-
-/// The canonical form of a recorded first request: its system and user
-/// messages, and its options.
-fn canonical_request(body: &Value) -> ChatRequest {
-    let messages = body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|message| {
-            let role = serde_json::from_value::<Role>(message["role"].clone()).unwrap();
-            Message::text(role, message["content"].as_str().unwrap())
-        })
-        .collect();
-    let mut request = ChatRequest::new(messages);
-    let options = &mut request.options;
-    for (key, value) in body.as_object().unwrap() {
-        match key.as_str() {
-            "messages" | "stream_options" => {}
-            "model" => options.model = Some(value.as_str().unwrap().into()),
-            "max_tokens" | "max_completion_tokens" => {
-                options.max_tokens = Some(value.as_u64().unwrap() as u32)
-            }
-            "temperature" => options.temperature = value.as_f64(),
-            "stream" => options.stream = value.as_bool().unwrap(),
-            "tool_choice" => {
-                options.tool_choice = Some(ToolChoice::Auto).filter(|_| value == "auto")
-            }
-            "tools" => {
-                options.tools = value
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|tool| {
-                        let function = &tool["function"];
-                        ToolSpec::new(
-                            function["name"].as_str().unwrap(),
-                            function["description"].as_str().unwrap(),
-                            function["parameters"].clone(),
-                        )
-                    })
-                    .collect()
-            }
-            _ => {
-                options.extra.insert(key.clone(), value.clone());
-            }
-        }
-    }
-    request
-}
-
-/// The tool results the second request of a cassette carries, named after the
-/// calls they answer.
-fn recorded_results(second: &Value, calls: &[ToolCall]) -> Vec<ToolResult> {
-    second["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|message| message["role"] == "tool")
-        .map(|message| {
-            let id = message["tool_call_id"].as_str().unwrap();
-            let call = calls
-                .iter()
-                .find(|call| call.id == id)
-                .expect("a result answers a lifted call");
-            ToolResult::text(id, &call.name, message["content"].as_str().unwrap())
-        })
-        .collect()
 }
 
 /// Lowers the recorded first request, then the history of the second one (the

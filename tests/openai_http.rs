@@ -282,3 +282,63 @@ async fn a_stalled_stream_times_out() {
         other => panic!("expected a timeout, got {other:?}"),
     }
 }
+
+/// GLM-style multi-round tool calling over HTTP: round one streams the recorded
+/// reasoning, text and two whole calls; the calls' results go back as
+/// `role: "tool"` messages (with the reasoning echoed as GLM expects), and the
+/// server receives exactly the recorded second request.
+#[tokio::test]
+async fn glm_two_rounds_replay_the_recorded_conversation() {
+    let exchanges = cassette("openai_compat/fantasy/zai-glm-4-7-flash-multi_tool_streaming.yaml");
+    let server = Server::start(
+        exchanges
+            .iter()
+            .map(|exchange| {
+                Answer::ok(
+                    "text/event-stream",
+                    exchange.response.as_bytes(),
+                    &[29, 3, 101],
+                )
+            })
+            .collect(),
+    )
+    .await;
+    let mut config = OpenAiConfig::new(server.base_url());
+    config.lowering.strict_tools = Some(false);
+    let provider = OpenAi::new(config).unwrap();
+
+    let mut request = canonical_request(&exchanges[0].request);
+    let first = provider
+        .clone()
+        .oneshot(request.clone())
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let calls: Vec<_> = first.iter().flat_map(|m| m.calls()).cloned().collect();
+    let results = recorded_results(&exchanges[1].request, &calls);
+    for message in first {
+        request.messages.push(match message {
+            Message::ToolCalls(calls) => Message::tool_aggregate(calls.calls, results.clone()),
+            other => other,
+        });
+    }
+    let second = provider
+        .oneshot(request)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+
+    assert_eq!(second, lift_sse(exchanges[1].response.as_bytes()).unwrap());
+    let received = server.requests();
+    for (round, exchange) in exchanges.iter().enumerate() {
+        assert_eq!(
+            normalise_request(received[round].1.clone()),
+            normalise_request(exchange.request.clone()),
+            "round {round}"
+        );
+    }
+}

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 
 use lmstack::provider::decode::Decode;
 use lmstack::provider::openai::ResponseDecoder;
-use lmstack::{Error, Event, Joiner, Message};
+use lmstack::{
+    ChatRequest, Error, Event, Joiner, Message, Role, ToolCall, ToolChoice, ToolResult, ToolSpec,
+};
 use serde_json::Value;
 
 /// The path of a fixture under `tests/fixtures`.
@@ -122,6 +124,74 @@ pub fn normalise_request(mut body: Value) -> Value {
         }
     }
     body
+}
+
+/// The canonical form of a recorded first request: its system and user
+/// messages, and its options.
+pub fn canonical_request(body: &Value) -> ChatRequest {
+    let messages = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| {
+            let role = serde_json::from_value::<Role>(message["role"].clone()).unwrap();
+            Message::text(role, message["content"].as_str().unwrap())
+        })
+        .collect();
+    let mut request = ChatRequest::new(messages);
+    let options = &mut request.options;
+    for (key, value) in body.as_object().unwrap() {
+        match key.as_str() {
+            "messages" | "stream_options" => {}
+            "model" => options.model = Some(value.as_str().unwrap().into()),
+            "max_tokens" | "max_completion_tokens" => {
+                options.max_tokens = Some(value.as_u64().unwrap() as u32)
+            }
+            "temperature" => options.temperature = value.as_f64(),
+            "stream" => options.stream = value.as_bool().unwrap(),
+            "tool_choice" => {
+                options.tool_choice = Some(ToolChoice::Auto).filter(|_| value == "auto")
+            }
+            "tools" => {
+                options.tools = value
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|tool| {
+                        let function = &tool["function"];
+                        ToolSpec::new(
+                            function["name"].as_str().unwrap(),
+                            function["description"].as_str().unwrap(),
+                            function["parameters"].clone(),
+                        )
+                    })
+                    .collect()
+            }
+            _ => {
+                options.extra.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    request
+}
+
+/// The tool results the second request of a cassette carries, named after the
+/// calls they answer.
+pub fn recorded_results(second: &Value, calls: &[ToolCall]) -> Vec<ToolResult> {
+    second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|message| message["role"] == "tool")
+        .map(|message| {
+            let id = message["tool_call_id"].as_str().unwrap();
+            let call = calls
+                .iter()
+                .find(|call| call.id == id)
+                .expect("a result answers a lifted call");
+            ToolResult::text(id, &call.name, message["content"].as_str().unwrap())
+        })
+        .collect()
 }
 
 pub mod server;
