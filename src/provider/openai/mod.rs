@@ -114,8 +114,10 @@ impl OpenAiConfig {
         self
     }
 
-    /// Adds a header sent with every request.
-    pub fn header(mut self, name: HeaderName, value: HeaderValue) -> Self {
+    /// Adds a header sent with every request. Its value is marked sensitive, so
+    /// `Debug` output of the configuration and of requests does not show it.
+    pub fn header(mut self, name: HeaderName, mut value: HeaderValue) -> Self {
+        value.set_sensitive(true);
         self.headers.insert(name, value);
         self
     }
