@@ -71,6 +71,17 @@ pub enum Error {
         max_iterations: usize,
     },
 
+    /// The provider answered with an error (an HTTP error status, or an error
+    /// object inside a stream): status, error type and code, message, request id
+    /// and `Retry-After`.
+    #[error(transparent)]
+    Provider(Box<crate::provider::ProviderError>),
+
+    /// The connection to the provider failed, timed out or broke, or its response
+    /// was truncated or malformed.
+    #[error(transparent)]
+    Transport(Box<crate::provider::TransportError>),
+
     /// Any other error, from a service or middleware outside this crate.
     #[error(transparent)]
     Other(BoxError),

@@ -30,6 +30,7 @@
 //!   `function`, on by default);
 //! - [`transcript`]: a layer that records conversations as JSON lines, and their
 //!   replay;
+//! - [`provider`]: the wire layer (SSE, HTTP, retry) and the provider adapters;
 //! - [`testing`]: a scripted model and helpers to unit-test your own middleware.
 
 #![warn(missing_docs)]
@@ -39,6 +40,7 @@ mod error;
 pub mod function;
 pub mod message;
 pub mod natural;
+pub mod provider;
 mod schema;
 pub mod service;
 pub mod testing;

@@ -4,7 +4,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod chat;
 mod demo;
+mod lift;
+mod lower;
+mod provider_arg;
 mod tools;
 
 /// Composable tower layers for LLM message pipelines, on the command line.
@@ -26,11 +30,11 @@ enum Command {
     /// Renders tool calls and results back into natural `<tool_call>` text.
     Render,
     /// Lifts a provider's raw response (JSON or SSE) into canonical messages.
-    Lift,
+    Lift(lift::Args),
     /// Lowers a canonical request into a provider's wire request body.
-    Lower,
+    Lower(lower::Args),
     /// Talks to a real model server through the provider stack.
-    Chat,
+    Chat(chat::Args),
 }
 
 fn main() -> ExitCode {
@@ -39,9 +43,9 @@ fn main() -> ExitCode {
         Command::Demo(args) => return demo::run(args),
         Command::Parse => ("parse", 3, "the natural tool use parser"),
         Command::Render => ("render", 4, "the natural tool use transformer"),
-        Command::Lift => ("lift", 6, "the OpenAI provider adapter"),
-        Command::Lower => ("lower", 6, "the OpenAI provider adapter"),
-        Command::Chat => ("chat", 6, "the OpenAI provider adapter"),
+        Command::Lift(args) => return lift::run(args),
+        Command::Lower(args) => return lower::run(args),
+        Command::Chat(args) => return chat::run(args),
     };
     eprintln!("error: `lmstack {name}` is not built yet; it comes with {what} (issue #{issue})");
     ExitCode::FAILURE

@@ -1,0 +1,351 @@
+//! What a provider call can fail with: the provider's own error answer
+//! ([`ProviderError`]) or a failure of the connection or of the stream
+//! ([`TransportError`]). Both travel inside [`Error`](crate::Error).
+
+use std::fmt;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::BoxError;
+
+/// An error answered by the provider: an HTTP error status, or an error object
+/// sent inside a successful stream.
+///
+/// The fields come from the status line, the headers (`x-request-id`,
+/// `retry-after-ms`, `retry-after`, `x-should-retry`) and the error body, which
+/// is read in the shapes of OpenAI (`{"error": {"message", "type", "code",
+/// "param"}}`), Anthropic (`{"type": "error", "error": {"type", "message"}}`) and
+/// Gemini (`{"error": {"code", "message", "status"}}`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProviderError {
+    /// Which provider answered, such as `openai`.
+    pub provider: &'static str,
+    /// The HTTP status (200 for an error sent inside a stream).
+    pub status: u16,
+    /// The provider's error type, such as `rate_limit_error` or `invalid_request_error`.
+    pub error_type: Option<String>,
+    /// The provider's error code, such as `rate_limit_exceeded` or `unsupported_parameter`.
+    pub code: Option<String>,
+    /// The request parameter at fault, when the provider names one.
+    pub param: Option<String>,
+    /// The provider's message (or the start of the body when it had none).
+    pub message: String,
+    /// The provider's id for the request, to quote to its support.
+    pub request_id: Option<String>,
+    /// How long the provider asked to wait before trying again.
+    pub retry_after: Option<Duration>,
+    /// The provider's own word on whether to retry (`x-should-retry`).
+    pub should_retry: Option<bool>,
+}
+
+/// The most of an error body kept in [`ProviderError::message`] when the body is
+/// not a JSON error object.
+const MAX_RAW_MESSAGE: usize = 512;
+
+impl ProviderError {
+    /// Reads an error answer: its status, headers and body.
+    ///
+    /// ```
+    /// use lmstack::provider::ProviderError;
+    /// let body = br#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#;
+    /// let error = ProviderError::from_response("openai", 429, &[("x-request-id", "req_1"), ("retry-after", "2")], body);
+    /// assert_eq!(error.code.as_deref(), Some("rate_limit_exceeded"));
+    /// assert_eq!(error.retry_after, Some(std::time::Duration::from_secs(2)));
+    /// assert_eq!(
+    ///     error.to_string(),
+    ///     "openai: HTTP 429 (requests, rate_limit_exceeded): Rate limit reached [request id req_1, retry after 2s]"
+    /// );
+    /// ```
+    pub fn from_response(
+        provider: &'static str,
+        status: u16,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Self {
+        let header = |name: &str| {
+            headers
+                .iter()
+                .find(|(key, _)| key.eq_ignore_ascii_case(name))
+                .map(|(_, value)| value.trim())
+        };
+        let mut error = match serde_json::from_slice::<Value>(body) {
+            Ok(value) => Self::from_body(provider, status, &value),
+            Err(_) => None,
+        }
+        .unwrap_or_else(|| Self::plain(provider, status, raw_message(body)));
+        error.request_id = ["x-request-id", "request-id", "x-goog-request-id"]
+            .into_iter()
+            .find_map(header)
+            .map(str::to_owned);
+        error.retry_after = header("retry-after-ms")
+            .and_then(|ms| ms.parse::<f64>().ok())
+            .filter(|ms| ms.is_finite() && *ms >= 0.0)
+            .map(|ms| Duration::from_secs_f64(ms / 1000.0))
+            .or_else(|| header("retry-after").and_then(parse_retry_after));
+        error.should_retry = header("x-should-retry").and_then(|value| match value {
+            "true" => Some(true),
+            "false" => Some(false),
+            _ => None,
+        });
+        error
+    }
+
+    /// Reads an error object (`{"error": {…}}`, or the inner object itself), as
+    /// sent in a body or inside a stream. `None` when `value` is not one.
+    pub fn from_body(provider: &'static str, status: u16, value: &Value) -> Option<Self> {
+        let object = value.get("error").unwrap_or(value).as_object()?;
+        let text = |key: &str| match object.get(key)? {
+            Value::String(text) => Some(text.clone()),
+            Value::Number(number) => Some(number.to_string()),
+            _ => None,
+        };
+        let message = text("message")?;
+        Some(ProviderError {
+            error_type: text("type").or_else(|| text("status")),
+            code: text("code"),
+            param: text("param"),
+            message,
+            ..Self::plain(provider, status, String::new())
+        })
+    }
+
+    fn plain(provider: &'static str, status: u16, message: String) -> Self {
+        ProviderError {
+            provider,
+            status,
+            error_type: None,
+            code: None,
+            param: None,
+            message,
+            request_id: None,
+            retry_after: None,
+            should_retry: None,
+        }
+    }
+
+    /// True when the provider said it is overloaded (Anthropic's 529
+    /// `overloaded_error`, Gemini's `UNAVAILABLE`, OpenAI's `server_is_overloaded`).
+    pub fn is_overloaded(&self) -> bool {
+        let says = |field: &Option<String>| {
+            field.as_deref().is_some_and(|word| {
+                let word = word.to_ascii_lowercase();
+                word.contains("overloaded") || word == "unavailable"
+            })
+        };
+        self.status == 529 || says(&self.error_type) || says(&self.code)
+    }
+}
+
+impl fmt::Display for ProviderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if (200..300).contains(&self.status) {
+            write!(f, "{}: error inside the response stream", self.provider)?;
+        } else {
+            write!(f, "{}: HTTP {}", self.provider, self.status)?;
+        }
+        let kinds: Vec<&str> = [&self.error_type, &self.code]
+            .into_iter()
+            .filter_map(|field| field.as_deref())
+            .collect();
+        if !kinds.is_empty() {
+            write!(f, " ({})", kinds.join(", "))?;
+        }
+        write!(f, ": {}", self.message)?;
+        if let Some(param) = &self.param {
+            write!(f, " (parameter `{param}`)")?;
+        }
+        let mut notes = Vec::new();
+        if let Some(id) = &self.request_id {
+            notes.push(format!("request id {id}"));
+        }
+        if let Some(wait) = self.retry_after {
+            notes.push(format!("retry after {wait:?}"));
+        }
+        if !notes.is_empty() {
+            write!(f, " [{}]", notes.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// `Retry-After`: seconds, or an HTTP date.
+fn parse_retry_after(value: &str) -> Option<Duration> {
+    if let Ok(seconds) = value.parse::<f64>() {
+        return (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds));
+    }
+    let when = httpdate::parse_http_date(value).ok()?;
+    Some(
+        when.duration_since(std::time::SystemTime::now())
+            .unwrap_or_default(),
+    )
+}
+
+fn raw_message(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    if text.is_empty() {
+        return "(empty body)".to_owned();
+    }
+    let mut end = text.len().min(MAX_RAW_MESSAGE);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut message = text[..end].to_owned();
+    if end < text.len() {
+        message.push('…');
+    }
+    message
+}
+
+/// A failure of the connection to a provider, or of the response stream.
+#[derive(Debug)]
+pub struct TransportError {
+    /// Which provider was being talked to.
+    pub provider: &'static str,
+    /// What kind of failure.
+    pub kind: TransportErrorKind,
+    /// What happened, in words.
+    pub message: String,
+    /// The underlying error, if any.
+    pub source: Option<BoxError>,
+}
+
+/// The kinds of [`TransportError`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TransportErrorKind {
+    /// The connection could not be made.
+    Connect,
+    /// No data came within the configured time.
+    Timeout,
+    /// The connection broke while the response was being read.
+    Interrupted,
+    /// The response ended before its end marker (`[DONE]` or a finish reason).
+    Truncated,
+    /// The response was not in the expected format.
+    Malformed,
+    /// The request could not be built or sent.
+    Request,
+}
+
+impl TransportErrorKind {
+    fn describe(self) -> &'static str {
+        match self {
+            TransportErrorKind::Connect => "could not connect",
+            TransportErrorKind::Timeout => "timed out",
+            TransportErrorKind::Interrupted => "connection interrupted",
+            TransportErrorKind::Truncated => "response truncated",
+            TransportErrorKind::Malformed => "malformed response",
+            TransportErrorKind::Request => "request failed",
+        }
+    }
+}
+
+impl TransportError {
+    /// A transport error without an underlying cause.
+    pub fn new(
+        provider: &'static str,
+        kind: TransportErrorKind,
+        message: impl Into<String>,
+    ) -> Self {
+        TransportError {
+            provider,
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// Adds the underlying error.
+    pub fn with_source(mut self, source: impl Into<BoxError>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+}
+
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {}: {}",
+            self.provider,
+            self.kind.describe(),
+            self.message
+        )
+    }
+}
+
+impl std::error::Error for TransportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|source| source as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl std::error::Error for ProviderError {}
+
+impl From<ProviderError> for crate::Error {
+    fn from(error: ProviderError) -> Self {
+        crate::Error::Provider(Box::new(error))
+    }
+}
+
+impl From<TransportError> for crate::Error {
+    fn from(error: TransportError) -> Self {
+        crate::Error::Transport(Box::new(error))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_three_error_shapes() {
+        let openai = br#"{"error":{"message":"Unsupported parameter","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}"#;
+        let error = ProviderError::from_response("openai", 400, &[], openai);
+        assert_eq!(error.param.as_deref(), Some("max_tokens"));
+        assert_eq!(error.error_type.as_deref(), Some("invalid_request_error"));
+
+        let anthropic = br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_9"}"#;
+        let error =
+            ProviderError::from_response("anthropic", 529, &[("request-id", "req_9")], anthropic);
+        assert!(error.is_overloaded());
+        assert_eq!(error.request_id.as_deref(), Some("req_9"));
+
+        let gemini =
+            br#"{"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED"}}"#;
+        let error = ProviderError::from_response("gemini", 429, &[], gemini);
+        assert_eq!(error.code.as_deref(), Some("429"));
+        assert_eq!(error.error_type.as_deref(), Some("RESOURCE_EXHAUSTED"));
+    }
+
+    #[test]
+    fn a_body_that_is_not_json_is_kept_short() {
+        let body = "<html>".repeat(200);
+        let error = ProviderError::from_response("openai", 502, &[], body.as_bytes());
+        assert!(error.message.starts_with("<html>"));
+        assert!(error.message.chars().count() <= MAX_RAW_MESSAGE + 1);
+        assert!(error.to_string().contains("HTTP 502"));
+    }
+
+    #[test]
+    fn retry_after_ms_wins_over_seconds_and_dates_are_read() {
+        let error = ProviderError::from_response(
+            "openai",
+            429,
+            &[("Retry-After", "1"), ("retry-after-ms", "250")],
+            b"{}",
+        );
+        assert_eq!(error.retry_after, Some(Duration::from_millis(250)));
+        let past = ProviderError::from_response(
+            "openai",
+            503,
+            &[("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")],
+            b"",
+        );
+        assert_eq!(past.retry_after, Some(Duration::ZERO));
+    }
+}

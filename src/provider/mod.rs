@@ -1,0 +1,36 @@
+//! Providers: the wire layer and the adapters built on it.
+//!
+//! The wire layer is shared by every provider:
+//!
+//! - [`sse`]: a server-sent events decoder, a pure state machine;
+//! - [`transport`]: the HTTP transport, a tower service on `reqwest` with rustls,
+//!   connect and read timeouts (feature `http`);
+//! - [`decode`]: runs a provider's pure body decoder over an HTTP body, as a
+//!   streaming or a non-streaming reply (feature `http`);
+//! - [`retry`]: the error classifier and a layer that retries a call only before
+//!   its first event was delivered, honouring `Retry-After` (feature `http`);
+//! - [`ProviderError`] and [`TransportError`]: what went wrong, and where;
+//! - [`ApiKey`]: a key from the environment or configuration that never prints.
+//!
+//! Each adapter is a pure lowering (canonical request → wire request), a pure
+//! lifting (wire response → canonical events) and a thin service joining them to
+//! the transport:
+//!
+//! - [`openai`]: OpenAI Chat Completions and compatible servers — vLLM, llama.cpp,
+//!   Ollama, GLM (Z.AI), Groq (feature `openai`).
+
+mod error;
+mod key;
+pub mod sse;
+
+#[cfg(feature = "http")]
+pub mod decode;
+#[cfg(feature = "openai")]
+pub mod openai;
+#[cfg(feature = "http")]
+pub mod retry;
+#[cfg(feature = "http")]
+pub mod transport;
+
+pub use error::{ProviderError, TransportError, TransportErrorKind};
+pub use key::ApiKey;

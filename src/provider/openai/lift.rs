@@ -1,0 +1,513 @@
+//! Lifting: Chat Completions responses → canonical events (see [`Lifter`]).
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::lower::{REASONING_FIELD_KEY, REFUSAL_KEY};
+use crate::provider::{ProviderError, TransportError, TransportErrorKind};
+use crate::{
+    Error, Event, FinishReason, Metadata, ReasoningDelta, TextDelta, ToolCallDelta, Usage,
+};
+
+const PROVIDER: &str = "openai";
+
+/// Lifts Chat Completions responses — streamed chunks, or a whole body — into
+/// canonical events.
+///
+/// One pure state machine, [`Lifter`], serves both wire modes. A streamed
+/// response is a series of `chat.completion.chunk`s whose `delta`s it lifts into
+/// deltas; a non-streaming body is a `chat.completion` whose `message` has the
+/// same shape as a delta holding everything, so it goes through the same code as
+/// one big chunk. Joining the events of either gives the same messages.
+///
+/// What real servers do, and what the lifter makes of it:
+///
+/// - tool-call fragments keyed by `index`, the first one with `id` and
+///   `function.name` (OpenAI); a whole call in one fragment (GLM, Groq); every
+///   call at `index` 0 with a new `id` each (some proxies); calls without ids
+///   (older Ollama); a first index of 1 (Anthropic models behind a compatible
+///   endpoint). Calls are renumbered 0, 1, … in the order they start; a call
+///   starts at a new `id`, a new `index`, or a second `function.name` at the same
+///   index. A missing id becomes `call_<n>` (prefixed with the response id when
+///   there is one), the same in both modes. A fragment that goes back to an
+///   earlier call is a [`TransportErrorKind::Malformed`] error;
+/// - tool calls whose `type` is not `function` (GLM's `web_search`, `mcp`) ran on
+///   the server: they are passed through with `provider_executed`, named after
+///   their type, with their payload object as arguments;
+/// - `reasoning_content` (GLM, llama.cpp, DeepSeek) or `reasoning` (vLLM,
+///   Ollama) becomes reasoning; the field's name is kept in the message's
+///   metadata under [`REASONING_FIELD_KEY`] so that lowering can echo it back;
+/// - `refusal` becomes assistant text marked `"refusal": true` in its metadata,
+///   and turns a `stop` finish into `refusal`;
+/// - usage on any chunk, on a final `choices: []` chunk, or in `x_groq.usage`;
+///   the last one seen is emitted once, at the end, before `finish`;
+/// - `finish_reason` is mapped (`tool_calls`, `function_call` → `tool_calls`;
+///   `content_filter`, GLM's `sensitive` → `content_filter`; `stop` after
+///   function calls → `tool_calls`, as Ollama and vLLM sometimes send `stop`);
+/// - an `error` object in the body or in a chunk becomes
+///   [`Error::Provider`](crate::Error::Provider);
+/// - unknown fields are ignored; only the first choice (`index` 0) is lifted;
+/// - a stream that ends with neither `[DONE]` nor a finish reason is
+///   [`TransportErrorKind::Truncated`].
+///
+/// ```
+/// use lmstack::provider::openai::Lifter;
+/// use lmstack::{Joiner, Message};
+///
+/// let mut lifter = Lifter::new();
+/// let mut events = Vec::new();
+/// lifter.push_chunk(br#"{"id":"c1","choices":[{"index":0,"delta":{"content":"Hel"}}]}"#, &mut events).unwrap();
+/// lifter.push_chunk(br#"{"id":"c1","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}]}"#, &mut events).unwrap();
+/// lifter.push_done();
+/// lifter.finish(&mut events).unwrap();
+/// let messages = Joiner::join(events);
+/// assert_eq!(messages[0].as_text(), Some("Hello"));
+/// assert_eq!(messages[0].metadata().generation_id.as_deref(), Some("c1"));
+/// ```
+#[derive(Debug, Default)]
+pub struct Lifter {
+    generation_id: Option<String>,
+    /// What the last event emitted was, to know when a message starts.
+    last: Last,
+    call: Option<OpenCall>,
+    /// Wire indexes of the calls already complete.
+    closed_indexes: Vec<u32>,
+    calls_started: u32,
+    function_calls: bool,
+    refusal: bool,
+    usage: Option<Usage>,
+    finish_reason: Option<String>,
+    done: bool,
+    chunks: usize,
+}
+
+#[derive(Debug, Default, PartialEq, Eq, Clone, Copy)]
+enum Last {
+    #[default]
+    Nothing,
+    Text,
+    Refusal,
+    Reasoning,
+    Call,
+}
+
+#[derive(Debug)]
+struct OpenCall {
+    wire_index: Option<u32>,
+    wire_id: Option<String>,
+    named: bool,
+    ordinal: u32,
+}
+
+impl Lifter {
+    /// A lifter for one response.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Lifts one streamed chunk (the JSON text of one SSE `data:` field).
+    pub fn push_chunk(&mut self, data: &[u8], out: &mut Vec<Event>) -> Result<(), Error> {
+        self.chunks += 1;
+        if self.done {
+            return Ok(()); // nothing counts after [DONE]
+        }
+        let chunk: Chunk = serde_json::from_slice(data).map_err(|error| {
+            TransportError::new(
+                PROVIDER,
+                TransportErrorKind::Malformed,
+                format!(
+                    "chunk {} is not a JSON chat completion chunk ({error}): {}",
+                    self.chunks,
+                    excerpt(data)
+                ),
+            )
+        })?;
+        self.lift(chunk, out)
+    }
+
+    /// Marks the end-of-stream marker (`data: [DONE]`).
+    pub fn push_done(&mut self) {
+        self.done = true;
+    }
+
+    /// Lifts a whole non-streaming body (a `chat.completion` object).
+    pub fn push_body(&mut self, body: &[u8], out: &mut Vec<Event>) -> Result<(), Error> {
+        let chunk: Chunk = serde_json::from_slice(body).map_err(|error| {
+            TransportError::new(
+                PROVIDER,
+                TransportErrorKind::Malformed,
+                format!(
+                    "the body is not a JSON chat completion ({error}): {}",
+                    excerpt(body)
+                ),
+            )
+        })?;
+        self.lift(chunk, out)?;
+        self.done = true;
+        Ok(())
+    }
+
+    /// Ends the response: emits the usage and the finish reason. A stream that
+    /// ended with neither `[DONE]` nor a finish reason is an error.
+    pub fn finish(&mut self, out: &mut Vec<Event>) -> Result<(), Error> {
+        if let Some(usage) = self.usage.take() {
+            out.push(Event::Usage(usage));
+        }
+        match self.finish_reason.take() {
+            Some(reason) => out.push(Event::finish(self.map_finish(reason))),
+            None if !self.done => {
+                return Err(TransportError::new(
+                    PROVIDER,
+                    TransportErrorKind::Truncated,
+                    format!(
+                        "the stream ended after {} chunks without `[DONE]` or a finish reason",
+                        self.chunks
+                    ),
+                )
+                .into());
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
+    fn lift(&mut self, chunk: Chunk, out: &mut Vec<Event>) -> Result<(), Error> {
+        if let Some(error) = chunk.error {
+            let error =
+                ProviderError::from_body(PROVIDER, 200, &serde_json::json!({"error": error}))
+                    .unwrap_or_else(|| {
+                        ProviderError::from_response(
+                            PROVIDER,
+                            200,
+                            &[],
+                            error.to_string().as_bytes(),
+                        )
+                    });
+            return Err(error.into());
+        }
+        if self.generation_id.is_none() {
+            self.generation_id = chunk.id.filter(|id| !id.is_empty());
+        }
+        for choice in chunk.choices.into_iter().filter(|choice| choice.index == 0) {
+            if let Some(delta) = choice.message.or(choice.delta) {
+                self.lift_delta(delta, out)?;
+            }
+            if let Some(reason) = choice.finish_reason {
+                self.finish_reason = Some(reason);
+            }
+        }
+        if let Some(usage) = chunk
+            .usage
+            .or_else(|| chunk.x_groq.and_then(|groq| groq.usage))
+        {
+            self.usage = Some(usage.into_usage(self.metadata()));
+        }
+        Ok(())
+    }
+
+    fn lift_delta(&mut self, delta: Delta, out: &mut Vec<Event>) -> Result<(), Error> {
+        let reasoning = [
+            ("reasoning_content", delta.reasoning_content),
+            ("reasoning", delta.reasoning),
+        ]
+        .into_iter()
+        .find_map(|(field, text)| text.filter(|t| !t.is_empty()).map(|t| (field, t)));
+        if let Some((field, text)) = reasoning {
+            let metadata = self
+                .starting(Last::Reasoning)
+                .map(|mut metadata| {
+                    metadata.insert(REASONING_FIELD_KEY, field.into());
+                    metadata
+                })
+                .unwrap_or_default();
+            out.push(Event::ReasoningDelta(ReasoningDelta {
+                text,
+                signature: None,
+                metadata,
+            }));
+        }
+        if let Some(text) = delta
+            .content
+            .map(Content::into_text)
+            .filter(|t| !t.is_empty())
+        {
+            let metadata = self.starting(Last::Text).unwrap_or_default();
+            out.push(Event::TextDelta(TextDelta { text, metadata }));
+        }
+        if let Some(text) = delta.refusal.filter(|t| !t.is_empty()) {
+            self.refusal = true;
+            let metadata = self
+                .starting(Last::Refusal)
+                .map(|mut metadata| {
+                    metadata.insert(REFUSAL_KEY, true.into());
+                    metadata
+                })
+                .unwrap_or_default();
+            out.push(Event::TextDelta(TextDelta { text, metadata }));
+        }
+        for call in delta.tool_calls.into_iter().flatten() {
+            self.lift_call(call, out)?;
+        }
+        Ok(())
+    }
+
+    /// The metadata for an event of kind `kind`: the response id when the event
+    /// starts a new message (`Some`), nothing when it continues one (`None`).
+    fn starting(&mut self, kind: Last) -> Option<Metadata> {
+        (std::mem::replace(&mut self.last, kind) != kind).then(|| self.metadata())
+    }
+
+    fn metadata(&self) -> Metadata {
+        self.generation_id
+            .as_ref()
+            .map(Metadata::generation)
+            .unwrap_or_default()
+    }
+
+    fn lift_call(&mut self, call: WireCall, out: &mut Vec<Event>) -> Result<(), Error> {
+        let function = call.function.unwrap_or_default();
+        let name = function.name.filter(|name| !name.is_empty());
+        let id = call.id.filter(|id| !id.is_empty());
+        let kind = call.kind.as_deref().unwrap_or("function");
+        let server_side = kind != "function";
+        let starts = match &self.call {
+            None => true,
+            Some(open) => match (&id, &open.wire_id) {
+                (Some(id), Some(open_id)) => id != open_id,
+                _ if call.index.is_some() && call.index != open.wire_index => {
+                    let index = call.index.unwrap_or_default();
+                    if self.closed_indexes.contains(&index) {
+                        return Err(TransportError::new(
+                            PROVIDER,
+                            TransportErrorKind::Malformed,
+                            format!(
+                                "tool call fragments interleave: index {index} continued after another call started"
+                            ),
+                        )
+                        .into());
+                    }
+                    true
+                }
+                // A name (or a server-side call, named by its type) opens a call.
+                _ => (name.is_some() || server_side) && open.named,
+            },
+        };
+        let mut delta = if starts {
+            if let Some(open) = self.call.take()
+                && let Some(index) = open.wire_index
+            {
+                self.closed_indexes.push(index);
+            }
+            let ordinal = self.calls_started;
+            self.calls_started += 1;
+            let canonical_id = id.clone().unwrap_or_else(|| match &self.generation_id {
+                Some(generation) => format!("{generation}_call_{ordinal}"),
+                None => format!("call_{ordinal}"),
+            });
+            self.call = Some(OpenCall {
+                wire_index: call.index,
+                wire_id: id,
+                named: name.is_some() || server_side,
+                ordinal,
+            });
+            self.function_calls |= !server_side;
+            ToolCallDelta {
+                id: Some(canonical_id),
+                name: if server_side {
+                    Some(kind.to_owned())
+                } else {
+                    name
+                },
+                provider_executed: server_side,
+                ..ToolCallDelta::new(ordinal)
+            }
+        } else {
+            let open = self.call.as_mut().expect("a call is open when none starts");
+            if open.wire_id.is_none() {
+                open.wire_id = id;
+            }
+            let named = open.named;
+            open.named |= name.is_some();
+            ToolCallDelta {
+                name: if named { None } else { name },
+                ..ToolCallDelta::new(open.ordinal)
+            }
+        };
+        delta.arguments_delta = if server_side {
+            call.rest
+                .get(kind)
+                .map(Value::to_string)
+                .unwrap_or_default()
+        } else {
+            match function.arguments {
+                Some(Value::String(text)) => text,
+                Some(Value::Null) | None => String::new(),
+                Some(value) => value.to_string(),
+            }
+        };
+        self.last = Last::Call;
+        out.push(Event::ToolCallDelta(delta));
+        Ok(())
+    }
+
+    fn map_finish(&self, reason: String) -> FinishReason {
+        match reason.as_str() {
+            "stop" if self.function_calls => FinishReason::ToolCalls,
+            "stop" if self.refusal => FinishReason::Refusal,
+            "function_call" => FinishReason::ToolCalls,
+            "sensitive" => FinishReason::ContentFilter,
+            _ => FinishReason::from(reason),
+        }
+    }
+}
+
+fn excerpt(data: &[u8]) -> String {
+    let text = String::from_utf8_lossy(data);
+    let mut end = text.len().min(200);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    if end < text.len() {
+        format!("{}…", &text[..end])
+    } else {
+        text.into_owned()
+    }
+}
+
+/// A `chat.completion.chunk`, or a `chat.completion` (whose choices carry
+/// `message` instead of `delta`). Unknown fields are ignored.
+#[derive(Deserialize)]
+struct Chunk {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    x_groq: Option<XGroq>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    #[serde(default)]
+    index: u32,
+    #[serde(default)]
+    delta: Option<Delta>,
+    #[serde(default)]
+    message: Option<Delta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Delta {
+    #[serde(default)]
+    content: Option<Content>,
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    #[serde(default)]
+    reasoning: Option<String>,
+    #[serde(default)]
+    refusal: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<WireCall>>,
+}
+
+/// `content`: a string, or (some servers) an array of parts.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Parts(Vec<Value>),
+}
+
+impl Content {
+    fn into_text(self) -> String {
+        match self {
+            Content::Text(text) => text,
+            Content::Parts(parts) => parts
+                .iter()
+                .filter_map(|part| part.get("text").and_then(Value::as_str))
+                .collect(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct WireCall {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    function: Option<WireFunction>,
+    /// The payload of a server-side call, under the key named by its type.
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+}
+
+#[derive(Default, Deserialize)]
+struct WireFunction {
+    #[serde(default)]
+    name: Option<String>,
+    /// A JSON string normally; some servers send the object itself.
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct XGroq {
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct CompletionDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    fn into_usage(self, metadata: Metadata) -> Usage {
+        Usage {
+            input_tokens: self.prompt_tokens.unwrap_or_default(),
+            output_tokens: self.completion_tokens.unwrap_or_default(),
+            cached_input_tokens: self.prompt_tokens_details.and_then(|d| d.cached_tokens),
+            reasoning_tokens: self
+                .completion_tokens_details
+                .and_then(|d| d.reasoning_tokens),
+            metadata,
+        }
+    }
+}
+
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}

@@ -1,0 +1,264 @@
+//! OpenAI Chat Completions, and the servers that speak it: vLLM, llama.cpp,
+//! Ollama, GLM (Z.AI), Groq and others, each by its base URL.
+//!
+//! Three parts, the first two pure:
+//!
+//! - [`lower`]: a canonical [`ChatRequest`] → the request body
+//!   ([`LowerOptions`] says how to write what servers spell differently:
+//!   images in tool results, reasoning echo, the token limit's field);
+//! - [`Lifter`] and [`ResponseDecoder`]: the response, streamed (SSE chunks) or
+//!   whole (JSON), → canonical events, through the same code in both modes;
+//! - [`OpenAi`]: the tower service that joins them to an HTTP transport.
+//!
+//! ```no_run
+//! use lmstack::provider::openai::{OpenAi, OpenAiConfig};
+//! use lmstack::provider::retry::RetryLayer;
+//! use lmstack::{ChatRequest, Message};
+//! use tower::{ServiceBuilder, ServiceExt};
+//!
+//! # async fn run() -> Result<(), lmstack::Error> {
+//! // A local llama.cpp or vLLM server; `OpenAiConfig::openai()` reads OPENAI_API_KEY.
+//! let config = OpenAiConfig::new("http://127.0.0.1:8080/v1").model("local");
+//! let model = ServiceBuilder::new()
+//!     .layer(RetryLayer::default())
+//!     .service(OpenAi::new(config)?);
+//! let request = ChatRequest::new(vec![Message::user("What is 2 + 3?")]).streaming(true);
+//! let messages = model.oneshot(request).await?.collect().await?;
+//! println!("{messages:?}");
+//! # Ok(()) }
+//! ```
+
+mod decoder;
+mod lift;
+mod lower;
+
+pub use decoder::{DEFAULT_MAX_BODY_BYTES, ResponseDecoder};
+pub use lift::Lifter;
+pub use lower::{
+    LowerOptions, MaxTokensField, REASONING_FIELD_KEY, REFUSAL_KEY, ReasoningEcho, ToolResultMedia,
+    lower,
+};
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use ::http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use tower::Service;
+
+use super::decode::{read_reply, stream_reply};
+use super::sse::DEFAULT_MAX_EVENT_BYTES;
+use super::transport::{HttpConfig, HttpRequest, HttpResponse, HttpTransport};
+use super::{ApiKey, TransportError, TransportErrorKind};
+use crate::{ChatRequest, Error, Reply};
+
+/// The name errors from this provider carry.
+pub const PROVIDER: &str = "openai";
+
+/// Where the server is and how to talk to it.
+#[derive(Clone, Debug)]
+pub struct OpenAiConfig {
+    /// The API root, such as `https://api.openai.com/v1` or
+    /// `http://127.0.0.1:8080/v1`; requests go to `{base_url}/chat/completions`.
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer …`; local servers need none.
+    pub api_key: Option<ApiKey>,
+    /// The model used when a request names none.
+    pub model: Option<String>,
+    /// Extra headers sent with every request (`OpenAI-Organization`, …).
+    pub headers: HeaderMap,
+    /// How requests are written.
+    pub lowering: LowerOptions,
+    /// Timeouts of the default transport.
+    pub http: HttpConfig,
+    /// The largest SSE event accepted.
+    pub max_event_bytes: usize,
+    /// The largest non-streaming body accepted.
+    pub max_body_bytes: usize,
+}
+
+impl OpenAiConfig {
+    /// A compatible server at `base_url`, without a key.
+    pub fn new(base_url: impl Into<String>) -> Self {
+        OpenAiConfig {
+            base_url: base_url.into(),
+            api_key: None,
+            model: None,
+            headers: HeaderMap::new(),
+            lowering: LowerOptions::default(),
+            http: HttpConfig::default(),
+            max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+
+    /// api.openai.com, with the key in `OPENAI_API_KEY`, `max_completion_tokens`
+    /// for the token limit.
+    pub fn openai() -> Result<Self, Error> {
+        let mut config =
+            Self::new("https://api.openai.com/v1").api_key(ApiKey::from_env("OPENAI_API_KEY")?);
+        config.lowering.max_tokens_field = MaxTokensField::MaxCompletionTokens;
+        Ok(config)
+    }
+
+    /// Sets the API key.
+    pub fn api_key(mut self, key: ApiKey) -> Self {
+        self.api_key = Some(key);
+        self
+    }
+
+    /// Sets the model used when a request names none.
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// Adds a header sent with every request. Its value is marked sensitive, so
+    /// `Debug` output of the configuration and of requests does not show it.
+    pub fn header(mut self, name: HeaderName, mut value: HeaderValue) -> Self {
+        value.set_sensitive(true);
+        self.headers.insert(name, value);
+        self
+    }
+
+    /// Sets how requests are written.
+    pub fn lowering(mut self, lowering: LowerOptions) -> Self {
+        self.lowering = lowering;
+        self
+    }
+
+    /// Sets the policy for images and documents in tool results.
+    pub fn tool_result_media(mut self, policy: ToolResultMedia) -> Self {
+        self.lowering.tool_result_media = policy;
+        self
+    }
+
+    /// Sets the timeouts of the default transport.
+    pub fn http(mut self, http: HttpConfig) -> Self {
+        self.http = http;
+        self
+    }
+
+    fn endpoint(&self) -> String {
+        format!("{}/chat/completions", self.base_url.trim_end_matches('/'))
+    }
+}
+
+/// The Chat Completions provider: a `Service<ChatRequest, Response = Reply>` over
+/// an HTTP transport `T`.
+///
+/// In streaming mode the call resolves when the response headers arrive and the
+/// reply streams deltas; in non-streaming mode it resolves with the whole reply
+/// as complete messages. HTTP errors fail the call with
+/// [`Error::Provider`]; a stream that breaks ends the
+/// reply with [`Error::Transport`] (or `Provider` for an
+/// error object inside the stream). Wrap it in a
+/// [`RetryLayer`](crate::provider::retry::RetryLayer) to retry calls that fail
+/// before their first event.
+#[derive(Clone, Debug)]
+pub struct OpenAi<T = HttpTransport> {
+    config: Arc<OpenAiConfig>,
+    transport: T,
+}
+
+impl OpenAi<HttpTransport> {
+    /// The provider on its own HTTP transport.
+    pub fn new(config: OpenAiConfig) -> Result<Self, Error> {
+        let transport = HttpTransport::new(PROVIDER, config.http.clone())?;
+        Ok(Self::with_transport(config, transport))
+    }
+}
+
+impl<T> OpenAi<T> {
+    /// The provider on the given transport (any `Service<HttpRequest>`).
+    pub fn with_transport(config: OpenAiConfig, transport: T) -> Self {
+        OpenAi {
+            config: Arc::new(config),
+            transport,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.config
+    }
+
+    /// The HTTP request for `request`: lowered body, endpoint and headers.
+    pub fn http_request(&self, mut request: ChatRequest) -> Result<HttpRequest, Error> {
+        if request.options.model.is_none() {
+            request.options.model.clone_from(&self.config.model);
+        }
+        let body = lower(&request, &self.config.lowering)?;
+        let body = serde_json::to_vec(&body).map_err(|e| Error::json("openai request body", e))?;
+        let mut builder = ::http::Request::post(self.config.endpoint())
+            .header(CONTENT_TYPE, "application/json")
+            .header(
+                ACCEPT,
+                if request.options.stream {
+                    "text/event-stream"
+                } else {
+                    "application/json"
+                },
+            );
+        if let Some(key) = &self.config.api_key {
+            let mut value =
+                HeaderValue::try_from(format!("Bearer {}", key.expose())).map_err(|_| {
+                    Error::InvalidRequest("openai: the API key is not a valid header value".into())
+                })?;
+            value.set_sensitive(true);
+            builder = builder.header(AUTHORIZATION, value);
+        }
+        if let Some(headers) = builder.headers_mut() {
+            headers.extend(self.config.headers.clone());
+        }
+        builder.body(Bytes::from(body)).map_err(|error| {
+            TransportError::new(
+                PROVIDER,
+                TransportErrorKind::Request,
+                format!("invalid request to {}", self.config.endpoint()),
+            )
+            .with_source(error)
+            .into()
+        })
+    }
+}
+
+impl<T> Service<ChatRequest> for OpenAi<T>
+where
+    T: Service<HttpRequest, Response = HttpResponse, Error = Error>,
+    T::Future: Send + 'static,
+{
+    type Response = Reply;
+    type Error = Error;
+    type Future = BoxFuture<'static, Result<Reply, Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.transport.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: ChatRequest) -> Self::Future {
+        let streaming = request.options.stream;
+        let http_request = match self.http_request(request) {
+            Ok(http_request) => http_request,
+            Err(error) => return Box::pin(futures::future::ready(Err(error))),
+        };
+        let response = self.transport.call(http_request);
+        let (max_event, max_body) = (self.config.max_event_bytes, self.config.max_body_bytes);
+        Box::pin(async move {
+            let response = response.await?;
+            let content_type = response
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|value| value.to_str().ok());
+            let decoder = ResponseDecoder::for_content_type(content_type, streaming)
+                .with_limits(max_event, max_body);
+            let body = response.into_body();
+            if streaming {
+                Ok(stream_reply(body, decoder))
+            } else {
+                read_reply(body, decoder).await
+            }
+        })
+    }
+}

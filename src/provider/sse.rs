@@ -1,0 +1,339 @@
+//! A server-sent events (SSE) decoder: a pure state machine, bytes in, events out.
+//!
+//! It follows the WHATWG event-stream grammar: lines end with LF, CRLF or CR (a
+//! CRLF split between two chunks is one line end); `data:` lines of one event are
+//! joined with `\n`; `event:` names the event; `id:` sets the last event id, which
+//! later events keep; `retry:` sets the reconnection time; lines starting with
+//! `:` are comments; one space after the colon is dropped; a leading byte-order
+//! mark is skipped. Two deliberate departures, for LLM traffic:
+//!
+//! - an event whose blank line never came (the body ended right after its last
+//!   line) is still delivered by [`finish`](SseDecoder::finish);
+//! - one event may hold at most [`max_event_bytes`](SseDecoder::with_max_event_bytes)
+//!   (a line being read counts too); past that, [`Error::LimitExceeded`].
+//!
+//! Input may be cut at any byte; each byte is looked at a bounded number of
+//! times, so decoding is linear in the input whatever the cutting.
+//!
+//! ```
+//! use lmstack::provider::sse::SseDecoder;
+//!
+//! let mut decoder = SseDecoder::new();
+//! let mut events = Vec::new();
+//! decoder.push(b"event: ping\r\ndata: {\"a\":", &mut events).unwrap();
+//! decoder.push(b"1}\r\n\r\ndata: [DONE]", &mut events).unwrap();
+//! decoder.finish(&mut events).unwrap();
+//! assert_eq!(events[0].event.as_deref(), Some("ping"));
+//! assert_eq!(events[0].data, "{\"a\":1}");
+//! assert!(events[1].is_done());
+//! ```
+
+use std::time::Duration;
+
+use crate::Error;
+
+/// One decoded event.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SseEvent {
+    /// The `event:` name; `None` means the default type, `message`.
+    pub event: Option<String>,
+    /// The `data:` lines, joined with `\n`.
+    pub data: String,
+    /// The last event id seen in the stream so far (ids persist across events).
+    pub id: Option<String>,
+}
+
+impl SseEvent {
+    /// True for OpenAI's end-of-stream marker, `data: [DONE]`.
+    pub fn is_done(&self) -> bool {
+        self.data == "[DONE]"
+    }
+}
+
+/// The default limit on one event's size: 16 MiB.
+pub const DEFAULT_MAX_EVENT_BYTES: usize = 16 << 20;
+
+/// The decoder. See the [module docs](self).
+#[derive(Debug)]
+pub struct SseDecoder {
+    /// The start of a line whose end has not arrived yet.
+    line: Vec<u8>,
+    /// The event being built.
+    data: String,
+    has_data: bool,
+    event: Option<String>,
+    last_id: Option<String>,
+    retry: Option<Duration>,
+    /// The last chunk ended with CR: a LF at the start of the next one belongs to it.
+    after_cr: bool,
+    /// Still at the very start of the stream (a byte-order mark may come).
+    at_start: bool,
+    max_event_bytes: usize,
+}
+
+impl Default for SseDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+const STAGE: &str = "sse decoder";
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+impl SseDecoder {
+    /// A decoder with the default event size limit.
+    pub fn new() -> Self {
+        SseDecoder {
+            line: Vec::new(),
+            data: String::new(),
+            has_data: false,
+            event: None,
+            last_id: None,
+            retry: None,
+            after_cr: false,
+            at_start: true,
+            max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
+        }
+    }
+
+    /// Sets the largest event (and line) accepted, in bytes.
+    pub fn with_max_event_bytes(mut self, limit: usize) -> Self {
+        self.max_event_bytes = limit;
+        self
+    }
+
+    /// The reconnection time the server asked for with `retry:`, if any.
+    pub fn retry(&self) -> Option<Duration> {
+        self.retry
+    }
+
+    /// Decodes `chunk` and appends the events it completes to `out`.
+    pub fn push(&mut self, mut chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), Error> {
+        if self.at_start {
+            // The byte-order mark may itself arrive cut into pieces.
+            let seen = self.line.len();
+            let take = chunk.len().min(BOM.len() - seen);
+            if BOM[seen..seen + take] == chunk[..take] {
+                if seen + take < BOM.len() {
+                    self.line.extend_from_slice(&chunk[..take]);
+                    return Ok(());
+                }
+                self.line.clear();
+                chunk = &chunk[take..];
+            } else {
+                // Not a byte-order mark: what was held is ordinary text.
+                let held = std::mem::take(&mut self.line);
+                self.at_start = false;
+                self.push(&held, out)?;
+            }
+            self.at_start = false;
+        }
+        if self.after_cr && !chunk.is_empty() {
+            self.after_cr = false;
+            if chunk[0] == b'\n' {
+                chunk = &chunk[1..];
+            }
+        }
+        while let Some(end) = line_end(chunk) {
+            if self.line.is_empty() {
+                self.line_complete(&chunk[..end], out)?;
+            } else {
+                self.check_limit(self.line.len() + end)?;
+                self.line.extend_from_slice(&chunk[..end]);
+                let line = std::mem::take(&mut self.line);
+                self.line_complete(&line, out)?;
+                self.line = line;
+                self.line.clear();
+            }
+            let crlf = chunk[end] == b'\r';
+            chunk = &chunk[end + 1..];
+            if crlf {
+                match chunk.first() {
+                    Some(b'\n') => chunk = &chunk[1..],
+                    Some(_) => {}
+                    None => self.after_cr = true,
+                }
+            }
+        }
+        if !chunk.is_empty() {
+            self.check_limit(self.line.len() + chunk.len())?;
+            self.line.extend_from_slice(chunk);
+        }
+        Ok(())
+    }
+
+    /// Ends the input: delivers the last event even when its blank line is missing.
+    pub fn finish(&mut self, out: &mut Vec<SseEvent>) -> Result<(), Error> {
+        if self.at_start && !self.line.is_empty() && BOM.starts_with(&self.line) {
+            // Only part of a byte-order mark arrived: it is text after all.
+            let held = std::mem::take(&mut self.line);
+            self.at_start = false;
+            self.push(&held, out)?;
+        }
+        if !self.line.is_empty() {
+            let line = std::mem::take(&mut self.line);
+            self.line_complete(&line, out)?;
+        }
+        self.dispatch(out);
+        Ok(())
+    }
+
+    fn check_limit(&self, line_bytes: usize) -> Result<(), Error> {
+        if line_bytes + self.data.len() > self.max_event_bytes {
+            return Err(Error::LimitExceeded {
+                stage: STAGE,
+                what: "one event",
+                limit: self.max_event_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    fn line_complete(&mut self, line: &[u8], out: &mut Vec<SseEvent>) -> Result<(), Error> {
+        if line.is_empty() {
+            self.dispatch(out);
+            return Ok(());
+        }
+        if line[0] == b':' {
+            return Ok(()); // a comment
+        }
+        let (name, value) = match memchr::memchr(b':', line) {
+            Some(colon) => {
+                let value = &line[colon + 1..];
+                (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
+            }
+            None => (line, &b""[..]),
+        };
+        match name {
+            b"data" => {
+                self.check_limit(value.len() + 1)?;
+                if self.has_data {
+                    self.data.push('\n');
+                }
+                self.data.push_str(&String::from_utf8_lossy(value));
+                self.has_data = true;
+            }
+            b"event" => self.event = Some(String::from_utf8_lossy(value).into_owned()),
+            b"id" if !value.contains(&0) => {
+                self.last_id = Some(String::from_utf8_lossy(value).into_owned());
+            }
+            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                if let Ok(millis) = std::str::from_utf8(value).unwrap_or("").parse() {
+                    self.retry = Some(Duration::from_millis(millis));
+                }
+            }
+            _ => {} // unknown fields are ignored
+        }
+        Ok(())
+    }
+
+    fn dispatch(&mut self, out: &mut Vec<SseEvent>) {
+        let event = self.event.take().filter(|name| !name.is_empty());
+        if !std::mem::take(&mut self.has_data) {
+            return;
+        }
+        // The next event is likely as long as this one: one allocation, no regrowth.
+        let capacity = self.data.len();
+        out.push(SseEvent {
+            event,
+            data: std::mem::replace(&mut self.data, String::with_capacity(capacity)),
+            id: self.last_id.clone(),
+        });
+    }
+}
+
+/// The first CR or LF. Token-sized chunks are scanned directly: for them the
+/// call into `memchr` costs more than the scan.
+fn line_end(bytes: &[u8]) -> Option<usize> {
+    if bytes.len() < 16 {
+        bytes.iter().position(|&b| b == b'\n' || b == b'\r')
+    } else {
+        memchr::memchr2(b'\n', b'\r', bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(pieces: &[&[u8]]) -> Vec<SseEvent> {
+        let mut decoder = SseDecoder::new();
+        let mut out = Vec::new();
+        for piece in pieces {
+            decoder.push(piece, &mut out).unwrap();
+        }
+        decoder.finish(&mut out).unwrap();
+        out
+    }
+
+    fn data(events: &[SseEvent]) -> Vec<&str> {
+        events.iter().map(|event| event.data.as_str()).collect()
+    }
+
+    #[test]
+    fn all_three_line_ends_and_multi_line_data() {
+        let events =
+            decode(&[b"data: a\ndata: b\n\ndata: c\r\ndata: d\r\n\r\ndata: e\rdata: f\r\r"]);
+        assert_eq!(data(&events), ["a\nb", "c\nd", "e\nf"]);
+    }
+
+    #[test]
+    fn a_crlf_cut_between_chunks_is_one_line_end() {
+        let events = decode(&[b"data: a\r", b"\n", b"\r", b"\ndata: b\r\n\r\n"]);
+        assert_eq!(data(&events), ["a", "b"]);
+    }
+
+    #[test]
+    fn comments_ids_and_event_names() {
+        let events = decode(&[b": keep-alive\nid: 7\nevent: delta\ndata:x\n\ndata: y\n\n"]);
+        assert_eq!(events[0].event.as_deref(), Some("delta"));
+        assert_eq!(events[0].data, "x");
+        assert_eq!(events[0].id.as_deref(), Some("7"));
+        assert_eq!(events[1].event, None);
+        assert_eq!(events[1].id.as_deref(), Some("7"), "ids persist");
+    }
+
+    #[test]
+    fn an_event_without_data_is_not_dispatched_and_empty_data_is() {
+        let events = decode(&[b"event: lonely\n\ndata\n\n"]);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].data, "");
+        assert_eq!(
+            events[0].event, None,
+            "the event name is reset at each blank line"
+        );
+    }
+
+    #[test]
+    fn the_last_event_needs_no_blank_line() {
+        assert_eq!(data(&decode(&[b"data: [DONE]"])), ["[DONE]"]);
+        assert_eq!(data(&decode(&[b"data: [DONE]\n"])), ["[DONE]"]);
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_skipped_even_when_cut() {
+        assert_eq!(data(&decode(&[b"\xEF\xBB", b"\xBFdata: x\n\n"])), ["x"]);
+        // A lone first byte of a mark is kept as text: the field is `\xEFdata`.
+        assert_eq!(decode(&[b"\xEF", b"data: y\n\n"]).len(), 0);
+        assert_eq!(data(&decode(&[b"\xEF", b"\ndata: y\n\n"])), ["y"]);
+    }
+
+    #[test]
+    fn retry_is_read() {
+        let mut decoder = SseDecoder::new();
+        decoder.push(b"retry: 1500\n", &mut Vec::new()).unwrap();
+        assert_eq!(decoder.retry(), Some(Duration::from_millis(1500)));
+    }
+
+    #[test]
+    fn an_event_past_the_limit_is_an_error() {
+        let mut decoder = SseDecoder::new().with_max_event_bytes(12);
+        let mut out = Vec::new();
+        decoder.push(b"data: 1234", &mut out).unwrap();
+        let error = decoder.push(b"56789", &mut out).unwrap_err();
+        assert!(error.to_string().contains("sse decoder"), "{error}");
+        let mut decoder = SseDecoder::new().with_max_event_bytes(12);
+        decoder.push(b"data: 123456\n", &mut out).unwrap();
+        assert!(decoder.push(b"data: 789012\n", &mut out).is_err());
+    }
+}

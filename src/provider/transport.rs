@@ -1,0 +1,284 @@
+//! The HTTP transport: a tower [`Service`] from `http::Request<Bytes>` to
+//! `http::Response<ByteStream>`, on [`reqwest`] with rustls.
+//!
+//! Providers are generic over their transport, so any tower middleware that
+//! speaks `http` (tracing, rate limits, a test double) can sit between a provider
+//! and the network. The transport
+//!
+//! - connects within [`HttpConfig::connect_timeout`] and fails a read that
+//!   waits longer than [`HttpConfig::read_timeout`] (a stalled stream), each a
+//!   [`TransportError`] of kind `Connect` or `Timeout`;
+//! - turns an error status into [`ProviderError`] (status, provider error type,
+//!   code and message, request id, `Retry-After`), reading at most
+//!   [`HttpConfig::max_error_body`] bytes of the body;
+//! - hands a successful body over as a stream of byte chunks, as they arrive.
+//!
+//! ```no_run
+//! use bytes::Bytes;
+//! use lmstack::provider::transport::{HttpConfig, HttpTransport};
+//! use tower::ServiceExt;
+//!
+//! # async fn run() -> Result<(), lmstack::Error> {
+//! let transport = HttpTransport::new("openai", HttpConfig::default())?;
+//! let request = http::Request::post("http://127.0.0.1:8080/v1/chat/completions")
+//!     .header("content-type", "application/json")
+//!     .body(Bytes::from_static(br#"{"messages":[{"role":"user","content":"Hi"}]}"#))
+//!     .unwrap();
+//! let response = transport.oneshot(request).await?;
+//! assert!(response.status().is_success());
+//! # Ok(()) }
+//! ```
+
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::stream::{BoxStream, Stream, StreamExt};
+use tower::Service;
+
+use super::{ProviderError, TransportError, TransportErrorKind};
+use crate::Error;
+
+/// A request to a provider: method, URL, headers and a body in memory.
+pub type HttpRequest = http::Request<Bytes>;
+
+/// A provider's answer: status, headers and the body as a stream of chunks.
+pub type HttpResponse = http::Response<ByteStream>;
+
+/// The body of an [`HttpResponse`]: byte chunks as they arrive; an `Err` ends it.
+pub struct ByteStream(BoxStream<'static, Result<Bytes, Error>>);
+
+impl ByteStream {
+    /// A body from any stream of chunks.
+    pub fn new<S>(stream: S) -> Self
+    where
+        S: Stream<Item = Result<Bytes, Error>> + Send + 'static,
+    {
+        ByteStream(stream.boxed())
+    }
+
+    /// A body already in memory.
+    pub fn from_bytes(bytes: impl Into<Bytes>) -> Self {
+        Self::new(futures::stream::iter([Ok(bytes.into())]))
+    }
+}
+
+impl Stream for ByteStream {
+    type Item = Result<Bytes, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.0.poll_next_unpin(cx)
+    }
+}
+
+impl fmt::Debug for ByteStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ByteStream")
+    }
+}
+
+/// Timeouts and limits of an [`HttpTransport`].
+#[derive(Clone, Debug)]
+pub struct HttpConfig {
+    /// The longest wait for a connection (TCP and TLS).
+    pub connect_timeout: Duration,
+    /// The longest wait for any read: the response headers, or the next bytes of
+    /// a body. A non-streaming reply is written only once generated, so this also
+    /// bounds the generation time in that mode.
+    pub read_timeout: Duration,
+    /// How much of an error body is read to explain the error.
+    pub max_error_body: usize,
+}
+
+impl Default for HttpConfig {
+    /// Connect within 10 s; no read waits more than 300 s; 64 KiB of an error body.
+    fn default() -> Self {
+        HttpConfig {
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(300),
+            max_error_body: 64 << 10,
+        }
+    }
+}
+
+impl HttpConfig {
+    /// Sets the connect timeout.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets the read timeout.
+    pub fn read_timeout(mut self, timeout: Duration) -> Self {
+        self.read_timeout = timeout;
+        self
+    }
+}
+
+/// The HTTP transport. Cheap to clone (the connection pool is shared).
+#[derive(Clone, Debug)]
+pub struct HttpTransport {
+    client: reqwest::Client,
+    provider: &'static str,
+    max_error_body: usize,
+}
+
+impl HttpTransport {
+    /// A transport for `provider` (the name errors carry), with its own client.
+    pub fn new(provider: &'static str, config: HttpConfig) -> Result<Self, Error> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .read_timeout(config.read_timeout)
+            .user_agent(concat!("lmstack/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|error| {
+                TransportError::new(
+                    provider,
+                    TransportErrorKind::Request,
+                    "could not build the HTTP client",
+                )
+                .with_source(error)
+            })?;
+        Ok(Self::from_client(provider, client, config.max_error_body))
+    }
+
+    /// A transport on a client built elsewhere (its own timeouts apply).
+    pub fn from_client(
+        provider: &'static str,
+        client: reqwest::Client,
+        max_error_body: usize,
+    ) -> Self {
+        HttpTransport {
+            client,
+            provider,
+            max_error_body,
+        }
+    }
+}
+
+impl Service<HttpRequest> for HttpTransport {
+    type Response = HttpResponse;
+    type Error = Error;
+    type Future = BoxFuture<'static, Result<HttpResponse, Error>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: HttpRequest) -> Self::Future {
+        let provider = self.provider;
+        let max_error_body = self.max_error_body;
+        let client = self.client.clone();
+        let target = format!("{} {}", request.method(), without_query(request.uri()));
+        Box::pin(exchange(client, request, provider, target, max_error_body))
+    }
+}
+
+async fn exchange(
+    client: reqwest::Client,
+    request: HttpRequest,
+    provider: &'static str,
+    target: String,
+    max_error_body: usize,
+) -> Result<HttpResponse, Error> {
+    let request = reqwest::Request::try_from(request).map_err(|error| {
+        TransportError::new(
+            provider,
+            TransportErrorKind::Request,
+            format!("{target}: invalid request"),
+        )
+        .with_source(error)
+    })?;
+    let mut response = client
+        .execute(request)
+        .await
+        .map_err(|error| transport_error(provider, &target, "sending the request", error))?;
+    let status = response.status();
+    if !status.is_success() {
+        let mut body = Vec::new();
+        while body.len() < max_error_body {
+            match response.chunk().await {
+                Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+                // What arrived is enough to explain the error.
+                Ok(None) | Err(_) => break,
+            }
+        }
+        body.truncate(max_error_body);
+        let headers: Vec<(&str, &str)> = response
+            .headers()
+            .iter()
+            .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?)))
+            .collect();
+        return Err(
+            ProviderError::from_response(provider, status.as_u16(), &headers, &body).into(),
+        );
+    }
+    let mut builder = http::Response::builder()
+        .status(status)
+        .version(response.version());
+    if let Some(headers) = builder.headers_mut() {
+        headers.extend(
+            response
+                .headers()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+    }
+    let body = response.bytes_stream().map(move |chunk| {
+        chunk.map_err(|error| transport_error(provider, &target, "reading the response", error))
+    });
+    builder.body(ByteStream::new(body)).map_err(|error| {
+        TransportError::new(
+            provider,
+            TransportErrorKind::Malformed,
+            "unusable response head",
+        )
+        .with_source(error)
+        .into()
+    })
+}
+
+/// The URI without its query (which may carry a key).
+fn without_query(uri: &http::Uri) -> String {
+    match (uri.scheme_str(), uri.authority()) {
+        (Some(scheme), Some(authority)) => format!("{scheme}://{authority}{}", uri.path()),
+        _ => uri.path().to_owned(),
+    }
+}
+
+fn transport_error(
+    provider: &'static str,
+    target: &str,
+    doing: &str,
+    error: reqwest::Error,
+) -> Error {
+    // The target is named without its query; the URL in reqwest's text may hold one.
+    let error = error.without_url();
+    let kind = if error.is_timeout() {
+        TransportErrorKind::Timeout
+    } else if error.is_connect() {
+        TransportErrorKind::Connect
+    } else if error.is_builder() {
+        TransportErrorKind::Request
+    } else {
+        // The connection closed or broke before or while the response came.
+        TransportErrorKind::Interrupted
+    };
+    let mut causes = Vec::new();
+    let mut cause: Option<&dyn std::error::Error> = std::error::Error::source(&error);
+    while let Some(inner) = cause {
+        causes.push(inner.to_string());
+        cause = inner.source();
+    }
+    let detail = if causes.is_empty() {
+        error.to_string()
+    } else {
+        causes.join(": ")
+    };
+    TransportError::new(provider, kind, format!("{target}: {doing}: {detail}"))
+        .with_source(error)
+        .into()
+}

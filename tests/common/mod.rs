@@ -1,0 +1,197 @@
+//! Helpers shared by the provider tests: reading the recorded fixtures, lifting
+//! bytes cut in any way, and comparing requests as JSON.
+
+#![allow(dead_code)] // each test file uses its own part of the helpers
+
+use std::path::PathBuf;
+
+use lmstack::provider::decode::Decode;
+use lmstack::provider::openai::ResponseDecoder;
+use lmstack::{
+    ChatRequest, Error, Event, Joiner, Message, Role, ToolCall, ToolChoice, ToolResult, ToolSpec,
+};
+use serde_json::Value;
+
+/// The path of a fixture under `tests/fixtures`.
+pub fn fixture_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// A fixture's bytes.
+pub fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(fixture_path(name)).unwrap_or_else(|e| panic!("fixture {name}: {e}"))
+}
+
+/// One recorded exchange: the request body, the response status and body.
+#[derive(Clone, Debug)]
+pub struct Exchange {
+    pub request: Value,
+    pub status: u16,
+    pub response: String,
+}
+
+/// The exchanges of a go-vcr cassette (charmbracelet/fantasy) or of a rig
+/// cassette (`when`/`then` documents).
+pub fn cassette(name: &str) -> Vec<Exchange> {
+    let text = String::from_utf8(fixture(name)).unwrap();
+    let mut exchanges = Vec::new();
+    for document in serde_yaml::Deserializer::from_str(&text) {
+        let value: serde_yaml::Value = serde::Deserialize::deserialize(document).unwrap();
+        if let Some(interactions) = value.get("interactions").and_then(|v| v.as_sequence()) {
+            for interaction in interactions {
+                exchanges.push(Exchange {
+                    request: json_of(&interaction["request"]["body"]),
+                    status: interaction["response"]["code"].as_u64().unwrap() as u16,
+                    response: interaction["response"]["body"].as_str().unwrap().to_owned(),
+                });
+            }
+        } else if let Some(when) = value.get("when") {
+            exchanges.push(Exchange {
+                request: json_of(&when["body"]),
+                status: value["then"]["status"].as_u64().unwrap() as u16,
+                response: value["then"]["body"].as_str().unwrap().to_owned(),
+            });
+        }
+    }
+    exchanges
+}
+
+fn json_of(body: &serde_yaml::Value) -> Value {
+    serde_json::from_str(body.as_str().expect("a body string")).expect("a JSON request body")
+}
+
+/// Vercel's `.chunks.txt`: one chunk's JSON per line, SSE framing stripped. Framed
+/// back as `data:` events; nothing is added (no `[DONE]`: the harness dropped it).
+pub fn chunks_as_sse(name: &str) -> Vec<u8> {
+    let text = String::from_utf8(fixture(name)).unwrap();
+    text.lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| format!("data: {line}\n\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
+/// Cuts `bytes` at the given sizes (cycled), feeds them to `decoder`, returns events.
+pub fn decode_cut(
+    mut decoder: ResponseDecoder,
+    bytes: &[u8],
+    sizes: &[usize],
+) -> Result<Vec<Event>, Error> {
+    let mut events = Vec::new();
+    let mut rest = bytes;
+    let mut sizes = sizes.iter().cycle();
+    while !rest.is_empty() {
+        let size = (*sizes.next().unwrap_or(&usize::MAX)).clamp(1, rest.len());
+        decoder.push(&rest[..size], &mut events)?;
+        rest = &rest[size..];
+    }
+    decoder.finish(&mut events)?;
+    Ok(events)
+}
+
+/// A streamed body lifted whole into messages.
+pub fn lift_sse(bytes: &[u8]) -> Result<Vec<Message>, Error> {
+    decode_cut(ResponseDecoder::sse(), bytes, &[bytes.len().max(1)]).map(Joiner::join)
+}
+
+/// A non-streaming body lifted into messages.
+pub fn lift_json(bytes: &[u8]) -> Result<Vec<Message>, Error> {
+    decode_cut(ResponseDecoder::json(), bytes, &[bytes.len().max(1)]).map(Joiner::join)
+}
+
+/// Messages as their JSON contract form.
+pub fn as_json(messages: &[Message]) -> Value {
+    serde_json::to_value(messages).unwrap()
+}
+
+/// A request body with every `function.arguments` string parsed, so that two
+/// bodies compare as JSON, not as the bytes the model happened to write
+/// (`{"a": 2}` and `{"a":2}` are the same arguments).
+pub fn normalise_request(mut body: Value) -> Value {
+    if let Some(messages) = body.get_mut("messages").and_then(Value::as_array_mut) {
+        for message in messages {
+            if let Some(calls) = message.get_mut("tool_calls").and_then(Value::as_array_mut) {
+                for call in calls {
+                    let arguments = &mut call["function"]["arguments"];
+                    if let Some(text) = arguments.as_str() {
+                        *arguments =
+                            serde_json::from_str(text).unwrap_or(Value::String(text.into()));
+                    }
+                }
+            }
+        }
+    }
+    body
+}
+
+/// The canonical form of a recorded first request: its system and user
+/// messages, and its options.
+pub fn canonical_request(body: &Value) -> ChatRequest {
+    let messages = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| {
+            let role = serde_json::from_value::<Role>(message["role"].clone()).unwrap();
+            Message::text(role, message["content"].as_str().unwrap())
+        })
+        .collect();
+    let mut request = ChatRequest::new(messages);
+    let options = &mut request.options;
+    for (key, value) in body.as_object().unwrap() {
+        match key.as_str() {
+            "messages" | "stream_options" => {}
+            "model" => options.model = Some(value.as_str().unwrap().into()),
+            "max_tokens" | "max_completion_tokens" => {
+                options.max_tokens = Some(value.as_u64().unwrap() as u32)
+            }
+            "temperature" => options.temperature = value.as_f64(),
+            "stream" => options.stream = value.as_bool().unwrap(),
+            "tool_choice" => {
+                options.tool_choice = Some(ToolChoice::Auto).filter(|_| value == "auto")
+            }
+            "tools" => {
+                options.tools = value
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|tool| {
+                        let function = &tool["function"];
+                        ToolSpec::new(
+                            function["name"].as_str().unwrap(),
+                            function["description"].as_str().unwrap(),
+                            function["parameters"].clone(),
+                        )
+                    })
+                    .collect()
+            }
+            _ => {
+                options.extra.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    request
+}
+
+/// The tool results the second request of a cassette carries, named after the
+/// calls they answer.
+pub fn recorded_results(second: &Value, calls: &[ToolCall]) -> Vec<ToolResult> {
+    second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|message| message["role"] == "tool")
+        .map(|message| {
+            let id = message["tool_call_id"].as_str().unwrap();
+            let call = calls
+                .iter()
+                .find(|call| call.id == id)
+                .expect("a result answers a lifted call");
+            ToolResult::text(id, &call.name, message["content"].as_str().unwrap())
+        })
+        .collect()
+}
+
+pub mod server;

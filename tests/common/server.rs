@@ -1,0 +1,158 @@
+//! A scripted HTTP server on loopback: each request to `/v1/chat/completions`
+//! takes the next scripted answer, whose body is written in the given pieces.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::routing::post;
+use serde_json::Value;
+
+/// One scripted answer.
+#[derive(Clone, Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    /// The body, written piece by piece, yielding between pieces.
+    pub pieces: Vec<Vec<u8>>,
+    /// After the pieces, the connection is dropped instead of ending the body.
+    pub break_after: bool,
+    /// A pause before the first piece.
+    pub stall: Duration,
+}
+
+impl Answer {
+    /// A 200 answer with this content type, cut in `sizes` (cycled).
+    pub fn ok(content_type: &str, body: &[u8], sizes: &[usize]) -> Self {
+        let mut pieces = Vec::new();
+        let mut rest = body;
+        let mut sizes = sizes.iter().cycle();
+        while !rest.is_empty() {
+            let size = (*sizes.next().unwrap()).clamp(1, rest.len());
+            pieces.push(rest[..size].to_vec());
+            rest = &rest[size..];
+        }
+        Answer {
+            status: 200,
+            headers: vec![("content-type", content_type.to_owned())],
+            pieces,
+            break_after: false,
+            stall: Duration::ZERO,
+        }
+    }
+
+    /// An error answer with a JSON body.
+    pub fn error(status: u16, body: &[u8], headers: &[(&'static str, &str)]) -> Self {
+        let mut answer = Answer::ok("application/json", body, &[usize::MAX]);
+        answer.status = status;
+        answer
+            .headers
+            .extend(headers.iter().map(|(k, v)| (*k, v.to_string())));
+        answer
+    }
+}
+
+#[derive(Default)]
+struct Script {
+    answers: VecDeque<Answer>,
+    requests: Vec<(HeaderMap, Value)>,
+}
+
+/// The running server.
+#[derive(Clone)]
+pub struct Server {
+    pub addr: SocketAddr,
+    script: Arc<Mutex<Script>>,
+}
+
+impl Server {
+    /// Starts a server that plays `answers` in order.
+    pub async fn start(answers: Vec<Answer>) -> Server {
+        let script = Arc::new(Mutex::new(Script {
+            answers: answers.into(),
+            requests: Vec::new(),
+        }));
+        let app = axum::Router::new()
+            .route("/v1/chat/completions", post(answer))
+            .with_state(script.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        // Each piece goes out as written: no coalescing of small writes.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Server { addr, script }
+    }
+
+    /// The base URL (`http://127.0.0.1:PORT/v1`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// The requests received so far: headers and JSON body.
+    pub fn requests(&self) -> Vec<(HeaderMap, Value)> {
+        self.script.lock().unwrap().requests.clone()
+    }
+}
+
+async fn answer(
+    State(script): State<Arc<Mutex<Script>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let answer = {
+        let mut script = script.lock().unwrap();
+        script.requests.push((
+            headers,
+            serde_json::from_slice(&body).unwrap_or(Value::Null),
+        ));
+        script
+            .answers
+            .pop_front()
+            .expect("a scripted answer for every request")
+    };
+    let stall = answer.stall;
+    let break_after = answer.break_after;
+    let pieces = answer.pieces;
+    let body = async_stream_body(pieces, stall, break_after);
+    let mut response = Response::builder().status(StatusCode::from_u16(answer.status).unwrap());
+    for (name, value) in answer.headers {
+        response = response.header(name, value);
+    }
+    response.body(body).unwrap()
+}
+
+fn async_stream_body(pieces: Vec<Vec<u8>>, stall: Duration, break_after: bool) -> Body {
+    let stream = futures::stream::unfold(
+        (pieces.into_iter(), true),
+        move |(mut pieces, first)| async move {
+            if first && !stall.is_zero() {
+                tokio::time::sleep(stall).await;
+            }
+            match pieces.next() {
+                Some(piece) => {
+                    tokio::task::yield_now().await;
+                    Some((Ok::<_, std::io::Error>(Bytes::from(piece)), (pieces, false)))
+                }
+                None if break_after => {
+                    // Lets what was written reach the client before the connection drops.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    Some((
+                        Err(std::io::Error::other("connection dropped on purpose")),
+                        (pieces, false),
+                    ))
+                }
+                None => None,
+            }
+        },
+    );
+    Body::from_stream(stream)
+}

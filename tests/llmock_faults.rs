@@ -1,0 +1,361 @@
+//! Faults injected by a real mock provider, llmock (PyPI `llmock==0.2.2`),
+//! running on loopback: rate limits with `Retry-After`, server errors, dropped
+//! connections, truncated, malformed and stalled streams — through the real
+//! transport, the OpenAI provider and the retry layer.
+//!
+//! These tests need the server: `.ci/test` starts it and sets
+//! `LMSTACK_LLMOCK_URL`. A plain `cargo test` lists them as ignored; run with
+//! `--include-ignored` and without the variable, they fail and say why.
+//!
+//! Every test uses its own model name, and its scripted faults match only that
+//! model, so the tests share one server while running in parallel.
+
+#![cfg(feature = "openai")]
+
+use std::time::Duration;
+
+use lmstack::provider::openai::{OpenAi, OpenAiConfig};
+use lmstack::provider::retry::{Retry, RetryLayer, RetryPolicy};
+use lmstack::provider::transport::HttpConfig;
+use lmstack::provider::{TransportError, TransportErrorKind};
+use lmstack::{ChatRequest, Error, Event, Message};
+use serde_json::{Value, json};
+use tower::{Layer, ServiceExt};
+
+const NEEDS: &str =
+    "needs a running llmock server: .ci/test starts one and sets LMSTACK_LLMOCK_URL";
+
+fn llmock() -> String {
+    std::env::var("LMSTACK_LLMOCK_URL").unwrap_or_else(|_| {
+        panic!(
+            "LMSTACK_LLMOCK_URL is not set: this test {}",
+            NEEDS.trim_start_matches("needs ")
+        )
+    })
+}
+
+/// Queues llmock behaviours that apply only to requests for `model`.
+async fn script(model: &str, behaviors: Value) {
+    let behaviors: Vec<Value> = behaviors
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|behavior| {
+            let mut behavior = behavior.clone();
+            behavior["match"] = json!({"model": model});
+            behavior
+        })
+        .collect();
+    let response = reqwest::Client::new()
+        .post(format!("{}/_llmock/scenario", llmock()))
+        .header("content-type", "application/json")
+        .body(json!({"behaviors": behaviors}).to_string())
+        .send()
+        .await
+        .expect("llmock answers");
+    assert!(
+        response.status().is_success(),
+        "llmock refused the scenario: {}",
+        response.text().await.unwrap()
+    );
+}
+
+/// The attempts llmock saw for `model`, oldest first.
+async fn attempts(model: &str) -> Vec<Value> {
+    let journal = reqwest::get(format!("{}/_llmock/requests", llmock()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let journal: Value = serde_json::from_str(&journal).unwrap();
+    journal["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|record| record["model"] == model)
+        .cloned()
+        .collect()
+}
+
+/// A model name for this test run alone (the server may outlive one run).
+fn unique(name: &str) -> String {
+    format!("{name}-{}", std::process::id())
+}
+
+fn model(read_timeout: Duration) -> Retry<OpenAi> {
+    let config = OpenAiConfig::new(format!("{}/v1", llmock()))
+        .http(HttpConfig::default().read_timeout(read_timeout));
+    let policy = RetryPolicy::default().initial_backoff(Duration::from_millis(50));
+    RetryLayer::new(policy).layer(OpenAi::new(config).unwrap())
+}
+
+fn ask(model: &str, stream: bool) -> ChatRequest {
+    ChatRequest::new(vec![Message::user("Count to five")])
+        .model(model)
+        .streaming(stream)
+}
+
+const ANSWER: &str = "one two three four five six seven";
+
+/// Reads a streaming reply to its end: the text that arrived, and how it ended.
+async fn read(reply: lmstack::Reply) -> (String, Result<(), Error>) {
+    let mut text = String::new();
+    let items: Vec<Result<Event, Error>> = futures::StreamExt::collect(reply).await;
+    for item in items {
+        match item {
+            Ok(Event::TextDelta(delta)) => text.push_str(&delta.text),
+            Ok(_) => {}
+            Err(error) => return (text, Err(error)),
+        }
+    }
+    (text, Ok(()))
+}
+
+/// Scripts `fault` before the answer for `name`, then streams the answer through
+/// the provider and the retry layer: the text that arrived, and how it ended.
+async fn stream_through(
+    name: &str,
+    fault: Value,
+    read_timeout: Duration,
+) -> (String, Result<(), Error>) {
+    script(
+        name,
+        json!([fault, {"type": "reply", "text": ANSWER, "times": 2}]),
+    )
+    .await;
+    read(model(read_timeout).oneshot(ask(name, true)).await.unwrap()).await
+}
+
+/// The transport error a reply ended with.
+fn transport_error(end: Result<(), Error>) -> TransportError {
+    match end {
+        Err(Error::Transport(error)) => *error,
+        other => panic!("expected a transport error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs a running llmock server: .ci/test starts one and sets LMSTACK_LLMOCK_URL"]
+async fn a_429_is_retried_after_its_retry_after() {
+    let name = &unique("fault-429");
+    script(
+        name,
+        json!([
+            {"type": "fail", "status": 429, "retry_after": 0.6},
+            {"type": "reply", "text": ANSWER},
+        ]),
+    )
+    .await;
+    let reply = model(Duration::from_secs(10))
+        .oneshot(ask(name, true))
+        .await
+        .unwrap();
+    let (text, end) = read(reply).await;
+    end.unwrap();
+    assert_eq!(text, ANSWER);
+    let attempts = attempts(name).await;
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(attempts[0]["status"], 429);
+    let waited =
+        attempts[1]["started_at"].as_f64().unwrap() - attempts[0]["ended_at"].as_f64().unwrap();
+    assert!(
+        waited >= 0.6,
+        "retried after {waited}s, before the 0.6s Retry-After"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs a running llmock server: .ci/test starts one and sets LMSTACK_LLMOCK_URL"]
+async fn a_5xx_is_retried_and_reported_once_retries_run_out() {
+    let name = &unique("fault-503");
+    script(
+        name,
+        json!([{"type": "fail", "status": 503, "retry_after": 0.1, "times": 3}]),
+    )
+    .await;
+    match model(Duration::from_secs(10))
+        .oneshot(ask(name, false))
+        .await
+    {
+        Err(Error::Provider(error)) => {
+            assert_eq!(error.status, 503);
+            assert!(error.to_string().starts_with("openai: HTTP 503"), "{error}");
+            assert_eq!(error.retry_after, Some(Duration::from_millis(100)));
+        }
+        other => panic!("expected the 503, got {other:?}"),
+    }
+    assert_eq!(attempts(name).await.len(), 3, "one attempt and two retries");
+
+    let name = &unique("fault-500-once");
+    script(name, json!([{"type": "fail", "status": 500, "retry_after": 0.1}, {"type": "reply", "text": ANSWER}])).await;
+    let messages = model(Duration::from_secs(10))
+        .oneshot(ask(name, false))
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(messages[0].as_text(), Some(ANSWER));
+}
+
+#[tokio::test]
+#[ignore = "needs a running llmock server: .ci/test starts one and sets LMSTACK_LLMOCK_URL"]
+async fn a_4xx_is_not_retried() {
+    let name = &unique("fault-400");
+    script(name, json!([{"type": "fail", "status": 400, "message": "Bad things in the request", "code": "bad_thing"}])).await;
+    match model(Duration::from_secs(10))
+        .oneshot(ask(name, true))
+        .await
+    {
+        Err(Error::Provider(error)) => {
+            assert_eq!(error.status, 400);
+            assert_eq!(error.code.as_deref(), Some("bad_thing"));
+            assert_eq!(error.message, "Bad things in the request");
+        }
+        other => panic!("expected the 400, got {other:?}"),
+    }
+    assert_eq!(attempts(name).await.len(), 1);
+}
+
+#[tokio::test]
+#[ignore = "needs a running llmock server: .ci/test starts one and sets LMSTACK_LLMOCK_URL"]
+async fn a_retry_after_longer_than_allowed_is_not_waited_out() {
+    let name = &unique("fault-429-long");
+    script(
+        name,
+        json!([{"type": "fail", "status": 429, "retry_after": 600}]),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    match model(Duration::from_secs(10))
+        .oneshot(ask(name, true))
+        .await
+    {
+        Err(Error::Provider(error)) => {
+            assert_eq!(error.retry_after, Some(Duration::from_secs(600)));
+            assert!(error.to_string().contains("retry after 600s"), "{error}");
+        }
+        other => panic!("expected the 429, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(attempts(name).await.len(), 1);
+}
+
+#[tokio::test]
+#[ignore = "needs a running llmock server: .ci/test starts one and sets LMSTACK_LLMOCK_URL"]
+async fn a_disconnect_before_the_first_event_is_retried() {
+    let name = &unique("fault-disconnect-early");
+    // The first chunk only says `role: assistant`: no event has been delivered.
+    let fault = json!({"type": "stream_fault", "kind": "disconnect", "after_chunks": 1});
+    let (text, end) = stream_through(name, fault, Duration::from_secs(10)).await;
+    end.unwrap();
+    assert_eq!(text, ANSWER);
+    assert_eq!(attempts(name).await.len(), 2);
+}
+
+#[tokio::test]
+#[ignore = "needs a running llmock server: .ci/test starts one and sets LMSTACK_LLMOCK_URL"]
+async fn a_disconnect_mid_stream_ends_the_reply_with_a_clear_error() {
+    let name = &unique("fault-disconnect-mid");
+    let fault = json!({"type": "stream_fault", "kind": "disconnect", "after_chunks": 4});
+    let (text, end) = stream_through(name, fault, Duration::from_secs(10)).await;
+    assert_eq!(text, "one two three ");
+    let error = transport_error(end);
+    assert_eq!(error.kind, TransportErrorKind::Interrupted, "{error}");
+    assert!(
+        error
+            .to_string()
+            .starts_with("openai: connection interrupted: POST "),
+        "{error}"
+    );
+    assert_eq!(
+        attempts(name).await.len(),
+        1,
+        "not replayed after events were delivered"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs a running llmock server: .ci/test starts one and sets LMSTACK_LLMOCK_URL"]
+async fn a_truncated_stream_is_an_error_not_an_answer() {
+    let name = &unique("fault-truncate");
+    let fault = json!({"type": "stream_fault", "kind": "truncate", "after_chunks": 3});
+    let (text, end) = stream_through(name, fault, Duration::from_secs(10)).await;
+    assert_eq!(text, "one two ");
+    let error = transport_error(end);
+    assert_eq!(error.kind, TransportErrorKind::Truncated);
+    assert!(
+        error
+            .to_string()
+            .contains("without `[DONE]` or a finish reason"),
+        "{error}"
+    );
+    assert_eq!(attempts(name).await.len(), 1);
+}
+
+#[tokio::test]
+#[ignore = "needs a running llmock server: .ci/test starts one and sets LMSTACK_LLMOCK_URL"]
+async fn a_malformed_chunk_is_an_error_naming_the_chunk() {
+    let name = &unique("fault-malformed");
+    let fault = json!({"type": "stream_fault", "kind": "malformed", "after_chunks": 2});
+    let (text, end) = stream_through(name, fault, Duration::from_secs(10)).await;
+    assert_eq!(text, "one ");
+    let error = transport_error(end);
+    assert_eq!(error.kind, TransportErrorKind::Malformed);
+    assert!(
+        error
+            .message
+            .contains("chunk 3 is not a JSON chat completion chunk"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs a running llmock server: .ci/test starts one and sets LMSTACK_LLMOCK_URL"]
+async fn a_stalled_stream_times_out_and_is_retried_only_before_its_first_event() {
+    let name = &unique("fault-stall-early");
+    let fault =
+        json!({"type": "stream_fault", "kind": "stall", "after_chunks": 0, "stall_seconds": 5});
+    let (text, end) = stream_through(name, fault, Duration::from_millis(800)).await;
+    end.unwrap();
+    assert_eq!(text, ANSWER);
+    assert_eq!(attempts(name).await.len(), 2);
+
+    let name = &unique("fault-stall-late");
+    let fault =
+        json!({"type": "stream_fault", "kind": "stall", "after_chunks": 3, "stall_seconds": 5});
+    let (text, end) = stream_through(name, fault, Duration::from_millis(800)).await;
+    assert_eq!(text, "one two ");
+    assert_eq!(transport_error(end).kind, TransportErrorKind::Timeout);
+    assert_eq!(attempts(name).await.len(), 1);
+}
+
+#[tokio::test]
+#[ignore = "needs a running llmock server: .ci/test starts one and sets LMSTACK_LLMOCK_URL"]
+async fn a_scripted_tool_call_streams_and_joins() {
+    let name = &unique("fault-free-tool-call");
+    script(name, json!([{"type": "reply", "tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}], "times": 2}])).await;
+    let tool = lmstack::ToolSpec::new(
+        "get_weather",
+        "Weather",
+        json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+    );
+    for stream in [true, false] {
+        let request = ask(name, stream).tool(tool.clone());
+        let messages = model(Duration::from_secs(10))
+            .oneshot(request)
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let calls = messages.iter().flat_map(|m| m.calls()).collect::<Vec<_>>();
+        assert_eq!(calls.len(), 1, "{messages:?}");
+        assert_eq!(calls[0].name, "get_weather");
+        assert_eq!(
+            calls[0].arguments,
+            json!({"city": "Paris", "unit": "celsius"})
+        );
+    }
+}

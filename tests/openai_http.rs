@@ -1,0 +1,344 @@
+//! The OpenAI provider over real HTTP on loopback, through the real transport:
+//! recorded responses served cut at random byte boundaries, error answers,
+//! headers, timeouts and the retry layer.
+
+#![cfg(feature = "openai")]
+
+mod common;
+
+use std::time::Duration;
+
+use common::server::{Answer, Server};
+use common::*;
+use lmstack::provider::openai::{OpenAi, OpenAiConfig};
+use lmstack::provider::retry::{RetryLayer, RetryPolicy};
+use lmstack::provider::transport::HttpConfig;
+use lmstack::provider::{ApiKey, TransportErrorKind};
+use lmstack::{ChatRequest, Error, Event, Message};
+use tower::{Layer, ServiceExt};
+
+fn provider(server: &Server) -> OpenAi {
+    OpenAi::new(OpenAiConfig::new(server.base_url()).model("test-model")).unwrap()
+}
+
+fn request(stream: bool) -> ChatRequest {
+    ChatRequest::new(vec![Message::user("Add and multiply 2 and 3")]).streaming(stream)
+}
+
+/// The recorded streams of the fixtures, with what they lift to whole.
+fn recorded() -> Vec<(String, Vec<u8>)> {
+    let mut bodies = vec![];
+    for name in [
+        "openai/fantasy/gpt-4o-multi_tool_streaming.yaml",
+        "openai_compat/fantasy/zai-glm-4-7-flash-multi_tool_streaming.yaml",
+        "openai_compat/fantasy/llama-cpp-gpt-oss-tool_streaming.yaml",
+    ] {
+        bodies.push((
+            name.to_owned(),
+            cassette(name)[0].response.clone().into_bytes(),
+        ));
+    }
+    for name in [
+        "openai/openai-python/parallel_tools.sse",
+        "openai/openai-python/refusal.sse",
+    ] {
+        bodies.push((name.to_owned(), fixture(name)));
+    }
+    bodies
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recorded_streams_over_loopback_cut_at_random_bytes() {
+    for (name, body) in recorded() {
+        let expected = lift_sse(&body).unwrap();
+        for seed in 0..4u64 {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let sizes: Vec<usize> = (0..32).map(|_| rng.usize(1..=48)).collect();
+            let server = Server::start(vec![Answer::ok("text/event-stream", &body, &sizes)]).await;
+            let reply = provider(&server).oneshot(request(true)).await.unwrap();
+            assert!(!reply.is_ready(), "a streaming reply streams");
+            let messages = reply.collect().await.unwrap();
+            assert_eq!(messages, expected, "{name}, seed {seed}");
+            let (headers, sent) = &server.requests()[0];
+            assert_eq!(sent["stream"], true);
+            assert_eq!(sent["stream_options"]["include_usage"], true);
+            assert_eq!(sent["model"], "test-model");
+            assert_eq!(headers["accept"], "text/event-stream");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_recorded_body_over_loopback_in_non_streaming_mode() {
+    let exchange = &cassette("openai/fantasy/gpt-4o-multi_tool.yaml")[0];
+    let body = exchange.response.as_bytes();
+    let server = Server::start(vec![Answer::ok("application/json", body, &[7, 100, 3])]).await;
+    let reply = provider(&server).oneshot(request(false)).await.unwrap();
+    assert!(reply.is_ready(), "a non-streaming reply is in memory");
+    let events = reply.collect_events().await.unwrap();
+    assert!(
+        events
+            .iter()
+            .all(|e| matches!(e, Event::Message { .. } | Event::Finish { .. }))
+    );
+    assert_eq!(lmstack::Joiner::join(events), lift_json(body).unwrap());
+    assert!(server.requests()[0].1.get("stream").is_none());
+}
+
+#[tokio::test]
+async fn a_server_that_streams_json_anyway_is_read_by_its_content_type() {
+    let body = cassette("openai/fantasy/gpt-4o-multi_tool.yaml")[1]
+        .response
+        .clone();
+    let server = Server::start(vec![Answer::ok("application/json", body.as_bytes(), &[5])]).await;
+    let messages = provider(&server)
+        .oneshot(request(true))
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(messages, lift_json(body.as_bytes()).unwrap());
+}
+
+#[tokio::test]
+async fn an_http_error_is_a_typed_provider_error() {
+    let body = fixture("openai/vercel-ai/unsupported-parameter-error.json");
+    let server = Server::start(vec![Answer::error(
+        400,
+        &body,
+        &[("x-request-id", "req_abc")],
+    )])
+    .await;
+    match provider(&server).oneshot(request(true)).await {
+        Err(Error::Provider(error)) => {
+            assert_eq!(error.status, 400);
+            assert_eq!(error.code.as_deref(), Some("unsupported_parameter"));
+            assert_eq!(error.request_id.as_deref(), Some("req_abc"));
+            let text = error.to_string();
+            assert!(
+                text.starts_with("openai: HTTP 400 (invalid_request_error, unsupported_parameter)"),
+                "{text}"
+            );
+        }
+        other => panic!("expected a provider error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_key_goes_in_the_header_and_never_in_debug_output() {
+    let body = cassette("openai/fantasy/gpt-4o-multi_tool.yaml")[1]
+        .response
+        .clone();
+    let server = Server::start(vec![Answer::ok("application/json", body.as_bytes(), &[64])]).await;
+    let config = OpenAiConfig::new(server.base_url()).api_key(ApiKey::new("sk-very-secret"));
+    assert!(!format!("{config:?}").contains("sk-very-secret"));
+    let provider = OpenAi::new(config).unwrap();
+    let http_request = provider.http_request(request(false)).unwrap();
+    assert!(!format!("{http_request:?}").contains("sk-very-secret"));
+    provider.oneshot(request(false)).await.unwrap();
+    assert_eq!(
+        server.requests()[0].0["authorization"],
+        "Bearer sk-very-secret"
+    );
+}
+
+#[tokio::test]
+async fn a_connection_refused_is_a_connect_error() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let provider = OpenAi::new(OpenAiConfig::new(format!("http://{addr}/v1"))).unwrap();
+    match provider.oneshot(request(true)).await {
+        Err(Error::Transport(error)) => {
+            assert_eq!(error.kind, TransportErrorKind::Connect);
+            assert!(
+                error
+                    .to_string()
+                    .contains(&format!("POST http://{addr}/v1/chat/completions")),
+                "{error}"
+            );
+        }
+        other => panic!("expected a connect error, got {other:?}"),
+    }
+}
+
+fn quick_retries() -> RetryLayer {
+    RetryLayer::new(RetryPolicy::default().initial_backoff(Duration::from_millis(5)))
+}
+
+/// Asks `server` through the retry layer; the reply's messages.
+async fn messages_with_retries(server: &Server) -> Vec<Message> {
+    let service = quick_retries().layer(provider(server));
+    service
+        .oneshot(request(true))
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn retry_honours_retry_after_and_succeeds() {
+    let body = cassette("openai/fantasy/gpt-4o-multi_tool_streaming.yaml")[1]
+        .response
+        .clone();
+    let server = Server::start(vec![
+        Answer::error(
+            429,
+            br#"{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}"#,
+            &[("retry-after-ms", "300")],
+        ),
+        Answer::ok("text/event-stream", body.as_bytes(), &[13]),
+    ])
+    .await;
+    let started = std::time::Instant::now();
+    let messages = messages_with_retries(&server).await;
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "waited {:?}",
+        started.elapsed()
+    );
+    assert_eq!(messages, lift_sse(body.as_bytes()).unwrap());
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_stream_that_breaks_before_its_first_event_is_retried() {
+    let body = cassette("openai/fantasy/gpt-4o-multi_tool_streaming.yaml")[1]
+        .response
+        .clone();
+    // Only the role chunk (no event) arrives before the connection drops.
+    let role_chunk = body.split("\n\n").next().unwrap().to_owned() + "\n\n";
+    let mut broken = Answer::ok("text/event-stream", role_chunk.as_bytes(), &[1000]);
+    broken.break_after = true;
+    let server = Server::start(vec![
+        broken,
+        Answer::ok("text/event-stream", body.as_bytes(), &[50]),
+    ])
+    .await;
+    let messages = messages_with_retries(&server).await;
+    assert_eq!(messages, lift_sse(body.as_bytes()).unwrap());
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_stream_that_breaks_after_its_first_event_is_not_retried() {
+    let body = cassette("openai/fantasy/gpt-4o-multi_tool_streaming.yaml")[1]
+        .response
+        .clone();
+    let head: String = body
+        .split("\n\n")
+        .take(4)
+        .map(|chunk| format!("{chunk}\n\n"))
+        .collect();
+    let mut broken = Answer::ok("text/event-stream", head.as_bytes(), &[usize::MAX]);
+    broken.break_after = true;
+    let server = Server::start(vec![broken]).await;
+    let service = quick_retries().layer(provider(&server));
+    let reply = service.oneshot(request(true)).await.unwrap();
+    let items: Vec<Result<Event, Error>> = futures::StreamExt::collect(reply).await;
+    let text: String = items
+        .iter()
+        .filter_map(|item| match item {
+            Ok(Event::TextDelta(delta)) => Some(delta.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, "The sum of");
+    match items.last() {
+        Some(Err(Error::Transport(error))) => {
+            assert_eq!(error.kind, TransportErrorKind::Interrupted, "{error}")
+        }
+        other => panic!("expected the stream to end with a transport error, got {other:?}"),
+    }
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "not replayed after the first event"
+    );
+}
+
+#[tokio::test]
+async fn a_stalled_stream_times_out() {
+    let body = cassette("openai/fantasy/gpt-4o-multi_tool_streaming.yaml")[1]
+        .response
+        .clone();
+    let mut stalled = Answer::ok("text/event-stream", body.as_bytes(), &[1000]);
+    stalled.stall = Duration::from_secs(3);
+    let server = Server::start(vec![stalled]).await;
+    let config = OpenAiConfig::new(server.base_url())
+        .http(HttpConfig::default().read_timeout(Duration::from_millis(300)));
+    let reply = OpenAi::new(config)
+        .unwrap()
+        .oneshot(request(true))
+        .await
+        .unwrap();
+    match reply.collect().await {
+        Err(Error::Transport(error)) => {
+            assert_eq!(error.kind, TransportErrorKind::Timeout, "{error}")
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+}
+
+/// GLM-style multi-round tool calling over HTTP: round one streams the recorded
+/// reasoning, text and two whole calls; the calls' results go back as
+/// `role: "tool"` messages (with the reasoning echoed as GLM expects), and the
+/// server receives exactly the recorded second request.
+#[tokio::test]
+async fn glm_two_rounds_replay_the_recorded_conversation() {
+    let exchanges = cassette("openai_compat/fantasy/zai-glm-4-7-flash-multi_tool_streaming.yaml");
+    let server = Server::start(
+        exchanges
+            .iter()
+            .map(|exchange| {
+                Answer::ok(
+                    "text/event-stream",
+                    exchange.response.as_bytes(),
+                    &[29, 3, 101],
+                )
+            })
+            .collect(),
+    )
+    .await;
+    let mut config = OpenAiConfig::new(server.base_url());
+    config.lowering.strict_tools = Some(false);
+    let provider = OpenAi::new(config).unwrap();
+
+    let mut request = canonical_request(&exchanges[0].request);
+    let first = provider
+        .clone()
+        .oneshot(request.clone())
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let calls: Vec<_> = first.iter().flat_map(|m| m.calls()).cloned().collect();
+    let results = recorded_results(&exchanges[1].request, &calls);
+    for message in first {
+        request.messages.push(match message {
+            Message::ToolCalls(calls) => Message::tool_aggregate(calls.calls, results.clone()),
+            other => other,
+        });
+    }
+    let second = provider
+        .oneshot(request)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+
+    assert_eq!(second, lift_sse(exchanges[1].response.as_bytes()).unwrap());
+    let received = server.requests();
+    for (round, exchange) in exchanges.iter().enumerate() {
+        assert_eq!(
+            normalise_request(received[round].1.clone()),
+            normalise_request(exchange.request.clone()),
+            "round {round}"
+        );
+    }
+}
