@@ -8,6 +8,7 @@ mod chat;
 mod demo;
 mod lift;
 mod lower;
+mod parse;
 mod provider_arg;
 mod tools;
 
@@ -26,7 +27,7 @@ enum Command {
     /// Runs the whole pipeline offline: a scripted text-only model calls real tools.
     Demo(demo::DemoArgs),
     /// Parses model text with `<tool_call>`-style markup into messages.
-    Parse,
+    Parse(parse::Args),
     /// Renders tool calls and results back into natural `<tool_call>` text.
     Render,
     /// Lifts a provider's raw response (JSON or SSE) into canonical messages.
@@ -41,7 +42,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let (name, issue, what) = match cli.command {
         Command::Demo(args) => return demo::run(args),
-        Command::Parse => ("parse", 3, "the natural tool use parser"),
+        Command::Parse(args) => return parse::run(args),
         Command::Render => ("render", 4, "the natural tool use transformer"),
         Command::Lift(args) => return lift::run(args),
         Command::Lower(args) => return lower::run(args),

@@ -109,10 +109,22 @@ impl Protocol {
                 State::FenceInfo { length } => {
                     let line_end = memchr(b'\n', &bytes[pos..]);
                     let taken = line_end.unwrap_or(bytes.len() - pos);
-                    *length += taken;
-                    if *length > INFO_LIMIT || input[pos..pos + taken].contains('`') {
-                        return Ok(self.reject(pos, ctx));
+                    // The info line ends at a backtick or past its limit: not a
+                    // fence. The cut falls on the same byte however the text
+                    // arrived.
+                    let room = INFO_LIMIT.saturating_sub(*length);
+                    let backtick = memchr(b'`', &bytes[pos..pos + taken]);
+                    if let Some(bad) = backtick
+                        .filter(|&b| b <= room)
+                        .or((taken > room).then_some(room))
+                    {
+                        let mut at = pos + bad;
+                        while !input.is_char_boundary(at) {
+                            at -= 1;
+                        }
+                        return Ok(self.reject(at, ctx));
                     }
+                    *length += taken;
                     pos += taken;
                     if line_end.is_some() {
                         pos += 1;
@@ -159,8 +171,9 @@ impl Protocol {
                         {
                             return Ok(self.reject(pos + at, ctx));
                         }
-                        JsonStep::Stray(_) | JsonStep::Invalid(..) => {
+                        JsonStep::Stray(at) | JsonStep::Invalid(at, _) => {
                             // A confirmed object that breaks off: end it here.
+                            pos += at;
                             ctx.fault(
                                 InvalidCallKind::MalformedArguments,
                                 "the protocol object is not valid JSON",

@@ -1,0 +1,75 @@
+//! The parser on arbitrary text: no panic, and streaming agrees with parsing the
+//! whole text, for every dialect and policy.
+
+use lmstack::natural::{Dialect, NaturalToolUseParser, OnInvalid};
+use lmstack::service::{Machine, Output};
+use lmstack::testing::Chunking;
+use lmstack::{Event, Joiner, ToolSpec};
+use proptest::prelude::*;
+use serde_json::json;
+
+fn tools() -> Vec<ToolSpec> {
+    vec![ToolSpec::new(
+        "f",
+        "",
+        json!({"type": "object", "properties": {"a": {"type": "integer"}, "s": {"type": "string"}}}),
+    )]
+}
+
+/// Text that is mostly markup pieces, so that arbitrary combinations of them
+/// (broken, nested, split) are explored, plus any unicode.
+fn text() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        any::<String>(),
+        Just("<tool_call".to_string()),
+        Just("</tool_call>".to_string()),
+        Just(" name=\"f\">".to_string()),
+        Just("<function=f>".to_string()),
+        Just("<parameter=a>".to_string()),
+        Just("</parameter>".to_string()),
+        Just("</function>".to_string()),
+        Just("<function_calls><invoke name=\"f\">".to_string()),
+        Just("<parameter name=\"s\">".to_string()),
+        Just("</invoke></function_calls>".to_string()),
+        Just("<think>".to_string()),
+        Just("</think>".to_string()),
+        Just("```".to_string()),
+        Just("{\"name\": \"f\", \"arguments\": {\"a\": 1,".to_string()),
+        Just(
+            "{\"type\": \"tool_use\", \"tool_uses\": [{\"name\": \"f\", \"params\": {".to_string()
+        ),
+        Just("\"\\\\\"}]},\n ".to_string()),
+    ];
+    prop::collection::vec(piece, 0..12).prop_map(|pieces| pieces.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(512),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn arbitrary_text_never_panics_and_streaming_agrees(
+        text in text(),
+        dialect in prop::sample::select(Dialect::ALL.to_vec()),
+        policy in prop::sample::select(vec![OnInvalid::Text, OnInvalid::Mark, OnInvalid::Error]),
+        seed in any::<u64>(),
+    ) {
+        let parser = NaturalToolUseParser::new().dialect(dialect).on_invalid(policy).call_limit(512);
+        let whole = parser.parse(&text, &tools());
+        let mut machine = parser.machine(&tools(), 0).unwrap();
+        let mut out = Output::new();
+        let streamed = Chunking::Random { seed, max: 9 }
+            .split(&text)
+            .into_iter()
+            .try_for_each(|piece| machine.push(Event::text(piece), &mut out))
+            .and_then(|()| machine.finish(&mut out))
+            .map(|()| Joiner::join(out.drain()));
+        match (whole, streamed) {
+            (Ok(whole), Ok(streamed)) => prop_assert_eq!(whole, streamed),
+            (Err(whole), Err(streamed)) => prop_assert_eq!(whole.to_string(), streamed.to_string()),
+            (whole, streamed) => prop_assert!(false, "{:?} vs {:?}", whole, streamed),
+        }
+    }
+}
