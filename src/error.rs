@@ -47,6 +47,20 @@ pub enum Error {
         invalid: crate::InvalidCall,
     },
 
+    /// A tool call and its result do not pair up: a result whose call is not
+    /// there, or a call of an aggregate without its result.
+    #[error("{stage}: message {message}: {problem} (call id `{call_id}`)")]
+    ToolPairing {
+        /// The layer, for example `natural tool use transformer`.
+        stage: &'static str,
+        /// The position of the message at fault (0-based) in the history or reply.
+        message: usize,
+        /// The call id at fault.
+        call_id: String,
+        /// What is wrong.
+        problem: &'static str,
+    },
+
     /// JSON that could not be read or written.
     #[error("{context}: {source}")]
     Json {

@@ -2,15 +2,29 @@
 //! calling.
 //!
 //! - [`NaturalToolUseParser`]: model text → tool calls, in the dialects of
-//!   [`Dialect`].
+//!   [`Dialect`];
+//! - [`NaturalToolUseTransformer`]: tool calls and results → text, the reverse;
+//! - [`NaturalToolUse`]: both, plus a system-prompt section describing the
+//!   tools: the one layer that makes a text-only model tool-capable.
 
+mod format;
+mod history;
 mod parser;
+mod prompt;
 mod scan;
+mod tool_use;
+mod transformer;
 
 use std::fmt;
 use std::str::FromStr;
 
+pub use format::RenderDialect;
 pub use parser::{NaturalToolUseParser, NaturalToolUseParserLayer, OnInvalid, ParserMachine};
+pub use tool_use::{NaturalToolUse, NaturalToolUseLayer};
+pub use transformer::{
+    NaturalToolUseTransformer, NaturalToolUseTransformerLayer, TOOL_METADATA_KEY,
+    TransformerMachine,
+};
 
 /// A way of writing tool calls as text.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

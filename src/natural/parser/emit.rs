@@ -139,6 +139,9 @@ pub(super) struct Calls {
     pub(super) raw: String,
     pub(super) limit: usize,
     pub(super) policy: OnInvalid,
+    /// Transcript mode: ids written in calls are kept, so a call goes out whole
+    /// when it ends (its id may come after its name).
+    keep_ids: bool,
 }
 
 #[derive(Debug)]
@@ -156,7 +159,7 @@ struct Current {
 
 impl Calls {
     /// Numbering starts after the `id_base` calls already in the conversation.
-    pub(super) fn new(id_base: usize, limit: usize, policy: OnInvalid) -> Self {
+    pub(super) fn new(id_base: usize, limit: usize, policy: OnInvalid, keep_ids: bool) -> Self {
         Calls {
             next_index: 0,
             id_base,
@@ -164,6 +167,7 @@ impl Calls {
             raw: String::new(),
             limit,
             policy,
+            keep_ids,
         }
     }
 
@@ -252,8 +256,18 @@ impl Ctx<'_> {
         });
     }
 
+    /// The call gives its own id: kept in transcript mode, ignored otherwise.
+    pub(super) fn written_id(&mut self, id: &str) {
+        if let Some(call) = self.calls.current.as_mut()
+            && self.calls.keep_ids
+            && !call.started
+        {
+            id.clone_into(&mut call.id);
+        }
+    }
+
     /// The call names its tool. Unknown names are faults; a known name starts
-    /// the call's streaming.
+    /// the call's streaming (in transcript mode the call goes out when it ends).
     pub(super) fn name(&mut self, written: &str) {
         let tools = self.tools;
         let Some(call) = self.calls.current.as_mut() else {
@@ -427,7 +441,7 @@ impl Ctx<'_> {
         let Some(call) = self.calls.current.as_mut() else {
             return;
         };
-        if call.started || call.fault.is_some() || call.name.is_none() {
+        if self.calls.keep_ids || call.started || call.fault.is_some() || call.name.is_none() {
             return;
         }
         call.started = true;

@@ -330,6 +330,7 @@ pub(super) struct Hermes {
 struct Fields {
     current: Field,
     name: String,
+    id: String,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -337,6 +338,7 @@ enum Field {
     #[default]
     Other,
     Name,
+    Id,
     Arguments,
 }
 
@@ -355,6 +357,10 @@ impl Visitor for HermesVisitor<'_, '_> {
                 self.fields.current = Field::Name;
                 Treat::Decode
             }
+            (1, Some("id")) if first == b'"' => {
+                self.fields.current = Field::Id;
+                Treat::Decode
+            }
             (1, Some("arguments" | "parameters")) => {
                 self.fields.current = Field::Arguments;
                 Treat::Decode
@@ -370,6 +376,7 @@ impl Visitor for HermesVisitor<'_, '_> {
     fn decoded(&mut self, piece: &str) {
         match self.fields.current {
             Field::Name if self.fields.name.len() < 1024 => self.fields.name.push_str(piece),
+            Field::Id if self.fields.id.len() < 1024 => self.fields.id.push_str(piece),
             Field::Arguments if self.failed.is_none() => {
                 if let Err(error) = self.ctx.args(piece) {
                     self.failed = Some(error);
@@ -380,8 +387,10 @@ impl Visitor for HermesVisitor<'_, '_> {
     }
 
     fn ended(&mut self, _path: Path<'_>, _at: usize) {
-        if self.fields.current == Field::Name {
-            self.ctx.name(&self.fields.name);
+        match self.fields.current {
+            Field::Name => self.ctx.name(&self.fields.name),
+            Field::Id => self.ctx.written_id(&self.fields.id),
+            _ => {}
         }
         self.fields.current = Field::Other;
     }

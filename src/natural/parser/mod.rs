@@ -4,6 +4,7 @@
 mod emit;
 mod json_block;
 mod protocol;
+mod response;
 mod tools;
 mod xml_block;
 
@@ -14,6 +15,7 @@ use memchr::{memchr, memchr2, memchr3, memrchr};
 use self::emit::{Calls, Ctx, Emitter};
 use self::json_block::{Hermes, Tagged, is_space};
 use self::protocol::Protocol;
+use self::response::Response;
 use self::tools::ToolTable;
 use self::xml_block::Xml;
 use super::Dialect;
@@ -88,6 +90,7 @@ pub struct NaturalToolUseParser {
     on_invalid: OnInvalid,
     call_limit: usize,
     code_fences: bool,
+    transcript: bool,
     schemas: Arc<SchemaCache>,
 }
 
@@ -109,6 +112,7 @@ impl NaturalToolUseParser {
             on_invalid: OnInvalid::Text,
             call_limit: 8 << 20,
             code_fences: true,
+            transcript: false,
             schemas: Arc::default(),
         }
     }
@@ -139,6 +143,16 @@ impl NaturalToolUseParser {
         self
     }
 
+    /// Transcript mode (off by default): reads text written in the
+    /// transformer's format back — `<tool_response>` blocks become `tool_results`
+    /// messages and the ids written in calls are kept. Off for model replies, so
+    /// that a model cannot forge tool results or choose call ids; see
+    /// [`read_history`](NaturalToolUseParser::read_history) for whole histories.
+    pub fn transcript(mut self, on: bool) -> Self {
+        self.transcript = on;
+        self
+    }
+
     /// The tower layer.
     pub fn layer(&self) -> NaturalToolUseParserLayer {
         MachineLayer::new(self.clone())
@@ -151,12 +165,47 @@ impl NaturalToolUseParser {
             tools: ToolTable::new(tools, &self.schemas)?,
             dialect: self.dialect,
             code_fences: self.code_fences,
-            calls: Calls::new(id_base, self.call_limit, self.on_invalid),
+            transcript: self.transcript,
+            calls: Calls::new(id_base, self.call_limit, self.on_invalid, self.transcript),
             emit: Emitter::default(),
             mode: Mode::Prose,
             line: LineState::START,
             space: None,
         })
+    }
+
+    /// Reads a whole history written in the transformer's format (by
+    /// [`NaturalToolUseTransformer::render`](super::NaturalToolUseTransformer::render),
+    /// or by hand) back into canonical messages: every assistant and user text
+    /// is parsed in [transcript mode](NaturalToolUseParser::transcript), media
+    /// blocks go back in place of their placeholders, and each run of calls
+    /// followed by the results that answer them becomes a `tool_aggregate` (a
+    /// result without an id answers the call in its place, as Qwen chat
+    /// templates write them). Other messages stay as they are.
+    ///
+    /// ```
+    /// use lmstack::natural::{NaturalToolUseParser, NaturalToolUseTransformer};
+    /// use lmstack::{Message, ToolCall, ToolResult};
+    /// use serde_json::json;
+    ///
+    /// let history = vec![
+    ///     Message::user("Weather in Paris?"),
+    ///     Message::tool_aggregate(
+    ///         vec![ToolCall::new("toolu_1", "get_weather", json!({"city": "Paris"}))],
+    ///         vec![ToolResult::text("toolu_1", "get_weather", "18°C")],
+    ///     ),
+    ///     Message::assistant("It is 18°C."),
+    /// ];
+    /// let text = NaturalToolUseTransformer::new().render(history.clone()).unwrap();
+    /// let read = NaturalToolUseParser::new().read_history(text, &[]).unwrap();
+    /// assert_eq!(read, history);
+    /// ```
+    pub fn read_history(
+        &self,
+        messages: Vec<Message>,
+        tools: &[ToolSpec],
+    ) -> Result<Vec<Message>, Error> {
+        super::history::read(self, messages, tools)
     }
 
     /// Parses a whole text into messages.
@@ -186,6 +235,7 @@ pub struct ParserMachine {
     tools: ToolTable,
     dialect: Dialect,
     code_fences: bool,
+    transcript: bool,
     calls: Calls,
     emit: Emitter,
     mode: Mode,
@@ -296,23 +346,33 @@ impl ParserMachine {
         Ok(())
     }
 
-    /// Whitespace after a block: held until a tag shows whether a block follows.
+    /// Whitespace after a block, with at most one `---` line in it: held until a
+    /// tag shows whether another block follows (then it is a separator, and
+    /// dropped) or not (then it is text).
     fn space_after_block(&mut self, input: &str) -> usize {
         let space = self.space.as_mut().expect("called after a block");
-        let spaces = input.bytes().take_while(|&b| is_space(b)).count();
-        space.push_str(&input[..spaces]);
-        match input.as_bytes().get(spaces) {
-            None => spaces,
-            Some(b'<') if self.dialect != Dialect::Json => {
+        let bytes = input.as_bytes();
+        let mut used = 0;
+        while let Some(&byte) = bytes.get(used) {
+            if !(is_space(byte) || (byte == b'-' && separator_grows(space))) {
+                break;
+            }
+            space.push(char::from(byte));
+            used += 1;
+        }
+        let within = space.len() <= PENDING_LIMIT;
+        match bytes.get(used) {
+            None if within => used,
+            Some(b'<') if within && self.dialect != Dialect::Json && separator_done(space) => {
                 self.mode = Mode::Tag(TagReader::new(TAG_LIMIT));
                 self.line = LineState::MID_LINE;
-                spaces + 1
+                used + 1
             }
-            Some(_) => {
+            _ => {
                 let space = self.space.take().unwrap_or_default();
                 self.line.indent = self.line.after(&space);
                 self.emit.text(&space);
-                spaces
+                used
             }
         }
     }
@@ -463,7 +523,10 @@ impl ParserMachine {
     fn open(&mut self, tag: Tag, raw: String, out: &mut Output) -> Result<(), Error> {
         let bare = tag.attrs.is_empty() && tag.inline.is_none() && !tag.closing;
         let dialect = self.dialect;
-        let opens_block = tag.opens("tool_call") || (bare && tag.name.ends_with("function_calls"));
+        let response = self.transcript.then(|| Response::open(&tag)).flatten();
+        let opens_block = tag.opens("tool_call")
+            || (bare && tag.name.ends_with("function_calls"))
+            || response.is_some();
         if opens_block {
             self.space = None;
         } else {
@@ -474,12 +537,21 @@ impl ParserMachine {
             self.mode = Mode::Think(MarkerFinder::new(["</think>"]));
             return Ok(());
         }
-        let block = if tag.opens("tool_call") && tag.inline.is_none() {
+        let tagged_attrs = tag
+            .attrs
+            .iter()
+            .all(|(key, _)| key == "name" || key == "id");
+        let block = if let Some(response) = response {
+            Some(Block::Response(response))
+        } else if tag.opens("tool_call") && tag.inline.is_none() {
             match (tag.attrs.as_slice(), tag.attr("name")) {
-                ([_], Some(name)) if dialect.reads(Dialect::Tagged) => {
+                (_, Some(name)) if tagged_attrs && dialect.reads(Dialect::Tagged) => {
                     self.calls.start_block(&raw)?;
                     let mut ctx = self.ctx(out, 0);
                     ctx.begin(0);
+                    if let Some(id) = tag.attr("id") {
+                        ctx.written_id(id);
+                    }
                     ctx.name(name);
                     Some(Block::Tagged(Tagged::new()))
                 }
@@ -585,7 +657,10 @@ impl ParserMachine {
     /// The text ended (end of reply, or another kind of event): completes or
     /// releases whatever is open.
     fn end_text(&mut self, out: &mut Output) -> Result<(), Error> {
-        self.space = None;
+        // Trailing whitespace goes; a separator line with nothing after it stays.
+        if let Some(space) = self.space.take().filter(|space| space.contains('-')) {
+            self.emit.text(&space);
+        }
         match std::mem::take(&mut self.mode) {
             Mode::Prose | Mode::Fence { .. } => {}
             Mode::Tag(reader) => self.emit.text(reader.raw()),
@@ -609,6 +684,25 @@ impl ParserMachine {
     }
 }
 
+/// True when a `-` may extend the space held after a block: the space may hold
+/// one line of three dashes.
+fn separator_grows(space: &str) -> bool {
+    match space.bytes().filter(|&b| b == b'-').count() {
+        0 => space.ends_with('\n'),
+        1 | 2 => space.ends_with('-'),
+        _ => false,
+    }
+}
+
+/// True when the space held after a block is whitespace, or holds a whole `---`
+/// line.
+fn separator_done(space: &str) -> bool {
+    match space.find('-') {
+        None => true,
+        Some(at) => space[at..].starts_with("---") && space[at + 3..].contains('\n'),
+    }
+}
+
 /// A tool-call block being read.
 #[derive(Debug)]
 #[expect(clippy::large_enum_variant, reason = "always boxed, as a whole")]
@@ -620,6 +714,8 @@ enum Block {
     Hermes(Hermes),
     Xml(Xml),
     Protocol(Protocol),
+    /// A result, in transcript mode.
+    Response(Response),
 }
 
 #[derive(Debug)]
@@ -669,6 +765,7 @@ impl Block {
             Block::Hermes(block) => block.feed(input, ctx)?,
             Block::Xml(block) => block.feed(input, ctx)?,
             Block::Protocol(block) => block.feed(input, ctx)?,
+            Block::Response(block) => block.feed(input, ctx),
         };
         Ok(match step {
             json_block::Step::More => BlockStep::More,
@@ -683,7 +780,7 @@ impl Block {
     /// (its raw text is then text).
     fn end(&mut self, ctx: &mut Ctx<'_>) -> Result<bool, Error> {
         match self {
-            Block::Pending(_) => Ok(false),
+            Block::Pending(_) | Block::Response(_) => Ok(false),
             Block::Tagged(block) => block.end(ctx).map(|()| true),
             Block::Hermes(block) => block.end(ctx).map(|()| true),
             Block::Xml(block) => block.end(ctx),

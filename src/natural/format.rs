@@ -1,0 +1,628 @@
+//! The text form of tool calls and tool results: written by the transformer,
+//! read back by the parser. Both sides live here so that they cannot drift apart.
+//!
+//! A call, in the two dialects the transformer writes:
+//!
+//! ```text
+//! <tool_call name="get_weather" id="call_1">
+//! {
+//!   "city": "Paris"
+//! }
+//! </tool_call>
+//!
+//! <tool_call>
+//! {"name": "get_weather", "id": "call_1", "arguments": {"city": "Paris"}}
+//! </tool_call>
+//! ```
+//!
+//! A result:
+//!
+//! ```text
+//! <tool_response name="get_weather" id="call_1">
+//! 18°C and sunny
+//! </tool_response>
+//!
+//! <tool_response>
+//! {"name": "get_weather", "id": "call_1", "content": "18°C and sunny"}
+//! </tool_response>
+//! ```
+//!
+//! The *body* of a result holds its content blocks, one after another on their
+//! own lines. A text block is written as plain text; a text that is compact JSON
+//! of an object or an array as pretty JSON; a text that would be misread (empty,
+//! JSON-looking, holding `</tool_response>` or a placeholder line) as a JSON
+//! string. An image or document block cannot live in text: it is written as a
+//! placeholder line (`[image 1: image/png]`, numbered within the message) and
+//! travels as a content block of the same message.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{ContentBlock, InvalidCall, Media, MediaSource, Metadata, ToolCall, ToolResult};
+
+/// The closing tag of a result.
+pub(crate) const RESPONSE_CLOSE: &str = "</tool_response>";
+
+/// The line between consecutive calls, and between consecutive results.
+pub(crate) const SEPARATOR: &str = "\n---\n";
+
+/// The dialects the transformer writes calls and results in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum RenderDialect {
+    /// `<tool_call name="F" id="…">` + pretty JSON arguments;
+    /// `<tool_response name="F" id="…">` + the result (the default).
+    #[default]
+    Tagged,
+    /// Hermes / Qwen2.5: `<tool_call>{"name": F, "id": …, "arguments": {…}}</tool_call>`;
+    /// `<tool_response>{"name": F, "id": …, "content": …}</tool_response>`.
+    Hermes,
+}
+
+impl RenderDialect {
+    /// The CLI name: `tagged` or `hermes`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RenderDialect::Tagged => "tagged",
+            RenderDialect::Hermes => "hermes",
+        }
+    }
+}
+
+impl std::fmt::Display for RenderDialect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for RenderDialect {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name {
+            "tagged" => Ok(RenderDialect::Tagged),
+            "hermes" => Ok(RenderDialect::Hermes),
+            _ => Err(format!(
+                "unknown dialect `{name}`; the transformer writes: tagged, hermes"
+            )),
+        }
+    }
+}
+
+/// Writes one call.
+pub(crate) fn write_call(out: &mut String, call: &ToolCall, dialect: RenderDialect) {
+    match dialect {
+        RenderDialect::Tagged => {
+            out.push_str("<tool_call name=");
+            push_attr(out, &call.name);
+            out.push_str(" id=");
+            push_attr(out, &call.id);
+            out.push_str(">\n");
+            out.push_str(&pretty(&call.arguments));
+            out.push_str("\n</tool_call>");
+        }
+        RenderDialect::Hermes => {
+            #[derive(Serialize)]
+            struct Wire<'a> {
+                name: &'a str,
+                id: &'a str,
+                arguments: &'a Value,
+            }
+            let wire = Wire {
+                name: &call.name,
+                id: &call.id,
+                arguments: &call.arguments,
+            };
+            out.push_str("<tool_call>\n");
+            out.push_str(&spaced(&wire));
+            out.push_str("\n</tool_call>");
+        }
+    }
+}
+
+/// A sample call with arguments `arguments`, as a model should write it (no id).
+pub(crate) fn write_example(
+    out: &mut String,
+    name: &str,
+    arguments: &Value,
+    dialect: RenderDialect,
+) {
+    match dialect {
+        RenderDialect::Tagged => {
+            out.push_str("<tool_call name=");
+            push_attr(out, name);
+            out.push_str(">\n");
+            out.push_str(&pretty(arguments));
+            out.push_str("\n</tool_call>");
+        }
+        RenderDialect::Hermes => {
+            let wire = serde_json::json!({"name": name, "arguments": arguments});
+            out.push_str("<tool_call>\n");
+            out.push_str(&spaced(&wire));
+            out.push_str("\n</tool_call>");
+        }
+    }
+}
+
+/// Writes one result. Its media blocks are numbered from `media.len() + 1` and
+/// pushed to `media`, each with the offset in `out` just after its placeholder
+/// line, where the block belongs.
+pub(crate) fn write_result(
+    out: &mut String,
+    result: &ToolResult,
+    dialect: RenderDialect,
+    media: &mut Vec<(usize, ContentBlock)>,
+) {
+    match dialect {
+        RenderDialect::Tagged => {
+            out.push_str("<tool_response name=");
+            push_attr(out, &result.name);
+            out.push_str(" id=");
+            push_attr(out, &result.call_id);
+            if result.is_error {
+                out.push_str(" is_error=\"true\"");
+            }
+            out.push_str(">\n");
+            write_body(out, &result.content, media);
+            out.push('\n');
+            out.push_str(RESPONSE_CLOSE);
+        }
+        RenderDialect::Hermes => {
+            let mut body = String::new();
+            let mut own_media = Vec::new();
+            let content = match structured(&result.content) {
+                Some(value) => value,
+                None => {
+                    write_body(&mut body, &result.content, &mut own_media);
+                    Value::String(body)
+                }
+            };
+            #[derive(Serialize)]
+            struct Wire<'a> {
+                name: &'a str,
+                id: &'a str,
+                content: Value,
+                #[serde(skip_serializing_if = "std::ops::Not::not")]
+                is_error: bool,
+            }
+            let wire = Wire {
+                name: &result.name,
+                id: &result.call_id,
+                content,
+                is_error: result.is_error,
+            };
+            out.push_str("<tool_response>\n");
+            out.push_str(&spaced(&wire).replace("</", "<\\/"));
+            // Placeholders sit inside a JSON string here: the blocks follow the line.
+            out.push('\n');
+            let at = out.len();
+            media.extend(own_media.into_iter().map(|(_, block)| (at, block)));
+            out.push_str(RESPONSE_CLOSE);
+        }
+    }
+}
+
+/// The content of a single text block holding compact JSON of an object or an
+/// array, as that JSON (the Hermes `content` is then the value itself).
+fn structured(content: &[ContentBlock]) -> Option<Value> {
+    match content {
+        [ContentBlock::Text { text }] => compact_structure(text),
+        _ => None,
+    }
+}
+
+/// `text` parsed, when it is exactly the compact JSON of an object or array.
+fn compact_structure(text: &str) -> Option<Value> {
+    if !text.starts_with(['{', '[']) {
+        return None;
+    }
+    let value: Value = serde_json::from_str(text).ok()?;
+    (value.is_object() || value.is_array())
+        .then(|| serde_json::to_string(&value).ok())
+        .flatten()
+        .filter(|compact| compact == text)
+        .map(|_| value)
+}
+
+/// Writes the body: the blocks on their own lines.
+fn write_body(out: &mut String, content: &[ContentBlock], media: &mut Vec<(usize, ContentBlock)>) {
+    for (i, block) in content.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        match block {
+            ContentBlock::Text { text } => write_text(out, text),
+            ContentBlock::Image(m) | ContentBlock::Document(m) => {
+                let kind = match block {
+                    ContentBlock::Image(_) => "image",
+                    _ => "document",
+                };
+                out.push_str(&format!("[{kind} {}: {}]", media.len() + 1, describe(m)));
+                media.push((out.len() + 1, block.clone()));
+            }
+        }
+    }
+}
+
+fn write_text(out: &mut String, text: &str) {
+    if let Some(value) = compact_structure(text) {
+        out.push_str(&pretty(&value).replace("</", "<\\/"));
+    } else if misread(text) {
+        let quoted = serde_json::to_string(text).expect("a string serialises");
+        out.push_str(&quoted.replace("</", "<\\/"));
+    } else {
+        out.push_str(text);
+    }
+}
+
+/// True when `text` written plainly would not read back as itself.
+fn misread(text: &str) -> bool {
+    text.is_empty()
+        || text.contains(RESPONSE_CLOSE)
+        || text.lines().any(|line| placeholder(line).is_some())
+        || serde_json::from_str::<Value>(text)
+            .is_ok_and(|value| value.is_object() || value.is_array() || value.is_string())
+}
+
+/// What a placeholder line says of its media.
+fn describe(media: &Media) -> String {
+    let mut text = match &media.source {
+        MediaSource::Base64 { media_type, .. } => media_type.clone(),
+        MediaSource::Url { url, .. } => url.clone(),
+    };
+    if let Some(name) = &media.name {
+        text.push_str(", ");
+        text.push_str(name);
+    }
+    text.replace([']', '\n'], " ")
+}
+
+/// The kind of media a placeholder line stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MediaKind {
+    Image,
+    Document,
+}
+
+/// Reads a placeholder line: `[image 3: …]` → (image, 3).
+pub(crate) fn placeholder(line: &str) -> Option<(MediaKind, usize)> {
+    let inner = line.strip_prefix('[')?.strip_suffix(']')?;
+    let (kind, rest) = if let Some(rest) = inner.strip_prefix("image ") {
+        (MediaKind::Image, rest)
+    } else {
+        (MediaKind::Document, inner.strip_prefix("document ")?)
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let number = rest[..digits].parse().ok()?;
+    let tail = &rest[digits..];
+    let plain = tail.is_empty() || (tail.starts_with(": ") && !tail.contains(']'));
+    (plain && number > 0).then_some((kind, number))
+}
+
+/// Reads a result body back into content blocks. A placeholder line becomes a
+/// text block holding just that line, for the caller to swap for its media.
+pub(crate) fn read_body(body: &str) -> Vec<ContentBlock> {
+    let mut content = Vec::new();
+    let mut text: Option<String> = None;
+    for line in body.split('\n') {
+        if placeholder(line).is_some() {
+            if let Some(text) = text.take() {
+                content.push(ContentBlock::text(read_text(&text)));
+            }
+            content.push(ContentBlock::text(line));
+        } else if let Some(text) = &mut text {
+            text.push('\n');
+            text.push_str(line);
+        } else {
+            text = Some(line.to_owned());
+        }
+    }
+    match text {
+        Some(text) if !(text.is_empty() && content.is_empty() && body.is_empty()) => {
+            content.push(ContentBlock::text(read_text(&text)));
+        }
+        _ => {}
+    }
+    content
+}
+
+fn read_text(text: &str) -> String {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::String(text)) => text,
+        Ok(value @ (Value::Object(_) | Value::Array(_))) => {
+            serde_json::to_string(&value).expect("a value serialises")
+        }
+        _ => text.to_owned(),
+    }
+}
+
+/// Reads the Hermes form of a result's JSON: `{"name", "id", "content", "is_error"}`.
+/// `None` when `body` is not such an object.
+pub(crate) fn read_hermes_result(body: &str) -> Option<ToolResult> {
+    let Value::Object(mut object) = serde_json::from_str(body.trim()).ok()? else {
+        return None;
+    };
+    let content = object.remove("content")?;
+    let text = |value: Option<Value>| match value {
+        Some(Value::String(text)) => text,
+        _ => String::new(),
+    };
+    let content = match content {
+        Value::String(body) => read_body(&body),
+        value => vec![ContentBlock::text(
+            serde_json::to_string(&value).expect("a value serialises"),
+        )],
+    };
+    let id = object
+        .remove("id")
+        .or_else(|| object.remove("tool_call_id"));
+    Some(ToolResult {
+        call_id: text(id),
+        name: text(object.remove("name")),
+        content,
+        is_error: object.remove("is_error") == Some(Value::Bool(true)),
+        metadata: Default::default(),
+    })
+}
+
+/// The data of a call and its result that has no place in the text.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Extras {
+    #[serde(default, skip_serializing_if = "Metadata::is_empty")]
+    call_metadata: Metadata,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    provider_executed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    invalid: Option<InvalidCall>,
+    #[serde(default, skip_serializing_if = "Metadata::is_empty")]
+    result_metadata: Metadata,
+}
+
+/// The extras of `calls` and their `results` (in call order, or none), by call
+/// id; `None` when there are none.
+pub(crate) fn extras(calls: &[ToolCall], results: &[ToolResult]) -> Option<Value> {
+    let mut by_id = serde_json::Map::new();
+    for (i, call) in calls.iter().enumerate() {
+        let extras = Extras {
+            call_metadata: call.metadata.clone(),
+            provider_executed: call.provider_executed,
+            invalid: call.invalid.clone(),
+            result_metadata: results
+                .get(i)
+                .map(|r| r.metadata.clone())
+                .unwrap_or_default(),
+        };
+        let value = serde_json::to_value(extras).expect("extras serialise");
+        if value.as_object().is_some_and(|object| !object.is_empty()) {
+            by_id.insert(call.id.clone(), value);
+        }
+    }
+    (!by_id.is_empty()).then_some(Value::Object(by_id))
+}
+
+/// Puts the extras written by [`extras`] back on the calls and results they
+/// belong to.
+pub(crate) fn apply_extras(extras: &Value, calls: &mut [ToolCall], results: &mut [ToolResult]) {
+    let Some(by_id) = extras.as_object() else {
+        return;
+    };
+    for call in calls {
+        let Some(extras) = by_id.get(&call.id) else {
+            continue;
+        };
+        let Ok(extras) = Extras::deserialize(extras) else {
+            continue;
+        };
+        call.metadata = extras.call_metadata;
+        call.provider_executed = extras.provider_executed;
+        call.invalid = extras.invalid;
+        if let Some(result) = results.iter_mut().find(|r| r.call_id == call.id) {
+            result.metadata = extras.result_metadata;
+        }
+    }
+}
+
+/// Strips the newline after the opening tag and the one before the closing tag.
+pub(crate) fn unwrap_body(body: &str) -> &str {
+    let body = body.strip_prefix('\n').unwrap_or(body);
+    body.strip_suffix('\n').unwrap_or(body)
+}
+
+/// An attribute value in quotes: `"` unless the value holds one, then `'`.
+fn push_attr(out: &mut String, value: &str) {
+    let quote = if value.contains('"') { '\'' } else { '"' };
+    out.push(quote);
+    out.push_str(value);
+    out.push(quote);
+}
+
+/// Pretty JSON, two spaces of indent.
+fn pretty(value: &Value) -> String {
+    serde_json::to_string_pretty(value).expect("a value serialises")
+}
+
+/// One-line JSON with a space after `:` and `,`, as Python's `json.dumps` writes
+/// it (the form Hermes and Qwen chat templates show their models).
+fn spaced(value: &impl Serialize) -> String {
+    let mut out = Vec::new();
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, Spaced);
+    value
+        .serialize(&mut serializer)
+        .expect("a value serialises");
+    String::from_utf8(out).expect("JSON is UTF-8")
+}
+
+struct Spaced;
+
+impl serde_json::ser::Formatter for Spaced {
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            writer.write_all(b", ")
+        }
+    }
+
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            writer.write_all(b", ")
+        }
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+    ) -> std::io::Result<()> {
+        writer.write_all(b": ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn body(content: &[ContentBlock]) -> String {
+        let mut out = String::new();
+        write_body(&mut out, content, &mut Vec::new());
+        out
+    }
+
+    #[test]
+    fn every_text_reads_back_as_itself() {
+        for text in [
+            "18°C",
+            "42",
+            "true",
+            "null",
+            "",
+            "\"quoted\"",
+            "{\"a\":1}",
+            "{\"a\": 1}",
+            "[1,2]",
+            "{\n  \"a\": 1\n}",
+            "ends with a newline\n",
+            "\nstarts with one",
+            "a</tool_response>b",
+            "[image 1: image/png]",
+            "before\n[document 2]\nafter",
+            "{not json",
+        ] {
+            let written = body(&[ContentBlock::text(text)]);
+            assert_eq!(
+                read_body(&written),
+                vec![ContentBlock::text(text)],
+                "{written:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn structured_text_is_pretty_and_plain_text_is_plain() {
+        assert_eq!(
+            body(&[ContentBlock::text("{\"a\":[1,2]}")]),
+            "{\n  \"a\": [\n    1,\n    2\n  ]\n}"
+        );
+        assert_eq!(
+            body(&[ContentBlock::text("18°C and sunny")]),
+            "18°C and sunny"
+        );
+        assert_eq!(body(&[ContentBlock::text("42")]), "42");
+        assert_eq!(
+            body(&[ContentBlock::text("{\"a\": 1}")]),
+            "\"{\\\"a\\\": 1}\""
+        );
+    }
+
+    #[test]
+    fn media_become_numbered_placeholders_at_their_place() {
+        let image = ContentBlock::image_bytes("image/png", b"png");
+        let document = ContentBlock::Document(
+            Media::from_bytes("application/pdf", b"%PDF").with_name("r.pdf"),
+        );
+        let mut media = Vec::new();
+        let mut out = String::from("x");
+        write_body(
+            &mut out,
+            &[
+                ContentBlock::text("Drawn."),
+                image.clone(),
+                document.clone(),
+            ],
+            &mut media,
+        );
+        assert_eq!(
+            out,
+            "xDrawn.\n[image 1: image/png]\n[document 2: application/pdf, r.pdf]"
+        );
+        assert_eq!(media[0], (out.find("\n[doc").unwrap() + 1, image));
+        assert_eq!(media[1], (out.len() + 1, document));
+        let read = read_body(&out[1..]);
+        assert_eq!(read[1], ContentBlock::text("[image 1: image/png]"));
+        assert_eq!(
+            placeholder("[document 2: application/pdf, r.pdf]"),
+            Some((MediaKind::Document, 2))
+        );
+        assert_eq!(placeholder("[image 0]"), None);
+        assert_eq!(placeholder("[image 1] and more"), None);
+    }
+
+    #[test]
+    fn hermes_results_carry_everything_in_json() {
+        let result = ToolResult {
+            is_error: true,
+            ..ToolResult::text("call_1", "f", "a</b>")
+        };
+        let mut out = String::new();
+        write_result(&mut out, &result, RenderDialect::Hermes, &mut Vec::new());
+        assert_eq!(
+            out,
+            "<tool_response>\n{\"name\": \"f\", \"id\": \"call_1\", \"content\": \"a<\\/b>\", \"is_error\": true}\n</tool_response>"
+        );
+        let body = out
+            .strip_prefix("<tool_response>")
+            .unwrap()
+            .strip_suffix(RESPONSE_CLOSE)
+            .unwrap();
+        assert_eq!(read_hermes_result(body), Some(result));
+        let structured = ToolResult::text("c", "f", "{\"a\":1}");
+        let mut out = String::new();
+        write_result(
+            &mut out,
+            &structured,
+            RenderDialect::Hermes,
+            &mut Vec::new(),
+        );
+        assert!(out.contains("\"content\": {\"a\": 1}"), "{out}");
+        assert_eq!(
+            read_hermes_result("{\"content\": 42}").unwrap().content,
+            vec![ContentBlock::text("42")]
+        );
+    }
+
+    #[test]
+    fn calls_in_both_dialects() {
+        let call = ToolCall::new("call_1", "get_weather", json!({"city": "Paris"}));
+        let mut out = String::new();
+        write_call(&mut out, &call, RenderDialect::Tagged);
+        assert_eq!(
+            out,
+            "<tool_call name=\"get_weather\" id=\"call_1\">\n{\n  \"city\": \"Paris\"\n}\n</tool_call>"
+        );
+        let mut out = String::new();
+        write_call(&mut out, &call, RenderDialect::Hermes);
+        assert_eq!(
+            out,
+            "<tool_call>\n{\"name\": \"get_weather\", \"id\": \"call_1\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
+        );
+    }
+}

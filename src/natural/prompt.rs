@@ -1,0 +1,229 @@
+//! The system-prompt section that tells a model without native tool calling
+//! which tools it has and how to call them.
+
+use serde_json::{Map, Value};
+
+use super::format::{self, RenderDialect};
+use crate::message::{MultimodalMessage, TextMessage};
+use crate::{ContentBlock, Message, Role, ToolChoice, ToolSpec};
+
+/// How the section starts: also how an earlier one is found.
+const START: &str = "# Tools\n\nYou can call tools to help you answer.";
+/// How the section ends.
+const END: &str = "Call a tool only when you need it; otherwise answer directly.";
+
+/// The section for `tools`: each tool's name, description, JSON Schema and one
+/// example call in `dialect`, then how calls and results go.
+pub(crate) fn section(
+    tools: &[ToolSpec],
+    choice: Option<&ToolChoice>,
+    dialect: RenderDialect,
+) -> String {
+    let mut text = String::from(START);
+    text.push_str(
+        " Each tool is listed below with the JSON Schema of its arguments and an example call.\n",
+    );
+    for tool in tools {
+        text.push_str("\n## ");
+        text.push_str(&tool.name);
+        text.push_str("\n\n");
+        if !tool.description.is_empty() {
+            text.push_str(tool.description.trim());
+            text.push_str("\n\n");
+        }
+        text.push_str("Arguments (JSON Schema): ");
+        text.push_str(&tool.parameters.to_string());
+        text.push_str("\n\nExample:\n");
+        let arguments = example(&tool.parameters, &tool.parameters, 0);
+        format::write_example(&mut text, &tool.name, &arguments, dialect);
+        text.push('\n');
+    }
+    text.push_str(
+        "\n## How to call tools\n\nTo call a tool, write a <tool_call> block as in the examples, \
+         with arguments that match its schema; to call several tools, write one block after \
+         another. Then stop: the results come back in <tool_response> blocks in the next \
+         message.",
+    );
+    match choice {
+        Some(ToolChoice::Required) => text.push_str(" You must call at least one tool now."),
+        Some(ToolChoice::Tool(name)) => {
+            text.push_str(&format!(" You must call the tool `{name}` now."));
+        }
+        _ => {}
+    }
+    text.push(' ');
+    text.push_str(END);
+    text
+}
+
+/// Puts `section` into the system message — once: a history that holds it
+/// already is left alone, an earlier section is replaced, and without a system
+/// message one is created first.
+pub(crate) fn install(messages: &mut Vec<Message>, section: &str) {
+    let system = messages.iter_mut().find_map(|message| match message {
+        Message::Text(TextMessage {
+            role: Role::System,
+            text,
+            ..
+        }) => Some(text),
+        Message::Multimodal(MultimodalMessage {
+            role: Role::System,
+            content,
+            ..
+        }) => {
+            if !content
+                .iter()
+                .any(|b| b.as_text().is_some_and(|t| t.contains(START)))
+            {
+                content.push(ContentBlock::text(""));
+            }
+            content.iter_mut().rev().find_map(|block| match block {
+                ContentBlock::Text { text } if text.is_empty() || text.contains(START) => {
+                    Some(text)
+                }
+                _ => None,
+            })
+        }
+        _ => None,
+    });
+    let Some(text) = system else {
+        messages.insert(0, Message::system(section));
+        return;
+    };
+    if let Some(start) = text.find(START) {
+        let end = text[start..]
+            .find(END)
+            .map_or(text.len(), |at| start + at + END.len());
+        text.replace_range(start..end, section);
+    } else {
+        if !text.is_empty() {
+            text.push_str("\n\n");
+        }
+        text.push_str(section);
+    }
+}
+
+/// Example arguments for a schema: its own examples or defaults where it has
+/// them, else a plain value of each type; objects list their required
+/// properties (all of them when none is required).
+fn example(schema: &Value, root: &Value, depth: usize) -> Value {
+    let Some(schema) = schema.as_object().filter(|_| depth < 8) else {
+        return Value::Null;
+    };
+    if let Some(target) = schema.get("$ref").and_then(Value::as_str) {
+        return resolve(root, target).map_or(Value::Null, |s| example(s, root, depth + 1));
+    }
+    let given = schema
+        .get("examples")
+        .and_then(|e| e.as_array()?.first())
+        .or_else(|| schema.get("example"))
+        .or_else(|| schema.get("default"))
+        .or_else(|| schema.get("const"))
+        .or_else(|| schema.get("enum")?.as_array()?.first());
+    if let Some(value) = given {
+        return value.clone();
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(first) = schema.get(key).and_then(|all| all.as_array()?.first()) {
+            return example(first, root, depth + 1);
+        }
+    }
+    let kind = match schema.get("type") {
+        Some(Value::String(kind)) => kind.as_str(),
+        Some(Value::Array(kinds)) => kinds
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|kind| *kind != "null")
+            .unwrap_or("null"),
+        _ if schema.contains_key("properties") => "object",
+        _ => "string",
+    };
+    match kind {
+        "object" => {
+            let empty = Map::new();
+            let properties = schema
+                .get("properties")
+                .and_then(Value::as_object)
+                .unwrap_or(&empty);
+            let required: Vec<&str> = schema
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|names| names.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            properties
+                .iter()
+                .filter(|(name, _)| required.is_empty() || required.contains(&name.as_str()))
+                .map(|(name, property)| (name.clone(), example(property, root, depth + 1)))
+                .collect::<Map<_, _>>()
+                .into()
+        }
+        "array" => {
+            let item = schema
+                .get("items")
+                .map_or(Value::Null, |items| example(items, root, depth + 1));
+            Value::Array(vec![item])
+        }
+        "integer" => schema.get("minimum").cloned().unwrap_or(Value::from(1)),
+        "number" => schema.get("minimum").cloned().unwrap_or(Value::from(1.5)),
+        "boolean" => Value::Bool(true),
+        "null" => Value::Null,
+        _ => Value::from("text"),
+    }
+}
+
+/// A local reference (`#/$defs/Name`) in the root schema.
+fn resolve<'a>(root: &'a Value, target: &str) -> Option<&'a Value> {
+    root.pointer(target.strip_prefix('#')?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn examples_follow_the_schema() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "unit": {"enum": ["celsius", "fahrenheit"]},
+                "days": {"type": "integer", "minimum": 1},
+                "at": {"$ref": "#/$defs/Point"},
+                "optional": {"type": "boolean"}
+            },
+            "required": ["city", "unit", "days", "at"],
+            "$defs": {"Point": {"type": "object", "properties": {"x": {"type": "number"}}}}
+        });
+        assert_eq!(
+            example(&schema, &schema, 0),
+            json!({"city": "text", "unit": "celsius", "days": 1, "at": {"x": 1.5}})
+        );
+    }
+
+    #[test]
+    fn the_section_is_installed_once_and_replaced_when_tools_change() {
+        let tools = [ToolSpec::new("add", "Adds.", json!({"type": "object"}))];
+        let first = section(&tools, None, RenderDialect::Tagged);
+        let mut messages = vec![Message::system("Be brief."), Message::user("hi")];
+        install(&mut messages, &first);
+        let once = messages.clone();
+        install(&mut messages, &first);
+        assert_eq!(messages, once);
+        assert_eq!(
+            messages[0].as_text().unwrap(),
+            format!("Be brief.\n\n{first}")
+        );
+
+        let second = section(&tools, Some(&ToolChoice::Required), RenderDialect::Hermes);
+        install(&mut messages, &second);
+        assert_eq!(
+            messages[0].as_text().unwrap(),
+            format!("Be brief.\n\n{second}")
+        );
+
+        let mut bare = vec![Message::user("hi")];
+        install(&mut bare, &first);
+        assert_eq!(bare[0], Message::system(first.clone()));
+    }
+}

@@ -1,0 +1,442 @@
+//! The natural tool use transformer: tool calls and their results → text, for
+//! models without native tool calling. The reverse of the parser.
+
+use std::collections::HashSet;
+
+use super::format::{self, RenderDialect, SEPARATOR};
+use crate::message::{MultimodalMessage, TextMessage, ToolAggregateMessage};
+use crate::service::{Machine, MachineFactory, MachineLayer, Output};
+use crate::{
+    ChatRequest, ContentBlock, Error, Event, Joiner, Message, Metadata, Role, TextDelta, ToolCall,
+    ToolCallDelta, ToolResult,
+};
+
+/// The stage name in errors.
+const STAGE: &str = "natural tool use transformer";
+
+/// The metadata key under which call and result data that has no place in the
+/// text (their own metadata, `provider_executed`, `invalid`) is kept.
+pub const TOOL_METADATA_KEY: &str = "tool_metadata";
+
+/// Rewrites tool calls and their results as text, for models without native
+/// tool calling: `tool_aggregate` messages (and `tool_calls` / `tool_results`
+/// messages) become `<tool_call>` and `<tool_response>` blocks.
+///
+/// ```text
+/// <tool_call name="get_weather" id="call_1">
+/// {
+///   "location": "San Francisco, CA"
+/// }
+/// </tool_call>
+/// <tool_response name="get_weather" id="call_1">
+/// 18°C and sunny
+/// </tool_response>
+/// ```
+///
+/// **Roles and consolidation.** A call is what the model wrote, a result what
+/// came back; so the calls go into an assistant message and the results into a
+/// user message after it. A turn `assistant text + aggregate(s) + assistant text`
+/// becomes `assistant (text, then the calls)`, `user (the results)`, `assistant
+/// (the text after)`: the same shape as native tool calling with the `tool` role
+/// read as `user`, so whatever alternation of roles a provider demands of native
+/// histories holds for the rendered one too. Several calls of one aggregate, and
+/// their results, are separated by a line `---`; the i-th result answers the i-th
+/// call.
+///
+/// **Results.** Text as plain text; a result that is compact JSON of an object or
+/// array as pretty JSON; an error result carries `is_error="true"`. Image and
+/// document blocks cannot live in text: each leaves a placeholder line
+/// (`[image 1: image/png]`) and travels as a content block of the same user
+/// message, right after its line (the message is then `multimodal`).
+///
+/// **Metadata.** An assistant message built from several sources takes each key
+/// from the first source that has it (`Metadata::merge_missing`, earliest first);
+/// the results message carries the aggregate's metadata whole, so every source's
+/// metadata, generation ids included, survives in full in one message. Call and
+/// result metadata, `provider_executed` and `invalid` are kept under the key
+/// [`TOOL_METADATA_KEY`] of the results message.
+///
+/// **Errors.** A result without its call (in an aggregate, or a `tool_results`
+/// message whose call never came), or a call of an aggregate without its result,
+/// is [`Error::ToolPairing`], naming the message and the call id.
+///
+/// The parser reads the format back in transcript mode
+/// ([`NaturalToolUseParser::read_history`](super::NaturalToolUseParser::read_history)),
+/// so `read_history(render(x)) == x`.
+///
+/// ```
+/// use lmstack::natural::NaturalToolUseTransformer;
+/// use lmstack::{Message, ToolCall, ToolResult};
+/// use serde_json::json;
+///
+/// let history = vec![
+///     Message::user("Weather in Paris?"),
+///     Message::tool_aggregate(
+///         vec![ToolCall::new("call_1", "get_weather", json!({"city": "Paris"}))],
+///         vec![ToolResult::text("call_1", "get_weather", "18°C")],
+///     ),
+/// ];
+/// let rendered = NaturalToolUseTransformer::new().render(history).unwrap();
+/// assert_eq!(rendered[1], Message::assistant(
+///     "<tool_call name=\"get_weather\" id=\"call_1\">\n{\n  \"city\": \"Paris\"\n}\n</tool_call>",
+/// ));
+/// assert_eq!(rendered[2], Message::user(
+///     "<tool_response name=\"get_weather\" id=\"call_1\">\n18°C\n</tool_response>",
+/// ));
+/// ```
+#[derive(Clone, Debug)]
+pub struct NaturalToolUseTransformer {
+    dialect: RenderDialect,
+    call_limit: usize,
+}
+
+/// The tower layer of the transformer: rewrites the calls and results of the
+/// replies that pass through it.
+pub type NaturalToolUseTransformerLayer = MachineLayer<NaturalToolUseTransformer>;
+
+impl Default for NaturalToolUseTransformer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl NaturalToolUseTransformer {
+    /// The tagged dialect; streamed call deltas gathered up to 8 MiB.
+    pub fn new() -> Self {
+        NaturalToolUseTransformer {
+            dialect: RenderDialect::Tagged,
+            call_limit: 8 << 20,
+        }
+    }
+
+    /// Which dialect to write: `Tagged` (the default) or `Hermes` (for
+    /// Qwen-family models).
+    pub fn dialect(mut self, dialect: RenderDialect) -> Self {
+        self.dialect = dialect;
+        self
+    }
+
+    /// The most bytes of streamed tool-call deltas gathered before a call is
+    /// written; past it the reply fails with [`Error::LimitExceeded`].
+    pub fn call_limit(mut self, bytes: usize) -> Self {
+        self.call_limit = bytes;
+        self
+    }
+
+    /// The dialect it writes.
+    pub(crate) fn written(&self) -> RenderDialect {
+        self.dialect
+    }
+
+    /// The tower layer.
+    pub fn layer(&self) -> NaturalToolUseTransformerLayer {
+        MachineLayer::new(self.clone())
+    }
+
+    /// A state machine for one reply (see [`Machine`]); `known_calls` are the ids
+    /// of the calls made before it, which its `tool_results` may answer.
+    pub fn machine<I>(&self, known_calls: I) -> TransformerMachine
+    where
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        TransformerMachine {
+            dialect: self.dialect,
+            call_limit: self.call_limit,
+            position: 0,
+            known: known_calls.into_iter().map(Into::into).collect(),
+            held: None,
+            run: None,
+            deltas: None,
+        }
+    }
+
+    /// Rewrites a whole history: the same machine, fed every message.
+    pub fn render(&self, messages: Vec<Message>) -> Result<Vec<Message>, Error> {
+        let mut machine = self.machine(Vec::<String>::new());
+        let mut out = Output::new();
+        for message in messages {
+            machine.push(Event::message(message), &mut out)?;
+        }
+        machine.finish(&mut out)?;
+        Ok(Joiner::join(out.drain()))
+    }
+}
+
+impl MachineFactory for NaturalToolUseTransformer {
+    type Machine = TransformerMachine;
+
+    fn start(&self, request: &mut ChatRequest) -> Result<TransformerMachine, Error> {
+        let known = request.messages.iter().flat_map(Message::calls);
+        Ok(self.machine(known.map(|call| call.id.clone())))
+    }
+}
+
+/// The transformer's state machine for one reply or history: messages and
+/// events in, the same with calls and results written as text out.
+///
+/// Streamed tool-call deltas are gathered until their run ends and then written
+/// like a `tool_calls` message, so both modes give the same text. Events of
+/// other kinds pass through.
+#[derive(Debug)]
+pub struct TransformerMachine {
+    dialect: RenderDialect,
+    call_limit: usize,
+    /// The position of the next input message, for errors.
+    position: usize,
+    /// Ids of the calls seen so far.
+    known: HashSet<String>,
+    /// An assistant message that calls may still be appended to.
+    held: Option<Message>,
+    /// The assistant text run being streamed: `Some(true)` when calls written
+    /// after it need a newline first.
+    run: Option<bool>,
+    /// Streamed call deltas, and their size.
+    deltas: Option<(Joiner, usize)>,
+}
+
+impl Machine for TransformerMachine {
+    fn push(&mut self, event: Event, out: &mut Output) -> Result<(), Error> {
+        if let Event::ToolCallDelta(delta) = event {
+            return self.gather(delta);
+        }
+        self.end_deltas(out)?;
+        match event {
+            Event::TextDelta(delta) => {
+                self.release(out);
+                if !delta.text.is_empty() {
+                    self.run = Some(!delta.text.ends_with('\n'));
+                } else if !delta.metadata.is_empty() {
+                    self.run.get_or_insert(false);
+                }
+                out.push(Event::TextDelta(delta));
+            }
+            Event::Message { message } => {
+                self.message(message, out)?;
+                self.position += 1;
+            }
+            other => {
+                self.release(out);
+                self.run = None;
+                out.push(other);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, out: &mut Output) -> Result<(), Error> {
+        self.end_deltas(out)?;
+        self.release(out);
+        Ok(())
+    }
+}
+
+impl TransformerMachine {
+    fn message(&mut self, message: Message, out: &mut Output) -> Result<(), Error> {
+        match message {
+            Message::ToolAggregate(aggregate) => {
+                let ToolAggregateMessage {
+                    calls,
+                    results,
+                    mut metadata,
+                } = aggregate;
+                let results = self.pair(&calls, results)?;
+                let text = self.write_calls(&calls);
+                self.append(text, metadata.clone(), out);
+                if let Some(extras) = format::extras(&calls, &results) {
+                    metadata.insert(TOOL_METADATA_KEY, extras);
+                }
+                self.results(&results, metadata, out);
+            }
+            Message::ToolCalls(message) => {
+                let mut metadata = message.metadata;
+                if let Some(extras) = format::extras(&message.calls, &[]) {
+                    metadata.insert(TOOL_METADATA_KEY, extras);
+                }
+                let text = self.write_calls(&message.calls);
+                self.append(text, metadata, out);
+            }
+            Message::ToolResults(message) => {
+                if let Some(result) = message
+                    .results
+                    .iter()
+                    .find(|r| !self.known.contains(&r.call_id))
+                {
+                    return Err(self.unpaired(&result.call_id, "a result whose call never came"));
+                }
+                self.results(&message.results, message.metadata, out);
+            }
+            Message::Text(TextMessage {
+                role: Role::Assistant,
+                ..
+            })
+            | Message::Multimodal(MultimodalMessage {
+                role: Role::Assistant,
+                ..
+            }) => {
+                self.release(out);
+                self.run = None;
+                self.held = Some(message);
+            }
+            other => {
+                self.release(out);
+                self.run = None;
+                out.push(Event::message(other));
+            }
+        }
+        Ok(())
+    }
+
+    /// Orders an aggregate's results by its calls, or names the first that has
+    /// no partner.
+    fn pair(
+        &self,
+        calls: &[ToolCall],
+        mut results: Vec<ToolResult>,
+    ) -> Result<Vec<ToolResult>, Error> {
+        let mut ordered = Vec::with_capacity(calls.len());
+        for call in calls {
+            let Some(at) = results.iter().position(|r| r.call_id == call.id) else {
+                return Err(self.unpaired(&call.id, "a call without its result"));
+            };
+            ordered.push(results.remove(at));
+        }
+        match results.first() {
+            Some(result) => Err(self.unpaired(&result.call_id, "a result without its call")),
+            None => Ok(ordered),
+        }
+    }
+
+    fn unpaired(&self, call_id: &str, problem: &'static str) -> Error {
+        Error::ToolPairing {
+            stage: STAGE,
+            message: self.position,
+            call_id: call_id.to_owned(),
+            problem,
+        }
+    }
+
+    /// The text of calls, separated by `---` lines.
+    fn write_calls(&mut self, calls: &[ToolCall]) -> String {
+        let mut text = String::new();
+        for (i, call) in calls.iter().enumerate() {
+            if i > 0 {
+                text.push_str(SEPARATOR);
+            }
+            format::write_call(&mut text, call, self.dialect);
+            self.known.insert(call.id.clone());
+        }
+        text
+    }
+
+    /// Adds assistant text: to the held message or the streamed run when there
+    /// is one, on a line of its own.
+    fn append(&mut self, text: String, metadata: Metadata, out: &mut Output) {
+        match &mut self.held {
+            Some(Message::Text(held)) => {
+                push_line(&mut held.text, &text);
+                held.metadata.merge_missing(&metadata);
+            }
+            Some(Message::Multimodal(held)) => {
+                match held.content.last_mut() {
+                    Some(ContentBlock::Text { text: last }) => push_line(last, &text),
+                    _ => held.content.push(ContentBlock::text(text)),
+                }
+                held.metadata.merge_missing(&metadata);
+            }
+            _ => {
+                let text = match self.run {
+                    Some(true) => format!("\n{text}"),
+                    _ => text,
+                };
+                self.run = Some(true);
+                out.push(Event::TextDelta(TextDelta { text, metadata }));
+            }
+        }
+    }
+
+    /// Writes results as a user message.
+    fn results(&mut self, results: &[ToolResult], metadata: Metadata, out: &mut Output) {
+        self.release(out);
+        self.run = None;
+        let mut text = String::new();
+        let mut media = Vec::new();
+        for (i, result) in results.iter().enumerate() {
+            if i > 0 {
+                text.push_str(SEPARATOR);
+            }
+            format::write_result(&mut text, result, self.dialect, &mut media);
+        }
+        let message = if media.is_empty() {
+            Message::Text(TextMessage {
+                role: Role::User,
+                text,
+                metadata,
+            })
+        } else {
+            Message::Multimodal(MultimodalMessage {
+                role: Role::User,
+                content: interleave(&text, media),
+                metadata,
+            })
+        };
+        out.push(Event::message(message));
+    }
+
+    /// Hands out the held assistant message.
+    fn release(&mut self, out: &mut Output) {
+        if let Some(message) = self.held.take() {
+            out.push(Event::message(message));
+        }
+    }
+
+    fn gather(&mut self, delta: ToolCallDelta) -> Result<(), Error> {
+        let (joiner, size) = self.deltas.get_or_insert_with(Default::default);
+        *size += delta.arguments_delta.len();
+        if *size > self.call_limit {
+            return Err(Error::LimitExceeded {
+                stage: STAGE,
+                what: "streamed tool calls",
+                limit: self.call_limit,
+            });
+        }
+        joiner.push(Event::ToolCallDelta(delta));
+        Ok(())
+    }
+
+    /// The run of streamed call deltas ended: writes its calls.
+    fn end_deltas(&mut self, out: &mut Output) -> Result<(), Error> {
+        if let Some((joiner, _)) = self.deltas.take() {
+            for message in joiner.finish() {
+                self.message(message, out)?;
+            }
+            self.position += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Appends `text` on a line of its own.
+fn push_line(to: &mut String, text: &str) {
+    if !to.is_empty() && !to.ends_with('\n') {
+        to.push('\n');
+    }
+    to.push_str(text);
+}
+
+/// Splits `text` at the media offsets and puts each block in its place.
+fn interleave(text: &str, media: Vec<(usize, ContentBlock)>) -> Vec<ContentBlock> {
+    let mut content = Vec::with_capacity(2 * media.len() + 1);
+    let mut from = 0;
+    for (at, block) in media {
+        if at > from {
+            content.push(ContentBlock::text(&text[from..at]));
+            from = at;
+        }
+        content.push(block);
+    }
+    if from < text.len() {
+        content.push(ContentBlock::text(&text[from..]));
+    }
+    content
+}
