@@ -123,3 +123,69 @@ fn parse_checks_tools_from_a_file_and_prints_events() {
     assert!(!failing.status.success());
     assert!(String::from_utf8_lossy(&failing.stderr).contains("unknown_tool tool call"));
 }
+
+const HISTORY: &str = r#"{"type":"text","role":"user","text":"2 + 3?"}
+{"type":"tool_aggregate","calls":[{"id":"call_1","name":"add","arguments":{"a":2,"b":3}}],"results":[{"call_id":"call_1","name":"add","content":[{"type":"text","text":"5"}],"is_error":false}]}
+{"type":"text","role":"assistant","text":"5."}
+"#;
+
+#[test]
+fn render_writes_calls_and_results_as_text_and_read_reverses_it() {
+    let rendered = lmstack_with_stdin(&["render"], HISTORY);
+    assert!(
+        rendered.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rendered.stderr)
+    );
+    let text = String::from_utf8(rendered.stdout).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines[1],
+        serde_json::json!({"type": "text", "role": "assistant", "text":
+            "<tool_call name=\"add\" id=\"call_1\">\n{\n  \"a\": 2,\n  \"b\": 3\n}\n</tool_call>"})
+    );
+    assert_eq!(
+        lines[2],
+        serde_json::json!({"type": "text", "role": "user", "text":
+            "<tool_response name=\"add\" id=\"call_1\">\n5\n</tool_response>"})
+    );
+    assert_eq!(lines.len(), 4);
+
+    let read = lmstack_with_stdin(&["render", "--read"], &text);
+    let read: Vec<serde_json::Value> = String::from_utf8(read.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let want: Vec<serde_json::Value> = HISTORY
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(read, want);
+
+    let hermes = lmstack_with_stdin(&["render", "--dialect", "hermes"], HISTORY);
+    assert!(String::from_utf8(hermes.stdout).unwrap().contains(
+        r#"{\"name\": \"add\", \"id\": \"call_1\", \"arguments\": {\"a\": 2, \"b\": 3}}"#
+    ));
+}
+
+#[test]
+fn render_names_the_bad_line_and_the_unpaired_call() {
+    let bad = lmstack_with_stdin(
+        &["render"],
+        "{\"type\":\"text\",\"role\":\"user\",\"text\":\"hi\"}\nnot json\n",
+    );
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("the message on line 2"));
+    let orphan = r#"{"type":"tool_results","results":[{"call_id":"call_9","name":"add","content":[],"is_error":false}]}"#;
+    let unpaired = lmstack_with_stdin(&["render"], orphan);
+    assert!(!unpaired.status.success());
+    let stderr = String::from_utf8_lossy(&unpaired.stderr);
+    assert!(
+        stderr.contains("message 0") && stderr.contains("`call_9`"),
+        "{stderr}"
+    );
+}

@@ -167,12 +167,12 @@ pub(crate) fn write_result(
             out.push_str(RESPONSE_CLOSE);
         }
         RenderDialect::Hermes => {
-            let mut body = String::new();
-            let mut own_media = Vec::new();
+            let first = media.len();
             let content = match structured(&result.content) {
                 Some(value) => value,
                 None => {
-                    write_body(&mut body, &result.content, &mut own_media);
+                    let mut body = String::new();
+                    write_body(&mut body, &result.content, media);
                     Value::String(body)
                 }
             };
@@ -195,7 +195,9 @@ pub(crate) fn write_result(
             // Placeholders sit inside a JSON string here: the blocks follow the line.
             out.push('\n');
             let at = out.len();
-            media.extend(own_media.into_iter().map(|(_, block)| (at, block)));
+            media[first..]
+                .iter_mut()
+                .for_each(|(offset, _)| *offset = at);
             out.push_str(RESPONSE_CLOSE);
         }
     }
@@ -298,9 +300,14 @@ pub(crate) fn placeholder(line: &str) -> Option<(MediaKind, usize)> {
     (plain && number > 0).then_some((kind, number))
 }
 
+/// The metadata key of a result read back whose content holds placeholder
+/// lines: the indexes of the text blocks that stand for media.
+pub(crate) const PLACEHOLDERS_KEY: &str = "media_placeholders";
+
 /// Reads a result body back into content blocks. A placeholder line becomes a
-/// text block holding just that line, for the caller to swap for its media.
-pub(crate) fn read_body(body: &str) -> Vec<ContentBlock> {
+/// text block holding just that line, and its index is listed in `placeholders`
+/// so that the caller can swap it for its media.
+pub(crate) fn read_body(body: &str, placeholders: &mut Vec<usize>) -> Vec<ContentBlock> {
     let mut content = Vec::new();
     let mut text: Option<String> = None;
     for line in body.split('\n') {
@@ -308,6 +315,7 @@ pub(crate) fn read_body(body: &str) -> Vec<ContentBlock> {
             if let Some(text) = text.take() {
                 content.push(ContentBlock::text(read_text(&text)));
             }
+            placeholders.push(content.len());
             content.push(ContentBlock::text(line));
         } else if let Some(text) = &mut text {
             text.push('\n');
@@ -335,9 +343,30 @@ fn read_text(text: &str) -> String {
     }
 }
 
-/// Reads the Hermes form of a result's JSON: `{"name", "id", "content", "is_error"}`.
-/// `None` when `body` is not such an object.
-pub(crate) fn read_hermes_result(body: &str) -> Option<ToolResult> {
+/// Reads a result back: `tagged` holds the tag's `name`, `id` and `is_error`;
+/// without it the body is the Hermes JSON form, or a plain body (as Qwen chat
+/// templates write it) whose call is known only by its place.
+pub(crate) fn read_result(tagged: Option<(String, String, bool)>, body: &str) -> ToolResult {
+    let body = unwrap_body(body);
+    let mut placeholders = Vec::new();
+    let mut result = match tagged {
+        Some((name, call_id, is_error)) => ToolResult {
+            is_error,
+            ..ToolResult::new(call_id, name, read_body(body, &mut placeholders))
+        },
+        None => read_hermes(body, &mut placeholders)
+            .unwrap_or_else(|| ToolResult::new("", "", read_body(body, &mut placeholders))),
+    };
+    if !placeholders.is_empty() {
+        result
+            .metadata
+            .insert(PLACEHOLDERS_KEY, placeholders.into());
+    }
+    result
+}
+
+/// The Hermes form: `{"name", "id", "content", "is_error"}`.
+fn read_hermes(body: &str, placeholders: &mut Vec<usize>) -> Option<ToolResult> {
     let Value::Object(mut object) = serde_json::from_str(body.trim()).ok()? else {
         return None;
     };
@@ -347,7 +376,7 @@ pub(crate) fn read_hermes_result(body: &str) -> Option<ToolResult> {
         _ => String::new(),
     };
     let content = match content {
-        Value::String(body) => read_body(&body),
+        Value::String(body) => read_body(&body, placeholders),
         value => vec![ContentBlock::text(
             serde_json::to_string(&value).expect("a value serialises"),
         )],
@@ -356,11 +385,8 @@ pub(crate) fn read_hermes_result(body: &str) -> Option<ToolResult> {
         .remove("id")
         .or_else(|| object.remove("tool_call_id"));
     Some(ToolResult {
-        call_id: text(id),
-        name: text(object.remove("name")),
-        content,
         is_error: object.remove("is_error") == Some(Value::Bool(true)),
-        metadata: Default::default(),
+        ..ToolResult::new(text(id), text(object.remove("name")), content)
     })
 }
 
@@ -422,7 +448,7 @@ pub(crate) fn apply_extras(extras: &Value, calls: &mut [ToolCall], results: &mut
 }
 
 /// Strips the newline after the opening tag and the one before the closing tag.
-pub(crate) fn unwrap_body(body: &str) -> &str {
+fn unwrap_body(body: &str) -> &str {
     let body = body.strip_prefix('\n').unwrap_or(body);
     body.strip_suffix('\n').unwrap_or(body)
 }
@@ -519,7 +545,7 @@ mod tests {
         ] {
             let written = body(&[ContentBlock::text(text)]);
             assert_eq!(
-                read_body(&written),
+                read_body(&written, &mut Vec::new()),
                 vec![ContentBlock::text(text)],
                 "{written:?}"
             );
@@ -566,8 +592,10 @@ mod tests {
         );
         assert_eq!(media[0], (out.find("\n[doc").unwrap() + 1, image));
         assert_eq!(media[1], (out.len() + 1, document));
-        let read = read_body(&out[1..]);
+        let mut placeholders = Vec::new();
+        let read = read_body(&out[1..], &mut placeholders);
         assert_eq!(read[1], ContentBlock::text("[image 1: image/png]"));
+        assert_eq!(placeholders, [1, 2]);
         assert_eq!(
             placeholder("[document 2: application/pdf, r.pdf]"),
             Some((MediaKind::Document, 2))
@@ -593,7 +621,7 @@ mod tests {
             .unwrap()
             .strip_suffix(RESPONSE_CLOSE)
             .unwrap();
-        assert_eq!(read_hermes_result(body), Some(result));
+        assert_eq!(read_result(None, body), result);
         let structured = ToolResult::text("c", "f", "{\"a\":1}");
         let mut out = String::new();
         write_result(
@@ -604,7 +632,7 @@ mod tests {
         );
         assert!(out.contains("\"content\": {\"a\": 1}"), "{out}");
         assert_eq!(
-            read_hermes_result("{\"content\": 42}").unwrap().content,
+            read_result(None, "{\"content\": 42}").content,
             vec![ContentBlock::text("42")]
         );
     }

@@ -3,7 +3,9 @@
 //! back in place of their placeholders, and calls paired with their results.
 
 use super::NaturalToolUseParser;
-use super::format::{self, MediaKind};
+use serde_json::Value;
+
+use super::format::{self, MediaKind, PLACEHOLDERS_KEY};
 use super::transformer::TOOL_METADATA_KEY;
 use crate::message::{MultimodalMessage, TextMessage, ToolAggregateMessage};
 use crate::service::{Machine, Output};
@@ -96,8 +98,18 @@ fn multimodal(
     for parsed in &mut parsed {
         if let Message::ToolResults(results) = parsed {
             for result in &mut results.results {
-                for block in &mut result.content {
-                    if let Some(taken) = claim(block, &mut media) {
+                let Some(Value::Array(indexes)) = result.metadata.extra.remove(PLACEHOLDERS_KEY)
+                else {
+                    continue;
+                };
+                for index in indexes
+                    .iter()
+                    .filter_map(|i| usize::try_from(i.as_u64()?).ok())
+                {
+                    let block = result.content.get_mut(index);
+                    if let Some(block) = block
+                        && let Some(taken) = claim(block, &mut media)
+                    {
                         *block = taken;
                     }
                 }

@@ -10,6 +10,7 @@ mod lift;
 mod lower;
 mod parse;
 mod provider_arg;
+mod render;
 mod tools;
 
 /// Composable tower layers for LLM message pipelines, on the command line.
@@ -29,7 +30,7 @@ enum Command {
     /// Parses model text with `<tool_call>`-style markup into messages.
     Parse(parse::Args),
     /// Renders tool calls and results back into natural `<tool_call>` text.
-    Render,
+    Render(render::Args),
     /// Lifts a provider's raw response (JSON or SSE) into canonical messages.
     Lift(lift::Args),
     /// Lowers a canonical request into a provider's wire request body.
@@ -39,15 +40,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let (name, issue, what) = match cli.command {
-        Command::Demo(args) => return demo::run(args),
-        Command::Parse(args) => return parse::run(args),
-        Command::Render => ("render", 4, "the natural tool use transformer"),
-        Command::Lift(args) => return lift::run(args),
-        Command::Lower(args) => return lower::run(args),
-        Command::Chat(args) => return chat::run(args),
-    };
-    eprintln!("error: `lmstack {name}` is not built yet; it comes with {what} (issue #{issue})");
-    ExitCode::FAILURE
+    match Cli::parse().command {
+        Command::Demo(args) => demo::run(args),
+        Command::Parse(args) => parse::run(args),
+        Command::Render(args) => render::run(args),
+        Command::Lift(args) => lift::run(args),
+        Command::Lower(args) => lower::run(args),
+        Command::Chat(args) => chat::run(args),
+    }
 }

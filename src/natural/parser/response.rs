@@ -6,7 +6,7 @@ use super::json_block::Step;
 use crate::natural::format::{self, RESPONSE_CLOSE};
 use crate::natural::scan::marker::{Found, MarkerFinder};
 use crate::natural::scan::tag::Tag;
-use crate::{Event, Message, Metadata, ToolResult};
+use crate::{Event, Message, ToolResult};
 
 /// A result block after its opening tag: the body runs to `</tool_response>`.
 #[derive(Debug)]
@@ -57,21 +57,8 @@ impl Response {
         }
     }
 
-    /// The result the body holds. A bare tag holds the Hermes JSON form, or a
-    /// plain body (Qwen chat templates) whose call is known only by its place.
+    /// The result the body holds.
     fn result(&mut self) -> ToolResult {
-        let body = std::mem::take(&mut self.body);
-        let body = format::unwrap_body(&body);
-        match self.attrs.take() {
-            Some((name, call_id, is_error)) => ToolResult {
-                call_id,
-                name,
-                content: format::read_body(body),
-                is_error,
-                metadata: Metadata::default(),
-            },
-            None => format::read_hermes_result(body)
-                .unwrap_or_else(|| ToolResult::new("", "", format::read_body(body))),
-        }
+        format::read_result(self.attrs.take(), &std::mem::take(&mut self.body))
     }
 }

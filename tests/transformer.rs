@@ -1,0 +1,685 @@
+//! The natural tool use transformer: the exact text it writes, consolidation,
+//! roles, metadata, errors, both modes, and the round trip through the parser.
+
+use lmstack::natural::{
+    NaturalToolUseParser, NaturalToolUseTransformer, RenderDialect, TOOL_METADATA_KEY,
+};
+use lmstack::testing::{Chunking, ScriptedModel, collect_both};
+use lmstack::{
+    ChatRequest, ContentBlock, Error, Event, InvalidCall, InvalidCallKind, Joiner, Media, Message,
+    Metadata, Role, ToolCall, ToolResult,
+};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use tower::Layer;
+
+fn render(messages: Vec<Message>) -> Vec<Message> {
+    NaturalToolUseTransformer::new().render(messages).unwrap()
+}
+
+fn weather_call() -> ToolCall {
+    ToolCall::new(
+        "call_1",
+        "GetWeather",
+        json!({"location": "San Francisco, CA"}),
+    )
+}
+
+fn weather() -> Message {
+    Message::tool_aggregate(
+        vec![weather_call()],
+        vec![ToolResult::text("call_1", "GetWeather", "18°C and sunny")],
+    )
+}
+
+const WEATHER_CALL: &str = "<tool_call name=\"GetWeather\" id=\"call_1\">\n{\n  \"location\": \"San Francisco, CA\"\n}\n</tool_call>";
+const WEATHER_RESPONSE: &str =
+    "<tool_response name=\"GetWeather\" id=\"call_1\">\n18°C and sunny\n</tool_response>";
+
+#[test]
+fn an_aggregate_alone_is_the_call_then_the_response() {
+    assert_eq!(
+        render(vec![weather()]),
+        vec![
+            Message::assistant(WEATHER_CALL),
+            Message::user(WEATHER_RESPONSE)
+        ]
+    );
+}
+
+#[test]
+fn several_pairs_are_separated_by_a_dashed_line_in_call_order() {
+    let aggregate = Message::tool_aggregate(
+        vec![
+            ToolCall::new("a", "add", json!({"a": 1, "b": 2})),
+            ToolCall::new("b", "now", json!({})),
+        ],
+        // Results may come in any order; they are written in call order.
+        vec![
+            ToolResult::text("b", "now", "12:00"),
+            ToolResult::text("a", "add", "3"),
+        ],
+    );
+    assert_eq!(
+        render(vec![aggregate]),
+        vec![
+            Message::assistant(
+                "<tool_call name=\"add\" id=\"a\">\n{\n  \"a\": 1,\n  \"b\": 2\n}\n</tool_call>\n---\n\
+                 <tool_call name=\"now\" id=\"b\">\n{}\n</tool_call>"
+            ),
+            Message::user(
+                "<tool_response name=\"add\" id=\"a\">\n3\n</tool_response>\n---\n\
+                 <tool_response name=\"now\" id=\"b\">\n12:00\n</tool_response>"
+            ),
+        ]
+    );
+}
+
+#[test]
+fn structured_results_are_pretty_json_and_errors_are_marked() {
+    let aggregate = Message::tool_aggregate(
+        vec![
+            ToolCall::new("a", "lookup", json!({})),
+            ToolCall::new("b", "lookup", json!({})),
+            ToolCall::new("c", "flag", json!({})),
+        ],
+        vec![
+            ToolResult::text("a", "lookup", r#"{"temp":18,"tags":["sun"]}"#),
+            ToolResult::error("b", "lookup", "The tool `lookup` failed: timeout"),
+            ToolResult::text("c", "flag", "true"),
+        ],
+    );
+    let rendered = render(vec![aggregate]);
+    assert_eq!(
+        rendered[1].as_text().unwrap(),
+        "<tool_response name=\"lookup\" id=\"a\">\n{\n  \"temp\": 18,\n  \"tags\": [\n    \"sun\"\n  ]\n}\n</tool_response>\n---\n\
+         <tool_response name=\"lookup\" id=\"b\" is_error=\"true\">\nThe tool `lookup` failed: timeout\n</tool_response>\n---\n\
+         <tool_response name=\"flag\" id=\"c\">\ntrue\n</tool_response>"
+    );
+}
+
+#[test]
+fn hermes_writes_json_lines() {
+    let rendered = NaturalToolUseTransformer::new()
+        .dialect(RenderDialect::Hermes)
+        .render(vec![weather()])
+        .unwrap();
+    assert_eq!(
+        rendered,
+        vec![
+            Message::assistant(
+                "<tool_call>\n{\"name\": \"GetWeather\", \"id\": \"call_1\", \"arguments\": {\"location\": \"San Francisco, CA\"}}\n</tool_call>"
+            ),
+            Message::user(
+                "<tool_response>\n{\"name\": \"GetWeather\", \"id\": \"call_1\", \"content\": \"18°C and sunny\"}\n</tool_response>"
+            ),
+        ]
+    );
+}
+
+#[test]
+fn images_travel_as_blocks_after_their_placeholder_line() {
+    let image = ContentBlock::image_bytes("image/png", b"\x89PNG\r\n\x1a\n");
+    let aggregate = Message::tool_aggregate(
+        vec![ToolCall::new("call_1", "draw_boxes", json!({"boxes": []}))],
+        vec![ToolResult::new(
+            "call_1",
+            "draw_boxes",
+            vec![ContentBlock::text("Drew 2 boxes."), image.clone()],
+        )],
+    );
+    let rendered = render(vec![aggregate]);
+    assert_eq!(
+        rendered[1],
+        Message::multimodal(
+            Role::User,
+            vec![
+                ContentBlock::text(
+                    "<tool_response name=\"draw_boxes\" id=\"call_1\">\nDrew 2 boxes.\n[image 1: image/png]\n"
+                ),
+                image,
+                ContentBlock::text("</tool_response>"),
+            ]
+        )
+    );
+}
+
+#[test]
+fn a_turn_of_text_aggregate_text_keeps_the_texts_in_order_and_alternates_roles() {
+    let history = vec![
+        Message::user("Weather in SF?"),
+        Message::assistant("Let me check."),
+        weather(),
+        Message::assistant("It is 18°C and sunny."),
+    ];
+    assert_eq!(
+        render(history),
+        vec![
+            Message::user("Weather in SF?"),
+            Message::assistant(format!("Let me check.\n{WEATHER_CALL}")),
+            Message::user(WEATHER_RESPONSE),
+            Message::assistant("It is 18°C and sunny."),
+        ]
+    );
+}
+
+#[test]
+fn a_tool_loop_history_alternates_user_and_assistant() {
+    let second = Message::tool_aggregate(
+        vec![ToolCall::new(
+            "call_2",
+            "GetWeather",
+            json!({"location": "Paris"}),
+        )],
+        vec![ToolResult::text("call_2", "GetWeather", "12°C")],
+    );
+    let rendered = render(vec![
+        Message::system("Be brief."),
+        Message::user("SF and Paris?"),
+        weather(),
+        second,
+        Message::assistant("18°C and 12°C."),
+    ]);
+    let roles: Vec<Role> = rendered.iter().map(Message::role).collect();
+    use Role::*;
+    assert_eq!(
+        roles,
+        [System, User, Assistant, User, Assistant, User, Assistant]
+    );
+    assert!(
+        rendered
+            .iter()
+            .all(|m| matches!(m, Message::Text(_)) && !m.as_text().unwrap().is_empty())
+    );
+}
+
+#[test]
+fn metadata_takes_the_first_sources_keys_and_keeps_every_source_whole() {
+    let mut text_meta = Metadata::generation("gen-text");
+    text_meta.insert("step", json!(1));
+    let mut aggregate_meta = Metadata::generation("gen-tools");
+    aggregate_meta.from_agent = Some("planner".into());
+    let history = vec![
+        Message::assistant("Checking.").with_metadata(text_meta.clone()),
+        weather().with_metadata(aggregate_meta.clone()),
+    ];
+    let rendered = render(history);
+    let assistant = rendered[0].metadata();
+    assert_eq!(assistant.generation_id.as_deref(), Some("gen-text"));
+    assert_eq!(assistant.from_agent.as_deref(), Some("planner"));
+    assert_eq!(assistant.get("step"), Some(&json!(1)));
+    assert_eq!(rendered[1].metadata(), &aggregate_meta);
+}
+
+#[test]
+fn call_and_result_data_without_a_place_in_the_text_is_kept_in_metadata() {
+    let mut call = weather_call();
+    call.metadata.insert("signature", json!("sig"));
+    call.invalid = Some(InvalidCall {
+        kind: InvalidCallKind::SchemaViolation,
+        message: "bad".into(),
+        raw: None,
+    });
+    let mut result = ToolResult::error("call_1", "GetWeather", "fix it");
+    result.metadata.insert("elapsed_ms", json!(3));
+    let rendered = render(vec![Message::tool_aggregate(vec![call], vec![result])]);
+    assert_eq!(
+        rendered[1].metadata().get(TOOL_METADATA_KEY),
+        Some(&json!({"call_1": {
+            "call_metadata": {"signature": "sig"},
+            "invalid": {"kind": "schema_violation", "message": "bad"},
+            "result_metadata": {"elapsed_ms": 3}
+        }}))
+    );
+}
+
+#[test]
+fn unpaired_calls_and_results_are_errors_naming_message_and_call() {
+    let cases = [
+        (
+            Message::tool_aggregate(
+                vec![weather_call()],
+                vec![
+                    ToolResult::text("call_1", "GetWeather", "x"),
+                    ToolResult::text("call_9", "GetWeather", "y"),
+                ],
+            ),
+            "call_9",
+            "a result without its call",
+        ),
+        (
+            Message::tool_aggregate(vec![weather_call()], vec![]),
+            "call_1",
+            "a call without its result",
+        ),
+        (
+            Message::tool_results(vec![ToolResult::text("call_7", "f", "x")]),
+            "call_7",
+            "a result whose call never came",
+        ),
+    ];
+    for (message, id, problem) in cases {
+        let history = vec![Message::user("hi"), message];
+        match NaturalToolUseTransformer::new().render(history) {
+            Err(Error::ToolPairing {
+                message: 1,
+                call_id,
+                problem: said,
+                ..
+            }) => {
+                assert_eq!((call_id.as_str(), said), (id, problem));
+            }
+            other => panic!("expected a pairing error, got {other:?}"),
+        }
+    }
+    let error = NaturalToolUseTransformer::new()
+        .render(vec![Message::tool_aggregate(vec![weather_call()], vec![])])
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "natural tool use transformer: message 0: a call without its result (call id `call_1`)"
+    );
+}
+
+#[test]
+fn separate_calls_and_results_messages_are_written_too() {
+    let rendered = render(vec![
+        Message::tool_calls(vec![weather_call()]),
+        Message::tool_results(vec![ToolResult::text(
+            "call_1",
+            "GetWeather",
+            "18°C and sunny",
+        )]),
+    ]);
+    assert_eq!(
+        rendered,
+        vec![
+            Message::assistant(WEATHER_CALL),
+            Message::user(WEATHER_RESPONSE)
+        ]
+    );
+}
+
+/// A reply the function layer could give: text, an aggregate, more text, usage.
+fn reply() -> Vec<Message> {
+    vec![
+        Message::assistant("Let me check the weather for you."),
+        weather(),
+        Message::assistant("Done: sunny."),
+        Message::usage(10, 20),
+    ]
+}
+
+#[tokio::test]
+async fn the_layer_gives_the_same_messages_in_both_modes() {
+    for chunking in [
+        Chunking::Whole,
+        Chunking::Bytes(1),
+        Chunking::Chars,
+        Chunking::Random { seed: 9, max: 5 },
+    ] {
+        let make = || {
+            let model = ScriptedModel::new()
+                .chunking(chunking)
+                .reply_messages(reply());
+            NaturalToolUseTransformer::new().layer().layer(model)
+        };
+        let request = ChatRequest::new(vec![Message::user("weather?")]);
+        let (whole, streamed) = collect_both(make, request).await.unwrap();
+        assert_eq!(whole, streamed, "{chunking:?}");
+        assert_eq!(whole, render(reply()));
+    }
+}
+
+#[tokio::test]
+async fn streamed_call_deltas_are_written_like_a_calls_message() {
+    let calls = Message::tool_calls(vec![
+        weather_call(),
+        ToolCall::new("call_2", "now", json!({})),
+    ]);
+    let make = || {
+        let model = ScriptedModel::new()
+            .chunking(Chunking::Bytes(3))
+            .reply_messages(vec![Message::assistant("Two calls:"), calls.clone()]);
+        NaturalToolUseTransformer::new().layer().layer(model)
+    };
+    let (whole, streamed) = collect_both(make, ChatRequest::new(vec![])).await.unwrap();
+    assert_eq!(whole, streamed);
+    assert_eq!(
+        whole,
+        vec![Message::assistant(format!(
+            "Two calls:\n{WEATHER_CALL}\n---\n<tool_call name=\"now\" id=\"call_2\">\n{{}}\n</tool_call>"
+        ))]
+    );
+}
+
+#[tokio::test]
+async fn results_in_a_reply_may_answer_calls_of_the_request() {
+    let make = || {
+        let model = ScriptedModel::new().reply_messages(vec![Message::tool_results(vec![
+            ToolResult::text("call_1", "GetWeather", "18°C and sunny"),
+        ])]);
+        NaturalToolUseTransformer::new().layer().layer(model)
+    };
+    let request = ChatRequest::new(vec![Message::tool_calls(vec![weather_call()])]);
+    let (whole, _) = collect_both(make, request).await.unwrap();
+    assert_eq!(whole, vec![Message::user(WEATHER_RESPONSE)]);
+}
+
+// ---- The round trip: read_history(render(x)) == x ----
+
+fn id() -> impl Strategy<Value = String> {
+    "[a-zA-Z0-9_-]{1,12}"
+}
+
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i32>().prop_map(Value::from),
+        "[ -~é°</>{}\\[\\]\"\\\\\n]{0,12}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(3, 16, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+            prop::collection::btree_map("[a-z_<>/]{1,6}", inner, 0..3)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+fn arguments() -> impl Strategy<Value = Value> {
+    prop::collection::btree_map("[a-z_]{1,8}", json_value(), 0..4)
+        .prop_map(|m| Value::Object(m.into_iter().collect()))
+}
+
+/// Result text: prose with markup, JSON (compact or not), numbers, empty.
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[ -~é°\n]{0,30}",
+        "(</tool_response>|<tool_call>|---|\\[image 1\\]|\n|\"|x| ){0,6}",
+        json_value().prop_map(|v| v.to_string()),
+        json_value().prop_map(|v| serde_json::to_string_pretty(&v).unwrap()),
+    ]
+}
+
+fn media() -> impl Strategy<Value = ContentBlock> {
+    prop_oneof![
+        prop::collection::vec(any::<u8>(), 0..8)
+            .prop_map(|bytes| ContentBlock::image_bytes("image/png", &bytes)),
+        "[a-z]{1,6}".prop_map(|name| ContentBlock::Document(
+            Media::from_bytes("application/pdf", b"%PDF-1.7").with_name(format!("{name}.pdf"))
+        )),
+        Just(ContentBlock::image_url("https://example.com/a.png")),
+    ]
+}
+
+/// Content whose text blocks never touch: adjacent text blocks read back as one.
+fn content() -> impl Strategy<Value = Vec<ContentBlock>> {
+    prop::collection::vec((prop::option::of(text()), media()), 0..3).prop_flat_map(|pairs| {
+        let mut blocks = Vec::new();
+        for (text, media) in pairs {
+            if let Some(text) = text {
+                blocks.push(ContentBlock::text(text));
+            }
+            blocks.push(media);
+        }
+        (Just(blocks), prop::option::of(text())).prop_map(|(mut blocks, last)| {
+            if let Some(last) = last {
+                blocks.push(ContentBlock::text(last));
+            }
+            blocks
+        })
+    })
+}
+
+fn metadata() -> impl Strategy<Value = Metadata> {
+    prop::option::of("[a-z0-9-]{1,8}").prop_map(|id| Metadata {
+        generation_id: id,
+        ..Metadata::default()
+    })
+}
+
+fn aggregate() -> impl Strategy<Value = Message> {
+    prop::collection::vec(
+        (
+            id(),
+            "[A-Za-z_]{1,10}",
+            arguments(),
+            content(),
+            any::<bool>(),
+        ),
+        1..4,
+    )
+    .prop_flat_map(|pairs| (Just(pairs), metadata()))
+    .prop_map(|(pairs, metadata)| {
+        let mut calls = Vec::new();
+        let mut results = Vec::new();
+        for (i, (id, name, arguments, content, is_error)) in pairs.into_iter().enumerate() {
+            let id = format!("{id}{i}");
+            calls.push(ToolCall::new(&id, &name, arguments));
+            results.push(ToolResult {
+                is_error,
+                ..ToolResult::new(id, name, content)
+            });
+        }
+        Message::tool_aggregate(calls, results).with_metadata(metadata)
+    })
+}
+
+fn dialect() -> impl Strategy<Value = RenderDialect> {
+    prop_oneof![Just(RenderDialect::Tagged), Just(RenderDialect::Hermes)]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn read_history_of_render_gives_the_aggregates_back(
+        aggregates in prop::collection::vec(aggregate(), 1..3),
+        dialect in dialect(),
+    ) {
+        let mut history = vec![Message::user("go")];
+        history.extend(aggregates);
+        let rendered = NaturalToolUseTransformer::new().dialect(dialect).render(history.clone()).unwrap();
+        let read = NaturalToolUseParser::new().read_history(rendered.clone(), &[]).unwrap();
+        prop_assert_eq!(read, history, "rendered: {:#?}", rendered);
+    }
+
+    #[test]
+    fn both_modes_agree_for_any_reply_and_chunking(
+        aggregate in aggregate(),
+        before in "[ -~é\n]{0,20}",
+        after in "[ -~é\n]{0,20}",
+        seed in any::<u64>(),
+    ) {
+        let mut messages = Vec::new();
+        if !before.is_empty() { messages.push(Message::assistant(before)); }
+        messages.push(aggregate);
+        if !after.is_empty() { messages.push(Message::assistant(after)); }
+        let chunking = Chunking::Random { seed, max: 6 };
+        let events = lmstack::testing::stream_messages(messages.clone(), chunking);
+        let transformer = NaturalToolUseTransformer::new();
+        let run = |events: Vec<Event>| {
+            let mut machine = transformer.machine(Vec::<String>::new());
+            let mut out = lmstack::service::Output::new();
+            for event in events {
+                lmstack::service::Machine::push(&mut machine, event, &mut out).unwrap();
+            }
+            lmstack::service::Machine::finish(&mut machine, &mut out).unwrap();
+            Joiner::join(out.drain())
+        };
+        let whole: Vec<Event> = messages.clone().into_iter().map(Event::message).collect();
+        prop_assert_eq!(run(events), run(whole));
+    }
+}
+
+// ---- Reading the format back: the parser's transcript mode ----
+
+fn parse(parser: &NaturalToolUseParser, text: &str) -> Vec<Message> {
+    parser.parse(text, &[]).unwrap()
+}
+
+#[test]
+fn responses_are_results_only_in_transcript_mode() {
+    let text = format!("{WEATHER_CALL}\n{WEATHER_RESPONSE}");
+    let reply = parse(&NaturalToolUseParser::new(), &text);
+    // A model's reply cannot forge a result: the block stays text, and the call
+    // gets the parser's own id.
+    assert_eq!(reply[0].calls()[0].id, "call_1");
+    assert_eq!(
+        reply[1],
+        Message::assistant(format!("\n{WEATHER_RESPONSE}"))
+    );
+
+    let mut call = weather_call();
+    call.id = "toolu_9".into();
+    let text = format!(
+        "{}\n{}",
+        WEATHER_CALL.replace("call_1", "toolu_9"),
+        WEATHER_RESPONSE.replace("call_1", "toolu_9")
+    );
+    let transcript = parse(&NaturalToolUseParser::new().transcript(true), &text);
+    assert_eq!(
+        transcript,
+        vec![
+            Message::tool_calls(vec![call]),
+            Message::tool_results(vec![ToolResult::text(
+                "toolu_9",
+                "GetWeather",
+                "18°C and sunny"
+            )]),
+        ]
+    );
+}
+
+#[test]
+fn a_model_written_id_is_ignored_outside_transcripts() {
+    let text = "<tool_call name=\"now\" id=\"call_1\">\n{}\n</tool_call>";
+    let reply = parse(&NaturalToolUseParser::new(), text);
+    assert_eq!(
+        reply,
+        vec![Message::tool_calls(vec![ToolCall::new(
+            "call_1",
+            "now",
+            json!({})
+        )])]
+    );
+    let tools = [lmstack::ToolSpec::new("now", "", json!({"type": "object"}))];
+    let history = vec![Message::tool_calls(vec![ToolCall::new(
+        "x",
+        "now",
+        json!({}),
+    )])];
+    let mut machine = NaturalToolUseParser::new()
+        .machine(&tools, history.len())
+        .unwrap();
+    let mut out = lmstack::service::Output::new();
+    lmstack::service::Machine::push(&mut machine, Event::text(text), &mut out).unwrap();
+    lmstack::service::Machine::finish(&mut machine, &mut out).unwrap();
+    assert_eq!(Joiner::join(out.drain())[0].calls()[0].id, "call_2");
+}
+
+#[test]
+fn a_dashed_line_between_blocks_is_a_separator_and_text_elsewhere() {
+    let two =
+        "<tool_call name=\"a\">\n{}\n</tool_call>\n---\n<tool_call name=\"b\">\n{}\n</tool_call>";
+    let messages = parse(&NaturalToolUseParser::new(), two);
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert_eq!(messages[0].calls().len(), 2);
+
+    let trailing = "<tool_call name=\"a\">\n{}\n</tool_call>\n---\n";
+    assert_eq!(
+        parse(&NaturalToolUseParser::new(), trailing)[1],
+        Message::assistant("\n---\n")
+    );
+    let before_prose = "<tool_call name=\"a\">\n{}\n</tool_call>\n---\nDone.";
+    assert_eq!(
+        parse(&NaturalToolUseParser::new(), before_prose)[1],
+        Message::assistant("\n---\nDone.")
+    );
+    let four = "<tool_call name=\"a\">\n{}\n</tool_call>\n----\n<b>x</b>";
+    assert_eq!(
+        parse(&NaturalToolUseParser::new(), four)[1],
+        Message::assistant("\n----\n<b>x</b>")
+    );
+}
+
+#[test]
+fn qwen_style_bare_responses_answer_the_calls_in_order() {
+    let history = vec![
+        Message::assistant(
+            "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>\n\
+             <tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>",
+        ),
+        Message::user(
+            "<tool_response>\n1\n</tool_response>\n<tool_response>\n12:00\n</tool_response>",
+        ),
+    ];
+    let read = NaturalToolUseParser::new()
+        .read_history(history, &[])
+        .unwrap();
+    assert_eq!(
+        read,
+        vec![Message::tool_aggregate(
+            vec![
+                ToolCall::new("call_1", "add", json!({"a": 1})),
+                ToolCall::new("call_2", "now", json!({})),
+            ],
+            vec![
+                ToolResult::text("call_1", "add", "1"),
+                ToolResult::text("call_2", "now", "12:00"),
+            ],
+        )]
+    );
+}
+
+#[test]
+fn read_history_keeps_what_is_not_tool_markup() {
+    let photo = Message::multimodal(
+        Role::User,
+        vec![
+            ContentBlock::text("What is this?"),
+            ContentBlock::image_url("https://example.com/cat.png"),
+        ],
+    );
+    let history = vec![
+        Message::system("Be brief."),
+        photo.clone(),
+        Message::assistant("A cat."),
+        Message::reasoning("thinking"),
+    ];
+    assert_eq!(
+        NaturalToolUseParser::new()
+            .read_history(history.clone(), &[])
+            .unwrap(),
+        history
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn transcripts_read_the_same_in_any_chunking(aggregate in aggregate(), seed in any::<u64>()) {
+        let rendered = render(vec![aggregate]);
+        let text: String = rendered
+            .iter()
+            .flat_map(|m| match m {
+                Message::Text(t) => vec![t.text.clone()],
+                Message::Multimodal(m) => m.content.iter().filter_map(|b| b.as_text().map(str::to_owned)).collect(),
+                _ => vec![],
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let parser = NaturalToolUseParser::new().transcript(true);
+        let whole = parser.parse(&text, &[]).unwrap();
+        let mut machine = parser.machine(&[], 0).unwrap();
+        let mut out = lmstack::service::Output::new();
+        for piece in (Chunking::Random { seed, max: 7 }).split(&text) {
+            lmstack::service::Machine::push(&mut machine, Event::text(piece), &mut out).unwrap();
+        }
+        lmstack::service::Machine::finish(&mut machine, &mut out).unwrap();
+        prop_assert_eq!(Joiner::join(out.drain()), whole);
+    }
+}
