@@ -1,10 +1,12 @@
 //! `lmstack demo`: the whole pipeline offline, with no keys.
 //!
-//! The stack is ToolLoop → FunctionCall → NaturalToolUseParser → a scripted model
-//! that plays a text-only model: over two rounds it writes `<tool_call>` text,
-//! which the parser turns into calls, the function layer runs with real tools (a
-//! calculator, a clock and `draw_boxes`, which returns an annotated picture), and
-//! the loop feeds the results back.
+//! The stack is ToolLoop → FunctionCall → NaturalToolUse → a scripted model that
+//! plays a text-only model: the tools are described in its system prompt; over
+//! two rounds it writes `<tool_call>` text, which the parser turns into calls,
+//! the function layer runs with real tools (a calculator, a clock and
+//! `draw_boxes`, which returns an annotated picture), and the loop feeds the
+//! results back, written as `<tool_response>` text (the picture as an image of
+//! the same message).
 
 use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
@@ -14,7 +16,7 @@ use clap::Args;
 use futures::StreamExt;
 use image::{ImageFormat, Rgba, RgbaImage};
 use lmstack::function::{FunctionCallLayer, MediaPolicy, ToolLoopLayer, ToolRegistry};
-use lmstack::natural::NaturalToolUseParser;
+use lmstack::natural::NaturalToolUse;
 use lmstack::testing::{Chunking, ScriptedModel};
 use lmstack::{ChatRequest, ContentBlock, Error, Event, Joiner, Message, Reply, Role};
 use tower::{ServiceBuilder, ServiceExt};
@@ -90,7 +92,7 @@ async fn demo(args: &DemoArgs) -> Result<(), Error> {
     let stack = ServiceBuilder::new()
         .layer(ToolLoopLayer::new())
         .layer(FunctionCallLayer::new(ToolRegistry::new(tools::all(&media))?).media(media))
-        .layer(NaturalToolUseParser::new().layer())
+        .layer(NaturalToolUse::new().layer())
         // On a terminal, stream at a readable pace, as a model would.
         .map_response(move |reply: Reply| if terminal { paced(reply) } else { reply })
         .service(model);
