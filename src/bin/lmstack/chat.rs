@@ -11,7 +11,8 @@ use lmstack::provider::retry::RetryLayer;
 use lmstack::{ChatRequest, Error, Event, Joiner, Message};
 use tower::{Layer, ServiceExt};
 
-use crate::provider_arg::{Provider, print_json_line};
+use crate::provider_arg::Provider;
+use crate::show::print_json_line;
 
 /// Talks to a real model server: sends PROMPT, prints the reply.
 ///

@@ -10,6 +10,7 @@ mod lift;
 mod lower;
 mod parse;
 mod provider_arg;
+mod show;
 mod tools;
 
 /// Composable tower layers for LLM message pipelines, on the command line.
