@@ -14,16 +14,6 @@ use lmstack::{ChatRequest, Error, Event, FinishReason, Joiner, Message, ToolResu
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-/// Frames chunk objects as an SSE body ending in `[DONE]`.
-fn sse(chunks: &[Value]) -> Vec<u8> {
-    let mut body: String = chunks
-        .iter()
-        .map(|chunk| format!("data: {chunk}\n\n"))
-        .collect();
-    body.push_str("data: [DONE]\n\n");
-    body.into_bytes()
-}
-
 fn delta(delta: Value) -> Value {
     json!({"id": "chatcmpl-1", "choices": [{"index": 0, "delta": delta}]})
 }
