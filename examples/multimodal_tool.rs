@@ -2,9 +2,10 @@
 //! reads the file under its media policy — inside a root directory, type sniffed
 //! from the bytes, allow-list, size limit — and refuses what breaks the policy.
 //!
-//! Run with `cargo run --example multimodal_tool`.
+//! Run with `cargo run --example multimodal_tool`; its tests run with `cargo test`.
 
 use std::convert::Infallible;
+use std::path::Path;
 
 use lmstack::function::{FunctionCallLayer, MediaPolicy, Tool, ToolOutput, ToolRegistry};
 use lmstack::testing::ScriptedModel;
@@ -34,11 +35,9 @@ trailer << /Root 1 0 R >>
 %%EOF
 ";
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let reports = tempfile::tempdir()?;
-    std::fs::write(reports.path().join("q3.pdf"), REPORT)?;
-
+/// The function layer over a model that opens the report, then tries to escape
+/// the reports directory; the reply's messages.
+async fn open_reports(reports: &Path) -> Result<Vec<Message>, lmstack::Error> {
     // The tool only names the file; the layer reads it lazily, after the tool returned.
     let open_report = Tool::typed(
         "open_report",
@@ -50,18 +49,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             )
         },
     );
-    let layer = FunctionCallLayer::new(ToolRegistry::new([open_report])?).media(
-        MediaPolicy::new()
-            .root(reports.path())
-            .max_bytes(5 * 1024 * 1024),
-    );
+    let layer = FunctionCallLayer::new(ToolRegistry::new([open_report])?)
+        .media(MediaPolicy::new().root(reports).max_bytes(5 * 1024 * 1024));
 
     let model = ScriptedModel::new().reply_messages(vec![Message::tool_calls(vec![
         ToolCall::new("call_1", "open_report", json!({"path": "q3.pdf"})),
         ToolCall::new("call_2", "open_report", json!({"path": "../../etc/passwd"})),
     ])]);
     let request = ChatRequest::new(vec![Message::user("Summarise the Q3 report")]);
-    let messages = layer.layer(model).oneshot(request).await?.collect().await?;
+    layer.layer(model).oneshot(request).await?.collect().await
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let reports = tempfile::tempdir()?;
+    std::fs::write(reports.path().join("q3.pdf"), REPORT)?;
+    let messages = open_reports(reports.path()).await?;
 
     for result in messages[0].results() {
         println!("{} (error: {}):", result.call_id, result.is_error);
@@ -78,4 +81,48 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lmstack::Media;
+
+    #[tokio::test]
+    async fn the_report_is_read_and_the_escape_refused() {
+        let reports = tempfile::tempdir().unwrap();
+        std::fs::write(reports.path().join("q3.pdf"), REPORT).unwrap();
+        let messages = open_reports(reports.path()).await.unwrap();
+        let results = messages[0].results();
+        assert!(!results[0].is_error);
+        assert_eq!(
+            results[0].content,
+            vec![
+                ContentBlock::text("Here is q3.pdf:"),
+                ContentBlock::Document(
+                    Media::from_bytes("application/pdf", REPORT.as_bytes()).with_name("q3.pdf")
+                ),
+            ]
+        );
+        assert!(results[1].is_error);
+        assert_eq!(
+            results[1].text_content(),
+            "The tool `open_report` returned content that was refused: ../../etc/passwd is outside the directory tools may read."
+        );
+    }
+
+    #[tokio::test]
+    async fn a_file_that_is_not_what_it_claims_is_refused() {
+        let reports = tempfile::tempdir().unwrap();
+        std::fs::write(reports.path().join("q3.pdf"), b"\x89PNG\r\n\x1a\n").unwrap();
+        let messages = open_reports(reports.path()).await.unwrap();
+        let refused = &messages[0].results()[0];
+        assert!(refused.is_error);
+        assert!(
+            refused
+                .text_content()
+                .ends_with("declared as application/pdf but its bytes are image/png."),
+            "{refused:?}"
+        );
+    }
 }

@@ -131,6 +131,234 @@ fn lower_explains_bad_input() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("not a canonical request"));
 }
 
+/// Runs `lmstack chat` with `args` against `server`, off the async threads.
+async fn chat(server: &Server, args: &[&str]) -> Output {
+    let mut args: Vec<String> = args.iter().map(|arg| arg.to_string()).collect();
+    args.extend(["--base-url".into(), server.base_url()]);
+    let output = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        lmstack(&args, b"")
+    })
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// Round 1: the model calls the calculator (arguments in two fragments when
+/// streamed); round 2: it answers in text.
+fn calculator_rounds(stream: bool) -> Vec<Answer> {
+    let call = |arguments: &str| {
+        json!({"index": 0, "id": "call_calc", "type": "function",
+               "function": {"name": "calculator", "arguments": arguments}})
+    };
+    let answer = "6 × 7 is 42.";
+    if stream {
+        let chunk = |delta: Value, finish: Value| json!({"id": "chatcmpl-1", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        let fragment = json!({"index": 0, "function": {"arguments": "\"6 * 7\"}"}});
+        vec![
+            Answer::ok(
+                "text/event-stream",
+                &sse(&[
+                    chunk(
+                        json!({"role": "assistant", "tool_calls": [call("{\"expression\": ")]}),
+                        Value::Null,
+                    ),
+                    chunk(json!({"tool_calls": [fragment]}), Value::Null),
+                    chunk(json!({}), json!("tool_calls")),
+                ]),
+                &[23],
+            ),
+            Answer::ok(
+                "text/event-stream",
+                &sse(&[
+                    chunk(
+                        json!({"role": "assistant", "content": "6 × 7 "}),
+                        Value::Null,
+                    ),
+                    chunk(json!({"content": "is 42."}), json!("stop")),
+                ]),
+                &[23],
+            ),
+        ]
+    } else {
+        let body = |message: Value, finish: &str| {
+            json!({"id": "chatcmpl-1", "object": "chat.completion",
+                   "choices": [{"index": 0, "message": message, "finish_reason": finish}]})
+            .to_string()
+        };
+        vec![
+            Answer::ok(
+                "application/json",
+                body(
+                    json!({"role": "assistant", "content": null, "tool_calls": [call("{\"expression\":\"6 * 7\"}")]}),
+                    "tool_calls",
+                )
+                .as_bytes(),
+                &[usize::MAX],
+            ),
+            Answer::ok(
+                "application/json",
+                body(json!({"role": "assistant", "content": answer}), "stop").as_bytes(),
+                &[usize::MAX],
+            ),
+        ]
+    }
+}
+
+/// The second request carried the call and the calculator's result as a
+/// `role: "tool"` message; both offered the demo tools.
+fn assert_the_result_went_back(server: &Server) {
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "two rounds");
+    for (_, sent) in &requests {
+        let tools: Vec<&str> = sent["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|tool| tool["function"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(tools, ["calculator", "current_time", "draw_boxes"]);
+    }
+    assert_eq!(
+        normalise_request(requests[1].1.clone())["messages"],
+        json!([
+            {"role": "user", "content": "What is 6 times 7?"},
+            {"role": "assistant", "tool_calls": [{"id": "call_calc", "type": "function",
+                "function": {"name": "calculator", "arguments": {"expression": "6 * 7"}}}]},
+            {"role": "tool", "tool_call_id": "call_calc", "content": "6 * 7 = 42"},
+        ])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_runs_the_demo_tools_and_shows_the_conversation() {
+    let server = Server::start(calculator_rounds(true)).await;
+    let output = chat(
+        &server,
+        &[
+            "chat",
+            "--provider",
+            "openai",
+            "--model",
+            "m",
+            "--stream",
+            "What is 6 times 7?",
+        ],
+    )
+    .await;
+    assert_the_result_went_back(&server);
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().filter(|line| !line.is_empty()).collect();
+    assert_eq!(
+        lines,
+        [
+            "user: What is 6 times 7?",
+            "  ⚙ calculator {\"expression\":\"6 * 7\"}",
+            "    → 6 * 7 = 42",
+            "assistant: 6 × 7 is 42.",
+        ],
+        "{stdout}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_prints_the_conversation_as_json_lines_in_non_streaming_mode() {
+    let server = Server::start(calculator_rounds(false)).await;
+    let output = chat(
+        &server,
+        &[
+            "chat",
+            "--provider",
+            "openai",
+            "--model",
+            "m",
+            "--json",
+            "What is 6 times 7?",
+        ],
+    )
+    .await;
+    assert_the_result_went_back(&server);
+    assert_eq!(server.requests()[0].1.get("stream"), None);
+    assert_eq!(
+        json_lines(&output),
+        vec![
+            json!({"type": "tool_aggregate",
+                   "calls": [{"id": "call_calc", "name": "calculator", "arguments": {"expression": "6 * 7"}}],
+                   "results": [{"call_id": "call_calc", "name": "calculator",
+                                "content": [{"type": "text", "text": "6 * 7 = 42"}], "is_error": false}]}),
+            json!({"type": "text", "role": "assistant", "text": "6 × 7 is 42.",
+                   "metadata": {"generation_id": "chatcmpl-1"}}),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_with_natural_tools_talks_to_a_text_only_model() {
+    let body = |text: &str| {
+        json!({"id": "chatcmpl-1", "object": "chat.completion",
+               "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                            "finish_reason": "stop"}]})
+        .to_string()
+    };
+    let server = Server::start(vec![
+        Answer::ok(
+            "application/json",
+            body("Let me compute.\n<tool_call name=\"calculator\">\n{\"expression\": \"6 * 7\"}\n</tool_call>").as_bytes(),
+            &[usize::MAX],
+        ),
+        Answer::ok("application/json", body("6 × 7 is 42.").as_bytes(), &[usize::MAX]),
+    ])
+    .await;
+    let output = chat(
+        &server,
+        &[
+            "chat",
+            "--provider",
+            "openai",
+            "--model",
+            "m",
+            "--natural-tools",
+            "What is 6 times 7?",
+        ],
+    )
+    .await;
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{stdout}");
+    for (_, sent) in &requests {
+        assert_eq!(sent.get("tools"), None, "no native tools");
+        let system = sent["messages"][0]["content"].as_str().unwrap();
+        assert!(
+            system.starts_with("# Tools") && system.contains("## calculator"),
+            "{system}"
+        );
+    }
+    assert_eq!(
+        requests[1].1["messages"].as_array().unwrap()[2..],
+        [
+            json!({"role": "assistant", "content": "Let me compute.\n<tool_call name=\"calculator\" id=\"call_1\">\n{\n  \"expression\": \"6 * 7\"\n}\n</tool_call>"}),
+            json!({"role": "user", "content": "<tool_response name=\"calculator\" id=\"call_1\">\n6 * 7 = 42\n</tool_response>"}),
+        ]
+    );
+    let lines: Vec<&str> = stdout.lines().filter(|line| !line.is_empty()).collect();
+    assert_eq!(
+        lines,
+        [
+            "user: What is 6 times 7?",
+            "assistant: Let me compute.",
+            "  ⚙ calculator {\"expression\":\"6 * 7\"}",
+            "    → 6 * 7 = 42",
+            "assistant: 6 × 7 is 42.",
+        ],
+        "{stdout}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_talks_to_a_server_and_prints_the_messages() {
     let body = cassette("openai/fantasy/gpt-4o-multi_tool_streaming.yaml")[1]
@@ -142,40 +370,26 @@ async fn chat_talks_to_a_server_and_prints_the_messages() {
         &[17],
     )])
     .await;
-    let base_url = server.base_url();
-    let output = tokio::task::spawn_blocking(move || {
-        lmstack(
-            &[
-                "chat",
-                "--provider",
-                "openai",
-                "--model",
-                "gpt-4o",
-                "--base-url",
-                &base_url,
-                "--stream",
-                "Add 2 and 3",
-            ],
-            b"",
-        )
-    })
-    .await
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let output = chat(
+        &server,
+        &[
+            "chat",
+            "--provider",
+            "openai",
+            "--model",
+            "gpt-4o",
+            "--stream",
+            "--json",
+            "Add 2 and 3",
+        ],
+    )
+    .await;
     assert_eq!(
         json_lines(&output),
         as_json(&lift_sse(body.as_bytes()).unwrap())
             .as_array()
             .unwrap()
             .clone()
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&output.stderr).trim(),
-        "The sum of 2 and 3 is 5, and the product is 6."
     );
     let sent = &server.requests()[0].1;
     assert_eq!(sent["model"], "gpt-4o");

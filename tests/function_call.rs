@@ -268,31 +268,44 @@ impl Drop for DropFlag {
     }
 }
 
-#[tokio::test]
-async fn dropping_the_reply_cancels_running_tools() {
-    let started = Arc::new(Notify::new());
-    let cancelled = Arc::new(AtomicUsize::new(0));
-    let dropped = Arc::new(Notify::new());
-    let tool = Tool::dynamic("forever", "", json!({"type": "object"}), {
+/// A tool that runs until dropped: it signals `started` once running, then on
+/// its drop counts `cancelled` up and signals `dropped`.
+fn forever_tool(
+    started: &Arc<Notify>,
+    cancelled: &Arc<AtomicUsize>,
+    dropped: &Arc<Notify>,
+) -> Tool {
+    let (started, cancelled, dropped) = (started.clone(), cancelled.clone(), dropped.clone());
+    Tool::dynamic("forever", "", json!({"type": "object"}), move |_| {
         let (started, cancelled, dropped) = (started.clone(), cancelled.clone(), dropped.clone());
-        move |_| {
-            let (started, cancelled, dropped) =
-                (started.clone(), cancelled.clone(), dropped.clone());
-            async move {
-                let _guard = NotifyOnDrop { cancelled, dropped };
-                started.notify_one();
-                futures::future::pending::<()>().await;
-                Ok::<_, Infallible>("never")
-            }
+        async move {
+            let _guard = NotifyOnDrop { cancelled, dropped };
+            started.notify_one();
+            futures::future::pending::<()>().await;
+            Ok::<_, Infallible>("never")
         }
-    });
+    })
+}
+
+/// A function layer whose model calls `forever_tool` once.
+fn calls_forever(
+    started: &Arc<Notify>,
+    cancelled: &Arc<AtomicUsize>,
+    dropped: &Arc<Notify>,
+) -> impl tower::Service<ChatRequest, Response = Reply, Error = Error> {
     let model =
         ScriptedModel::new().reply_messages(vec![Message::tool_calls(vec![ToolCall::new(
             "c1",
             "forever",
             json!({}),
         )])]);
-    let service = FunctionCallLayer::new(registry([tool])).layer(model);
+    FunctionCallLayer::new(registry([forever_tool(started, cancelled, dropped)])).layer(model)
+}
+
+#[tokio::test]
+async fn dropping_the_reply_cancels_running_tools() {
+    let (started, cancelled, dropped) = Default::default();
+    let service = calls_forever(&started, &cancelled, &dropped);
     let mut reply = service.oneshot(request(true)).await.unwrap();
     tokio::select! {
         item = reply.next() => panic!("the reply cannot end while its tool runs: {item:?}"),
@@ -300,6 +313,23 @@ async fn dropping_the_reply_cancels_running_tools() {
     }
     assert_eq!(cancelled.load(Ordering::SeqCst), 0);
     drop(reply);
+    tokio::time::timeout(Duration::from_secs(10), dropped.notified())
+        .await
+        .expect("the tool's future was dropped");
+    assert_eq!(cancelled.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn dropping_a_non_streaming_call_cancels_running_tools() {
+    let (started, cancelled, dropped) = Default::default();
+    let service = calls_forever(&started, &cancelled, &dropped);
+    let mut call = Box::pin(service.oneshot(request(false)));
+    tokio::select! {
+        outcome = &mut call => panic!("the call cannot end while its tool runs: {:?}", outcome.map(|r| r.is_ready())),
+        () = started.notified() => {}
+    }
+    assert_eq!(cancelled.load(Ordering::SeqCst), 0);
+    drop(call);
     tokio::time::timeout(Duration::from_secs(10), dropped.notified())
         .await
         .expect("the tool's future was dropped");

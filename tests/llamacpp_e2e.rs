@@ -5,16 +5,22 @@
 //! plain `cargo test` lists these tests as ignored; run with `--include-ignored`
 //! and without the variable, they fail and say why.
 
-#![cfg(feature = "openai")]
+#![cfg(all(feature = "openai", feature = "function"))]
 
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lmstack::provider::openai::{OpenAi, OpenAiConfig};
-use lmstack::provider::retry::RetryLayer;
+use lmstack::function::{FunctionCallLayer, Tool, ToolLoopLayer, ToolRegistry};
+use lmstack::natural::NaturalToolUseParser;
+use lmstack::provider::openai::{LowerOptions, OpenAi, OpenAiConfig, lower};
+use lmstack::provider::retry::{Retry, RetryLayer};
 use lmstack::provider::transport::HttpConfig;
-use lmstack::{ChatRequest, Event, FinishReason, Joiner, Message, Usage};
+use lmstack::{ChatRequest, Event, FinishReason, Joiner, Message, ToolCall, ToolResult, Usage};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
-use tower::{Layer, ServiceExt};
+use tower::{Layer, ServiceBuilder, ServiceExt};
 
 fn server() -> String {
     std::env::var("LMSTACK_LLAMACPP_URL").unwrap_or_else(|_| {
@@ -22,12 +28,16 @@ fn server() -> String {
     })
 }
 
-async fn chat(request: ChatRequest) -> (Vec<Message>, Option<FinishReason>) {
+/// The provider for the server, with retries.
+fn model() -> Retry<OpenAi> {
     let config = OpenAiConfig::new(format!("{}/v1", server()))
         .model("smollm2-135m")
         .http(HttpConfig::default().read_timeout(Duration::from_secs(120)));
-    let model = RetryLayer::default().layer(OpenAi::new(config).unwrap());
-    let reply = model.oneshot(request).await.unwrap();
+    RetryLayer::default().layer(OpenAi::new(config).unwrap())
+}
+
+async fn chat(request: ChatRequest) -> (Vec<Message>, Option<FinishReason>) {
+    let reply = model().oneshot(request).await.unwrap();
     let mut joiner = Joiner::new();
     reply.fold_into(&mut joiner).await.unwrap();
     let finish = joiner.finish_reason().cloned();
@@ -105,14 +115,16 @@ async fn a_streamed_reply_arrives_in_many_deltas() {
     assert!(matches!(events.last(), Some(Event::Finish { .. })));
 }
 
+/// A GBNF grammar that makes the model write one Hermes-style `add` call.
+const GRAMMAR: &str = r#"root ::= "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": " [0-9]+ ", \"b\": " [0-9]+ "}}\n</tool_call>""#;
+
 /// The wire half of the natural-tool-use round trip: a grammar passed through
 /// `extra` makes the model write a `<tool_call>` block, which arrives intact in
-/// both modes. (Parsing and executing it needs the natural tool use and function
-/// layers.)
+/// both modes.
 #[tokio::test]
 #[ignore = "needs llama.cpp's server: .ci/test starts one and sets LMSTACK_LLAMACPP_URL"]
 async fn a_grammar_in_extra_makes_the_model_write_a_tool_call_block() {
-    let grammar = r#"root ::= "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": " [0-9]+ ", \"b\": " [0-9]+ "}}\n</tool_call>""#;
+    let grammar = GRAMMAR;
     for stream in [false, true] {
         let mut request = ChatRequest::new(vec![
             Message::system("You can call the tool add(a, b). Answer with a tool call."),
@@ -136,6 +148,122 @@ async fn a_grammar_in_extra_makes_the_model_write_a_tool_call_block() {
         assert!(
             call["arguments"]["a"].is_u64() && call["arguments"]["b"].is_u64(),
             "{call}"
+        );
+    }
+}
+
+/// The arguments of `add`.
+#[derive(Deserialize, JsonSchema)]
+struct Add {
+    a: u64,
+    b: u64,
+}
+
+/// The requests the stack sends to the model: native tools removed (the model
+/// sees them in the system prompt), and in the first round only, when no tool
+/// result is in the history yet, the grammar that makes it write a call. Each
+/// is recorded in `sent`.
+fn natural_requests(
+    sent: Arc<Mutex<Vec<ChatRequest>>>,
+) -> impl FnMut(ChatRequest) -> ChatRequest + Clone {
+    move |mut request: ChatRequest| {
+        request.options.tools.clear();
+        let answered = request
+            .messages
+            .iter()
+            .any(|message| !message.results().is_empty());
+        if !answered {
+            request
+                .options
+                .extra
+                .insert("grammar".into(), json!(GRAMMAR));
+        }
+        sent.lock().unwrap().push(request.clone());
+        request
+    }
+}
+
+/// The natural-tool-use round trip: ToolLoop → FunctionCall(add) →
+/// NaturalToolUseParser → the real server. Round 1's grammar makes the model
+/// write a `<tool_call>` block; the stack parses it, runs `add` and sends the
+/// result back; round 2 answers.
+#[tokio::test]
+#[ignore = "needs llama.cpp's server: .ci/test starts one and sets LMSTACK_LLAMACPP_URL"]
+async fn the_stack_parses_runs_and_answers_the_call_the_model_writes() {
+    for stream in [false, true] {
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        let add = Tool::typed("add", "Adds two whole numbers", {
+            let ran = ran.clone();
+            move |args: Add| {
+                ran.lock().unwrap().push((args.a, args.b));
+                async move { Ok::<_, Infallible>((args.a + args.b).to_string()) }
+            }
+        });
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let stack = ServiceBuilder::new()
+            .layer(ToolLoopLayer::new())
+            .layer(FunctionCallLayer::new(ToolRegistry::new([add]).unwrap()))
+            .layer(NaturalToolUseParser::new().layer())
+            .map_request(natural_requests(sent.clone()))
+            .service(model());
+        let mut request = ChatRequest::new(vec![
+            Message::system(
+                "You can call the tool add(a, b) with a <tool_call> block. When you have its result, answer in words.",
+            ),
+            Message::user("What is 2 + 3?"),
+        ])
+        .streaming(stream);
+        request.options.temperature = Some(0.0);
+        request.options.max_tokens = Some(64);
+        request.options.extra.insert("seed".into(), json!(42));
+        let messages = stack
+            .oneshot(request)
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+
+        // The model's call was parsed and run with its arguments.
+        let calls: Vec<&ToolCall> = messages.iter().flat_map(Message::calls).collect();
+        assert_eq!(calls.len(), 1, "stream {stream}: {messages:?}");
+        let (a, b) = (
+            calls[0].arguments["a"].as_u64().unwrap(),
+            calls[0].arguments["b"].as_u64().unwrap(),
+        );
+        assert_eq!(*ran.lock().unwrap(), [(a, b)], "stream {stream}");
+        let results: Vec<&ToolResult> = messages.iter().flat_map(Message::results).collect();
+        assert_eq!(results.len(), 1);
+        assert_eq!(results[0].call_id, calls[0].id);
+        assert_eq!(results[0].text_content(), (a + b).to_string());
+
+        // A second request carried the result, without the grammar.
+        let sent = sent.lock().unwrap();
+        assert_eq!(sent.len(), 2, "stream {stream}: two rounds");
+        assert!(sent[0].options.extra.contains_key("grammar"));
+        assert!(!sent[1].options.extra.contains_key("grammar"));
+        let wire = lower(&sent[1], &LowerOptions::default()).unwrap();
+        let tool_messages: Vec<&Value> = wire["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|message| message["role"] == "tool")
+            .collect();
+        assert_eq!(
+            tool_messages,
+            [&json!({"role": "tool", "tool_call_id": calls[0].id, "content": (a + b).to_string()})],
+            "stream {stream}"
+        );
+
+        // Round 2 answered in text, from the result.
+        let answer: String = messages
+            .iter()
+            .skip_while(|message| message.results().is_empty())
+            .filter_map(Message::as_text)
+            .collect();
+        assert!(
+            answer.contains(&(a + b).to_string()),
+            "stream {stream}: {messages:?}"
         );
     }
 }

@@ -48,6 +48,98 @@ fn bytes_must_be_what_they_claim_to_be() {
 }
 
 #[test]
+fn inline_blocks_a_tool_builds_pass_the_same_checks_as_bytes() {
+    let policy = MediaPolicy::new();
+    let refused = |block: ContentBlock, policy: &MediaPolicy| {
+        let error = policy.check_block(block.clone()).unwrap_err();
+        let result = ToolOutput::block(block).into_result("c1", "t", policy);
+        assert!(result.is_error, "{result:?}");
+        assert_eq!(
+            result.text_content(),
+            format!("The tool `t` returned content that was refused: {error}.")
+        );
+        error
+    };
+    let png = ContentBlock::image_bytes("image/png", PNG);
+    assert_eq!(policy.check_block(png.clone()).unwrap(), png);
+    assert_eq!(
+        ToolOutput::from(vec![ContentBlock::text("see"), png.clone()])
+            .into_result("c1", "t", &policy)
+            .content,
+        vec![ContentBlock::text("see"), png.clone()]
+    );
+
+    let error = refused(ContentBlock::image_bytes("image/jpeg", PNG), &policy);
+    assert!(matches!(error, MediaError::Mismatch { .. }), "{error:?}");
+    let error = refused(
+        ContentBlock::image_bytes("image/png", b"MZ\x90\0\x03"),
+        &policy,
+    );
+    assert!(
+        matches!(error, MediaError::Unrecognised { .. }),
+        "{error:?}"
+    );
+    let only_png = MediaPolicy::new().allow_only(["image/png"]);
+    let error = refused(
+        ContentBlock::document_bytes("application/pdf", PDF),
+        &only_png,
+    );
+    assert!(
+        matches!(
+            error,
+            MediaError::NotAllowed {
+                media_type: "application/pdf",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    let small = MediaPolicy::new().max_bytes(PNG.len() - 1);
+    let error = refused(png.clone(), &small);
+    assert!(
+        matches!(error, MediaError::TooLarge { size, .. } if size == PNG.len() as u64),
+        "{error:?}"
+    );
+    assert!(
+        MediaPolicy::new()
+            .max_bytes(PNG.len())
+            .check_block(png)
+            .is_ok()
+    );
+    let error = refused(
+        ContentBlock::Image(Media::base64("image/png", "not base64!")),
+        &policy,
+    );
+    assert!(matches!(error, MediaError::InvalidBase64(_)), "{error:?}");
+
+    // The block comes back with the sniffed type, its kind by that type, its name kept.
+    assert_eq!(
+        policy
+            .check_block(ContentBlock::Image(
+                Media::from_bytes("image/jpg", JPEG).with_name("a.jpg")
+            ))
+            .unwrap(),
+        ContentBlock::Image(Media::from_bytes("image/jpeg", JPEG).with_name("a.jpg"))
+    );
+    assert_eq!(
+        policy
+            .check_block(ContentBlock::Image(Media::from_bytes(
+                "application/pdf",
+                PDF
+            )))
+            .unwrap(),
+        ContentBlock::document_bytes("application/pdf", PDF)
+    );
+    // Text, and media by URL (no bytes to inspect), pass as they are.
+    for block in [
+        ContentBlock::text("hi"),
+        ContentBlock::image_url("https://example.com/a.png"),
+    ] {
+        assert_eq!(policy.check_block(block.clone()).unwrap(), block);
+    }
+}
+
+#[test]
 fn a_pdf_becomes_a_document_block() {
     let block = MediaPolicy::new().block(PDF, None).unwrap();
     assert_eq!(block, ContentBlock::document_bytes("application/pdf", PDF));
@@ -209,12 +301,17 @@ async fn tools_return_images_and_files_through_the_layer() {
     let escape = Tool::dynamic("escape", "", json!({"type": "object"}), |_| async {
         Ok::<_, Infallible>(ToolOutput::file("../../etc/passwd"))
     });
+    let inline_liar = Tool::dynamic("inline_liar", "", json!({"type": "object"}), |_| async {
+        Ok::<_, Infallible>(ContentBlock::image_bytes("image/gif", PNG))
+    });
     let layer =
-        FunctionCallLayer::new(ToolRegistry::new([chart, liar, escape]).unwrap()).media(policy);
+        FunctionCallLayer::new(ToolRegistry::new([chart, liar, escape, inline_liar]).unwrap())
+            .media(policy);
     let model = ScriptedModel::new().reply_messages(vec![Message::tool_calls(vec![
         ToolCall::new("c1", "chart", json!({})),
         ToolCall::new("c2", "liar", json!({})),
         ToolCall::new("c3", "escape", json!({})),
+        ToolCall::new("c4", "inline_liar", json!({})),
     ])]);
     let request = ChatRequest::new(vec![Message::user("chart it")]).streaming(true);
     let messages = layer
@@ -249,6 +346,11 @@ async fn tools_return_images_and_files_through_the_layer() {
             .contains("is outside the directory tools may read"),
         "{:?}",
         results[2]
+    );
+    assert!(results[3].is_error);
+    assert_eq!(
+        results[3].text_content(),
+        "The tool `inline_liar` returned content that was refused: the content was declared as image/gif but its bytes are image/png."
     );
     drop(dir);
 }

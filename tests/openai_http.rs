@@ -342,3 +342,123 @@ async fn glm_two_rounds_replay_the_recorded_conversation() {
         );
     }
 }
+
+/// The recorded GLM conversation driven by the real layers rather than by hand.
+#[cfg(feature = "function")]
+mod through_the_tool_loop {
+    use std::convert::Infallible;
+
+    use lmstack::function::{FunctionCallLayer, Tool, ToolLoopLayer, ToolRegistry};
+    use serde_json::{Value, json};
+    use tower::ServiceBuilder;
+
+    use super::*;
+
+    const GLM: &str = "openai_compat/fantasy/zai-glm-4-7-flash-multi_tool_streaming.yaml";
+
+    /// The recording's tools, as real tools: `add` and `multiply` with the
+    /// recorded descriptions and schemas, computing from the parsed arguments.
+    fn recorded_tools(request: &Value) -> Vec<Tool> {
+        let tools = request["tools"].as_array().unwrap();
+        tools
+            .iter()
+            .map(|tool| {
+                let function = &tool["function"];
+                let name = function["name"].as_str().unwrap();
+                let operation: fn(i64, i64) -> i64 = match name {
+                    "add" => |a, b| a + b,
+                    "multiply" => |a, b| a * b,
+                    other => panic!("a tool the test does not know: {other}"),
+                };
+                Tool::dynamic(
+                    name,
+                    function["description"].as_str().unwrap(),
+                    function["parameters"].clone(),
+                    move |args: Value| async move {
+                        let (a, b) = (args["a"].as_i64().unwrap(), args["b"].as_i64().unwrap());
+                        Ok::<_, Infallible>(json!(operation(a, b)))
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// The recorded first answer with a server-side `web_search` call added
+    /// before its finish chunk (no GLM recording has one).
+    fn with_a_server_side_call(body: &str) -> String {
+        let chunk = json!({"id": "20260313050448e162ecc8207a4c47", "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 2, "id": "ws_1", "type": "web_search",
+                "web_search": {"search_results": [{"title": "Arithmetic"}]}}]}}]});
+        let mut events: Vec<String> = body.split("\n\n").map(str::to_owned).collect();
+        let finish = events
+            .iter()
+            .position(|event| event.contains(r#""finish_reason":"tool_calls""#))
+            .expect("the recorded finish chunk");
+        events.insert(finish, format!("data: {chunk}"));
+        events.join("\n\n")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn glm_two_rounds_through_the_tool_loop_send_exactly_the_recorded_requests() {
+        let exchanges = cassette(GLM);
+        let first = with_a_server_side_call(&exchanges[0].response);
+        let server = Server::start(vec![
+            Answer::ok("text/event-stream", first.as_bytes(), &[29, 3, 101]),
+            Answer::ok(
+                "text/event-stream",
+                exchanges[1].response.as_bytes(),
+                &[29, 3, 101],
+            ),
+        ])
+        .await;
+        let mut config = OpenAiConfig::new(server.base_url());
+        config.lowering.strict_tools = Some(false);
+        let registry = ToolRegistry::new(recorded_tools(&exchanges[0].request)).unwrap();
+        let stack = ServiceBuilder::new()
+            .layer(ToolLoopLayer::new())
+            .layer(FunctionCallLayer::new(registry))
+            .service(OpenAi::new(config).unwrap());
+        let mut request = canonical_request(&exchanges[0].request);
+        request.options.tools.clear(); // the function layer declares its tools
+        let messages = stack
+            .oneshot(request)
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+
+        // Both results went back as `role: "tool"` messages with their
+        // `tool_call_id`, and the server-side call was not: exactly the recording.
+        let received = server.requests();
+        assert_eq!(received.len(), 2, "two rounds");
+        for (round, exchange) in exchanges.iter().enumerate() {
+            assert_eq!(
+                normalise_request(received[round].1.clone()),
+                normalise_request(exchange.request.clone()),
+                "round {round}"
+            );
+        }
+        // The server-side call was passed through, not run.
+        let passed: Vec<_> = messages
+            .iter()
+            .filter(|message| matches!(message, Message::ToolCalls(_)))
+            .flat_map(Message::calls)
+            .collect();
+        assert_eq!(passed.len(), 1, "{messages:?}");
+        assert_eq!(passed[0].name, "web_search");
+        assert!(passed[0].provider_executed);
+        let answered: Vec<(&str, String)> = messages
+            .iter()
+            .flat_map(Message::results)
+            .map(|result| (result.name.as_str(), result.text_content()))
+            .collect();
+        assert_eq!(
+            answered,
+            [("add", "5".to_owned()), ("multiply", "6".to_owned())]
+        );
+        // The reply ends with the second round's answer.
+        let second = lift_sse(exchanges[1].response.as_bytes()).unwrap();
+        assert!(messages.ends_with(&second), "{messages:?}");
+    }
+}

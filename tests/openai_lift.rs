@@ -14,16 +14,6 @@ use lmstack::{ChatRequest, Error, Event, FinishReason, Joiner, Message, ToolResu
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-/// Frames chunk objects as an SSE body ending in `[DONE]`.
-fn sse(chunks: &[Value]) -> Vec<u8> {
-    let mut body: String = chunks
-        .iter()
-        .map(|chunk| format!("data: {chunk}\n\n"))
-        .collect();
-    body.push_str("data: [DONE]\n\n");
-    body.into_bytes()
-}
-
 fn delta(delta: Value) -> Value {
     json!({"id": "chatcmpl-1", "choices": [{"index": 0, "delta": delta}]})
 }
@@ -224,6 +214,37 @@ fn finish_reasons_are_mapped() {
             .for_each(|e| joiner.push(e));
         assert_eq!(joiner.finish_reason(), Some(&expected), "{wire}");
     }
+}
+
+#[test]
+fn usage_of_unexpected_types_is_read_leniently_not_malformed() {
+    let body = sse(&[
+        delta(json!({"content": "a"})),
+        json!({"id": "chatcmpl-1", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+               "usage": {"prompt_tokens": 12.0, "completion_tokens": "7", "total_tokens": null,
+                         "prompt_tokens_details": "n/a",
+                         "completion_tokens_details": {"reasoning_tokens": 3.0}}}),
+        // A usage that is not an object is ignored: the one before stays.
+        json!({"id": "chatcmpl-1", "choices": [], "usage": "unknown", "x_groq": {"usage": [1, 2]}}),
+    ]);
+    let messages = lift_events(&body).map(Joiner::join).unwrap();
+    let usage = messages
+        .iter()
+        .find_map(|m| match m {
+            Message::Usage(usage) => Some(usage),
+            _ => None,
+        })
+        .expect("the usage is kept");
+    assert_eq!(
+        (
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cached_input_tokens,
+            usage.reasoning_tokens
+        ),
+        (12, 0, None, Some(3))
+    );
+    assert_eq!(messages[0].as_text(), Some("a"));
 }
 
 #[test]

@@ -5,12 +5,16 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Component, Path, PathBuf};
 
-use crate::{ContentBlock, Media};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+
+use crate::{ContentBlock, Media, MediaSource};
 
 /// What media a tool may hand to the model, and where it may read files from.
 ///
-/// Every image or document a tool returns from bytes or a file goes through the
-/// policy of its [`FunctionCallLayer`](super::FunctionCallLayer):
+/// Every image or document a tool returns from bytes, a file or an inline
+/// content block goes through the policy of its
+/// [`FunctionCallLayer`](super::FunctionCallLayer):
 ///
 /// - the type is **sniffed from the magic bytes** and must agree with the type the
 ///   tool claimed (`image/jpg` is read as `image/jpeg`);
@@ -140,12 +144,39 @@ impl MediaPolicy {
     /// types, a document otherwise, inline as base64.
     pub fn block(&self, bytes: &[u8], claimed: Option<&str>) -> Result<ContentBlock, MediaError> {
         let media_type = self.check(bytes, claimed)?;
-        let media = Media::from_bytes(media_type, bytes);
-        Ok(if media_type.starts_with("image/") {
-            ContentBlock::Image(media)
-        } else {
-            ContentBlock::Document(media)
-        })
+        Ok(typed_block(Media::from_bytes(media_type, bytes)))
+    }
+
+    /// Checks a content block a tool built itself as [`block`](Self::block)
+    /// checks bytes: an inline (base64) image or document must fit the size
+    /// limit, be what its `media_type` claims and be on the allow-list; it comes
+    /// back with the sniffed type, as an image or a document by that type, its
+    /// data and name kept. Text, and media by URL (there are no bytes to
+    /// inspect), pass unchanged.
+    pub fn check_block(&self, block: ContentBlock) -> Result<ContentBlock, MediaError> {
+        let (ContentBlock::Image(media) | ContentBlock::Document(media)) = &block else {
+            return Ok(block);
+        };
+        let MediaSource::Base64 { media_type, data } = &media.source else {
+            return Ok(block);
+        };
+        // Refused undecoded when the data is over the limit (exact for valid base64).
+        let padding = data.bytes().rev().take_while(|&b| b == b'=').count();
+        let size = (data.len() / 4 * 3).saturating_sub(padding);
+        if size > self.max_bytes {
+            return Err(MediaError::TooLarge {
+                size: size as u64,
+                limit: self.max_bytes,
+            });
+        }
+        let bytes = STANDARD
+            .decode(data.as_bytes())
+            .map_err(|error| MediaError::InvalidBase64(error.to_string()))?;
+        let actual = self.check(&bytes, Some(media_type))?;
+        Ok(typed_block(Media {
+            name: media.name.clone(),
+            ..Media::base64(actual, data.clone())
+        }))
     }
 
     /// Reads a file from inside the root and checks it like [`block`](Self::block);
@@ -234,6 +265,15 @@ impl MediaPolicy {
     }
 }
 
+/// An image block for `image/*` media, a document block otherwise.
+fn typed_block(media: Media) -> ContentBlock {
+    if media.media_type().is_some_and(|t| t.starts_with("image/")) {
+        ContentBlock::Image(media)
+    } else {
+        ContentBlock::Document(media)
+    }
+}
+
 /// Why media was refused.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -271,6 +311,9 @@ pub enum MediaError {
         /// The allow-list.
         allowed: Vec<String>,
     },
+    /// Inline media whose data is not valid base64.
+    #[error("the inline data is not valid base64: {0}")]
+    InvalidBase64(String),
     /// No root is configured, so no file may be read.
     #[error("tools may not return files: no file root is configured")]
     NoRoot,

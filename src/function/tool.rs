@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::MediaPolicy;
-use crate::{BoxError, ContentBlock, Metadata, ToolResult, ToolSpec};
+use crate::{BoxError, ContentBlock, MediaSource, Metadata, ToolResult, ToolSpec};
 
 type Handler = dyn Fn(Value) -> BoxFuture<'static, Result<ToolOutput, ToolError>> + Send + Sync;
 
@@ -214,8 +214,8 @@ impl fmt::Display for Chain<'_> {
 /// What a tool returns: text, JSON, images, documents and files, in order, and
 /// whether it is an error.
 ///
-/// Images and documents from bytes or files are checked by the layer's
-/// [`MediaPolicy`] when the result is made; a file is read only then (lazily, after
+/// Images and documents — from bytes, files, or inline blocks — are checked by
+/// the layer's [`MediaPolicy`] when the result is made; a file is read only then (lazily, after
 /// the tool returned, off the async threads). Content the policy refuses turns the
 /// result into an error result that says why.
 ///
@@ -279,8 +279,9 @@ impl ToolOutput {
         }
     }
 
-    /// One content block (text, or an image or document by URL or already in
-    /// base64; these are passed on unchecked).
+    /// One content block. An inline (base64) image or document is checked against
+    /// the media policy like [`media`](Self::media) when the result is made; text
+    /// and media by URL are passed on as they are.
     pub fn block(block: ContentBlock) -> Self {
         ToolOutput {
             parts: vec![Part::Block(block)],
@@ -356,7 +357,12 @@ impl ToolOutput {
     /// True when making the result checks media or reads files (work done off the
     /// async threads).
     pub fn has_media(&self) -> bool {
-        self.parts.iter().any(|p| !matches!(p, Part::Block(_)))
+        self.parts.iter().any(|part| match part {
+            Part::Block(block) => block
+                .as_media()
+                .is_some_and(|media| matches!(media.source, MediaSource::Base64 { .. })),
+            Part::Bytes { .. } | Part::File { .. } => true,
+        })
     }
 
     /// Makes the result of call `call_id` of tool `name`: media is checked and files
@@ -367,7 +373,7 @@ impl ToolOutput {
             .parts
             .into_iter()
             .map(|part| match part {
-                Part::Block(block) => Ok(block),
+                Part::Block(block) => policy.check_block(block),
                 Part::Bytes { bytes, media_type } => policy.block(&bytes, Some(&media_type)),
                 Part::File { path, media_type } => policy.read_block(&path, media_type.as_deref()),
             })

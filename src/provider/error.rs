@@ -79,9 +79,7 @@ impl ProviderError {
             .find_map(header)
             .map(str::to_owned);
         error.retry_after = header("retry-after-ms")
-            .and_then(|ms| ms.parse::<f64>().ok())
-            .filter(|ms| ms.is_finite() && *ms >= 0.0)
-            .map(|ms| Duration::from_secs_f64(ms / 1000.0))
+            .and_then(|ms| seconds(ms.parse::<f64>().ok()? / 1000.0))
             .or_else(|| header("retry-after").and_then(parse_retry_after));
         error.should_retry = header("x-should-retry").and_then(|value| match value {
             "true" => Some(true),
@@ -171,14 +169,20 @@ impl fmt::Display for ProviderError {
 
 /// `Retry-After`: seconds, or an HTTP date.
 fn parse_retry_after(value: &str) -> Option<Duration> {
-    if let Ok(seconds) = value.parse::<f64>() {
-        return (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds));
+    if let Ok(number) = value.parse::<f64>() {
+        return seconds(number);
     }
     let when = httpdate::parse_http_date(value).ok()?;
     Some(
         when.duration_since(std::time::SystemTime::now())
             .unwrap_or_default(),
     )
+}
+
+/// A wait of `seconds`; `None` for a value no `Duration` holds (negative, not
+/// finite, or too large), which counts as no usable `Retry-After`.
+fn seconds(seconds: f64) -> Option<Duration> {
+    Duration::try_from_secs_f64(seconds).ok()
 }
 
 fn raw_message(body: &[u8]) -> String {
@@ -347,5 +351,35 @@ mod tests {
             b"",
         );
         assert_eq!(past.retry_after, Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn a_wait_no_duration_holds_is_no_retry_after() {
+        let retry_after = |headers: &[(&str, &str)]| {
+            ProviderError::from_response("openai", 429, headers, b"{}").retry_after
+        };
+        for unusable in ["1e300", "-1", "NaN", "inf"] {
+            assert_eq!(
+                retry_after(&[("retry-after", unusable)]),
+                None,
+                "{unusable}"
+            );
+            assert_eq!(
+                retry_after(&[("retry-after-ms", unusable)]),
+                None,
+                "{unusable} ms"
+            );
+        }
+        assert_eq!(retry_after(&[("retry-after", "1e20")]), None);
+        assert_eq!(retry_after(&[("retry-after-ms", "1e30")]), None);
+        // An unusable `retry-after-ms` leaves `retry-after` to speak.
+        assert_eq!(
+            retry_after(&[("retry-after-ms", "1e30"), ("retry-after", "3")]),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(
+            retry_after(&[("retry-after", "1.5")]),
+            Some(Duration::from_millis(1500))
+        );
     }
 }

@@ -36,7 +36,7 @@ use futures::future::BoxFuture;
 use futures::stream::StreamExt;
 use tower::{Layer, Service, ServiceExt};
 
-use super::TransportErrorKind;
+use super::{ProviderError, TransportErrorKind};
 use crate::{ChatRequest, Error, Event, Reply};
 
 /// How often and how long to retry.
@@ -109,14 +109,16 @@ impl RetryPolicy {
 ///
 /// - provider errors: the provider's own `x-should-retry` when it sent one;
 ///   otherwise HTTP 408, 409, 429 and 5xx, an overloaded provider, and a
-///   `server_error` sent inside a stream;
+///   `server_error` sent inside a stream. An error sent inside a stream counts
+///   as the HTTP status its numeric `code` names, if it has one (vLLM and Gemini
+///   send `"code": 503`);
 /// - transport errors: failed connections, timeouts, interrupted and truncated
 ///   responses (not malformed ones, nor requests that could not be built);
 /// - anything else: no.
 pub fn is_retryable(error: &Error) -> bool {
     match error {
         Error::Provider(error) => error.should_retry.unwrap_or_else(|| {
-            matches!(error.status, 408 | 409 | 429 | 500..=599)
+            matches!(status_of(error), 408 | 409 | 429 | 500..=599)
                 || error.is_overloaded()
                 || error.error_type.as_deref() == Some("server_error")
         }),
@@ -128,6 +130,16 @@ pub fn is_retryable(error: &Error) -> bool {
                 | TransportErrorKind::Truncated
         ),
         _ => false,
+    }
+}
+
+/// The HTTP status `error` stands for: its response's, or for an error sent
+/// inside a successful stream, the status its numeric `code` names.
+fn status_of(error: &ProviderError) -> u16 {
+    let named = || error.code.as_deref()?.parse::<u16>().ok();
+    match error.status {
+        200..=299 => named().unwrap_or(error.status),
+        status => status,
     }
 }
 
@@ -238,5 +250,219 @@ where
         Some(Ok(first)) => Ok(Reply::from_stream(
             futures::stream::once(async move { Ok(first) }).chain(reply),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::TransportError;
+
+    fn answered(status: u16, headers: &[(&str, &str)], body: &str) -> Error {
+        ProviderError::from_response("openai", status, headers, body.as_bytes()).into()
+    }
+
+    fn transport(kind: TransportErrorKind) -> Error {
+        TransportError::new("openai", kind, "test").into()
+    }
+
+    #[test]
+    fn the_classifier_retries_what_may_pass_and_nothing_else() {
+        let rate_limited =
+            r#"{"error":{"message":"Rate limit","type":"requests","code":"rate_limit_exceeded"}}"#;
+        let overloaded =
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        let rows: Vec<(&str, Error, bool)> = vec![
+            ("429", answered(429, &[], rate_limited), true),
+            ("408", answered(408, &[], ""), true),
+            ("409", answered(409, &[], ""), true),
+            ("500", answered(500, &[], "oops"), true),
+            (
+                "502 html",
+                answered(502, &[], "<html>bad gateway</html>"),
+                true,
+            ),
+            ("503", answered(503, &[], ""), true),
+            ("529 overloaded_error", answered(529, &[], overloaded), true),
+            (
+                "overloaded_error in a stream",
+                answered(200, &[], overloaded),
+                true,
+            ),
+            (
+                "UNAVAILABLE (Gemini)",
+                answered(
+                    200,
+                    &[],
+                    r#"{"error":{"code":503,"message":"busy","status":"UNAVAILABLE"}}"#,
+                ),
+                true,
+            ),
+            (
+                "server_error in a 200 stream",
+                answered(
+                    200,
+                    &[],
+                    r#"{"error":{"message":"The server had an error","type":"server_error"}}"#,
+                ),
+                true,
+            ),
+            (
+                "numeric code 500 in a stream (vLLM)",
+                answered(
+                    200,
+                    &[],
+                    r#"{"error":{"message":"boom","type":"InternalServerError","code":500}}"#,
+                ),
+                true,
+            ),
+            (
+                "numeric code 400 in a stream",
+                answered(
+                    200,
+                    &[],
+                    r#"{"error":{"message":"bad","type":"BadRequestError","code":400}}"#,
+                ),
+                false,
+            ),
+            (
+                "invalid_request_error in a stream",
+                answered(
+                    200,
+                    &[],
+                    r#"{"error":{"message":"bad","type":"invalid_request_error"}}"#,
+                ),
+                false,
+            ),
+            (
+                "429 with x-should-retry: false",
+                answered(429, &[("x-should-retry", "false")], rate_limited),
+                false,
+            ),
+            (
+                "503 with x-should-retry: false",
+                answered(503, &[("x-should-retry", "false")], ""),
+                false,
+            ),
+            (
+                "400 with x-should-retry: true",
+                answered(400, &[("x-should-retry", "true")], ""),
+                true,
+            ),
+            (
+                "x-should-retry of another word",
+                answered(429, &[("x-should-retry", "maybe")], ""),
+                true,
+            ),
+            (
+                "400",
+                answered(
+                    400,
+                    &[],
+                    r#"{"error":{"message":"bad","type":"invalid_request_error"}}"#,
+                ),
+                false,
+            ),
+            ("401", answered(401, &[], ""), false),
+            ("403", answered(403, &[], ""), false),
+            ("404", answered(404, &[], ""), false),
+            ("422", answered(422, &[], ""), false),
+            ("connect", transport(TransportErrorKind::Connect), true),
+            ("timeout", transport(TransportErrorKind::Timeout), true),
+            (
+                "interrupted",
+                transport(TransportErrorKind::Interrupted),
+                true,
+            ),
+            ("truncated", transport(TransportErrorKind::Truncated), true),
+            ("malformed", transport(TransportErrorKind::Malformed), false),
+            ("request", transport(TransportErrorKind::Request), false),
+            ("another stage", Error::stage("parser", "bad"), false),
+        ];
+        for (name, error, retryable) in rows {
+            assert_eq!(is_retryable(&error), retryable, "{name}: {error}");
+            let policy = RetryPolicy::default();
+            assert_eq!(
+                policy.delay(0, &error).is_some(),
+                retryable,
+                "{name}: delay"
+            );
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap_with_equal_jitter() {
+        let mut policy = RetryPolicy::default()
+            .max_retries(40)
+            .initial_backoff(Duration::from_millis(100));
+        policy.max_backoff = Duration::from_secs(1);
+        let error = answered(503, &[], "");
+        for (retry, full) in [
+            (0, 100),
+            (1, 200),
+            (2, 400),
+            (3, 800),
+            (4, 1000),
+            (39, 1000),
+        ] {
+            let full = Duration::from_millis(full);
+            let waits: Vec<Duration> = (0..200)
+                .map(|_| policy.delay(retry, &error).expect("retried"))
+                .collect();
+            for wait in &waits {
+                assert!(
+                    *wait >= full / 2 && *wait <= full,
+                    "retry {retry}: {wait:?} outside [{:?}, {full:?}]",
+                    full / 2
+                );
+            }
+            assert!(
+                waits.iter().any(|wait| *wait != waits[0]),
+                "retry {retry}: the waits are jittered"
+            );
+        }
+        assert_eq!(policy.delay(40, &error), None, "no retry past max_retries");
+        assert_eq!(
+            RetryPolicy::default().delay(2, &error),
+            None,
+            "two retries by default"
+        );
+    }
+
+    #[test]
+    fn retry_after_is_preferred_exactly_and_capped() {
+        let policy = RetryPolicy::default().initial_backoff(Duration::from_millis(1));
+        let asks = |wait: &str| answered(429, &[("retry-after", wait)], "");
+        for retry in 0..2 {
+            assert_eq!(
+                policy.delay(retry, &asks("3")),
+                Some(Duration::from_secs(3))
+            );
+        }
+        assert_eq!(
+            policy.delay(0, &answered(503, &[("retry-after-ms", "250")], "")),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(policy.delay(0, &asks("60")), Some(Duration::from_secs(60)));
+        assert_eq!(policy.delay(0, &asks("61")), None, "over max_retry_after");
+        assert_eq!(
+            policy
+                .clone()
+                .max_retry_after(Duration::from_secs(120))
+                .delay(0, &asks("61")),
+            Some(Duration::from_secs(61))
+        );
+        assert_eq!(policy.delay(2, &asks("1")), None, "the retries are spent");
+        let refused = answered(400, &[("retry-after", "1")], "");
+        assert_eq!(policy.delay(0, &refused), None, "not retryable at all");
+        let told_not_to = answered(
+            429,
+            &[("retry-after", "1"), ("x-should-retry", "false")],
+            "",
+        );
+        assert_eq!(policy.delay(0, &told_not_to), None);
+        // A Retry-After no duration holds is none: backoff applies.
+        let wait = policy.delay(0, &asks("1e20")).unwrap();
+        assert!(wait <= Duration::from_millis(1), "{wait:?}");
     }
 }

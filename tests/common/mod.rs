@@ -73,6 +73,16 @@ pub fn chunks_as_sse(name: &str) -> Vec<u8> {
         .into_bytes()
 }
 
+/// Frames chunk objects as an SSE body ending in `[DONE]`.
+pub fn sse(chunks: &[Value]) -> Vec<u8> {
+    let mut body: String = chunks
+        .iter()
+        .map(|chunk| format!("data: {chunk}\n\n"))
+        .collect();
+    body.push_str("data: [DONE]\n\n");
+    body.into_bytes()
+}
+
 /// Cuts `bytes` at the given sizes (cycled), feeds them to `decoder`, returns events.
 pub fn decode_cut(
     mut decoder: ResponseDecoder,

@@ -1,19 +1,24 @@
-//! `lmstack chat`: one prompt to a real model server through the provider stack;
-//! the reply's canonical messages as JSON lines on stdout.
+//! `lmstack chat`: one prompt to a real model server with the demo tools, through
+//! the stack ToolLoop → FunctionCall → [NaturalToolUse] → Retry → provider; the
+//! conversation printed as `lmstack demo` prints it.
 
-use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use futures::StreamExt;
+use lmstack::function::{FunctionCallLayer, MediaPolicy, ToolLoopLayer, ToolRegistry};
+use lmstack::natural::NaturalToolUse;
 use lmstack::provider::ApiKey;
 use lmstack::provider::openai::{OpenAi, OpenAiConfig};
 use lmstack::provider::retry::RetryLayer;
-use lmstack::{ChatRequest, Error, Event, Joiner, Message};
-use tower::{Layer, ServiceExt};
+use lmstack::{ChatRequest, Error, Message};
+use tower::{ServiceBuilder, ServiceExt};
 
-use crate::provider_arg::{Provider, print_json_line};
+use crate::provider_arg::Provider;
+use crate::{show, tools};
 
-/// Talks to a real model server: sends PROMPT, prints the reply.
+/// Talks to a real model server: sends PROMPT with the demo tools (a calculator,
+/// the current time, draw_boxes), runs the tool calls the model makes, and prints
+/// the conversation.
 ///
 /// The key is read from OPENAI_API_KEY when set (local servers need none); the
 /// base URL defaults to OPENAI_BASE_URL, else api.openai.com.
@@ -32,27 +37,29 @@ pub struct Args {
         default_value = "https://api.openai.com/v1"
     )]
     base_url: String,
-    /// Stream the reply (its text is echoed to stderr as it arrives).
+    /// Stream the reply (the model's text is printed as it arrives).
     #[arg(long)]
     stream: bool,
-    /// Let a model without native tool calling use the tools through text.
+    /// Let a model without native tool calling use the tools through text: the
+    /// tools are described in the system prompt, calls are read from the
+    /// model's `<tool_call>` text and results written back as `<tool_response>`.
     #[arg(long)]
     natural_tools: bool,
-    /// The largest number of tokens to generate.
+    /// The largest number of tokens to generate per round.
     #[arg(long)]
     max_tokens: Option<u32>,
+    /// The directory draw_boxes may read images from (by default it reads none).
+    #[arg(long, value_name = "DIR")]
+    files: Option<PathBuf>,
+    /// Print the messages as JSON lines (lmstack's canonical form) instead of text.
+    #[arg(long)]
+    json: bool,
     /// What to ask.
     prompt: String,
 }
 
 pub fn run(args: Args) -> ExitCode {
-    if args.natural_tools {
-        eprintln!(
-            "error: --natural-tools needs the natural tool use layers (issues #3, #4) and the demo tools (issue #5), which this build does not have yet"
-        );
-        return ExitCode::FAILURE;
-    }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
@@ -63,10 +70,7 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     match runtime.block_on(chat(args)) {
-        Ok(messages) => {
-            messages.iter().for_each(print_json_line);
-            ExitCode::SUCCESS
-        }
+        Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");
             ExitCode::FAILURE
@@ -74,28 +78,29 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-async fn chat(args: Args) -> Result<Vec<Message>, Error> {
+async fn chat(args: Args) -> Result<(), Error> {
     let Provider::Openai = args.provider;
     let mut config = OpenAiConfig::new(&args.base_url).model(&args.model);
     if let Ok(key) = ApiKey::from_env("OPENAI_API_KEY") {
         config = config.api_key(key);
     }
-    let model = RetryLayer::default().layer(OpenAi::new(config)?);
+    let media = match &args.files {
+        Some(dir) => MediaPolicy::new().root(dir),
+        None => MediaPolicy::new(),
+    };
+    let stack = ServiceBuilder::new()
+        .layer(ToolLoopLayer::new())
+        .layer(FunctionCallLayer::new(ToolRegistry::new(tools::all(&media))?).media(media))
+        .option_layer(args.natural_tools.then(|| NaturalToolUse::new().layer()))
+        .layer(RetryLayer::default())
+        .service(OpenAi::new(config)?);
+    let opening = format!("user: {}", args.prompt);
     let mut request = ChatRequest::new(vec![Message::user(args.prompt)]).streaming(args.stream);
     request.options.max_tokens = args.max_tokens;
-    let mut reply = model.oneshot(request).await?;
-    let mut joiner = Joiner::new();
-    let mut stderr = std::io::stderr();
-    while let Some(event) = reply.next().await {
-        let event = event?;
-        if let Event::TextDelta(delta) = &event {
-            let _ = write!(stderr, "{}", delta.text);
-            let _ = stderr.flush();
-        }
-        joiner.push(event);
+    let reply = stack.oneshot(request).await?;
+    if args.json {
+        show::json_lines(reply).await
+    } else {
+        show::text(reply, &opening).await
     }
-    if args.stream {
-        let _ = writeln!(stderr);
-    }
-    Ok(joiner.finish())
 }

@@ -8,7 +8,7 @@
 //! results back, written as `<tool_response>` text (the picture as an image of
 //! the same message).
 
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, IsTerminal};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -18,10 +18,10 @@ use image::{ImageFormat, Rgba, RgbaImage};
 use lmstack::function::{FunctionCallLayer, MediaPolicy, ToolLoopLayer, ToolRegistry};
 use lmstack::natural::NaturalToolUse;
 use lmstack::testing::{Chunking, ScriptedModel};
-use lmstack::{ChatRequest, ContentBlock, Error, Event, Joiner, Message, Reply, Role};
+use lmstack::{ChatRequest, ContentBlock, Error, Message, Reply, Role};
 use tower::{ServiceBuilder, ServiceExt};
 
-use crate::tools;
+use crate::{show, tools};
 
 /// Options of `lmstack demo`.
 #[derive(Debug, Args)]
@@ -106,11 +106,10 @@ async fn demo(args: &DemoArgs) -> Result<(), Error> {
     )])
     .streaming(true);
     let reply = stack.oneshot(request).await?;
-    let mut out = io::stdout().lock();
     if args.json {
-        print_json(reply, &mut out).await
+        show::json_lines(reply).await
     } else {
-        print_text(reply, &mut out).await
+        show::text(reply, &format!("user: {QUESTION} [scene.png]")).await
     }
 }
 
@@ -125,100 +124,6 @@ fn paced(reply: Reply) -> Reply {
         tokio::time::sleep(Duration::from_millis(12)).await;
         item
     }))
-}
-
-/// Prints each message as a JSON line as soon as it is complete.
-async fn print_json(mut reply: Reply, out: &mut impl Write) -> Result<(), Error> {
-    let mut joiner = Joiner::new();
-    while let Some(item) = reply.next().await {
-        joiner.push(item?);
-        for message in joiner.take_completed() {
-            write_json(out, &message)?;
-        }
-    }
-    for message in joiner.finish() {
-        write_json(out, &message)?;
-    }
-    Ok(())
-}
-
-fn write_json(out: &mut impl Write, message: &Message) -> Result<(), Error> {
-    let line = serde_json::to_string(message).map_err(|e| Error::json("a message", e))?;
-    writeln!(out, "{line}")
-        .and_then(|()| out.flush())
-        .map_err(failure("cannot write the output"))
-}
-
-/// Prints text as it streams, and each tool call with its result. Whitespace
-/// between tool calls is not shown.
-async fn print_text(mut reply: Reply, out: &mut impl Write) -> Result<(), Error> {
-    let mut text = format!("user: {QUESTION} [scene.png]\n");
-    // Whether the next text starts a new assistant turn on screen, and the
-    // whitespace at the end of the text so far, shown only if more text follows.
-    let (mut new_turn, mut spaces) = (true, String::new());
-    while let Some(item) = reply.next().await {
-        match item? {
-            Event::TextDelta(delta) => {
-                let piece = if new_turn {
-                    delta.text.trim_start()
-                } else {
-                    &delta.text
-                };
-                let body = piece.trim_end();
-                if !body.is_empty() {
-                    if new_turn {
-                        text.push_str("\nassistant: ");
-                        new_turn = false;
-                    }
-                    text.push_str(&spaces);
-                    text.push_str(body);
-                    spaces.clear();
-                }
-                spaces.push_str(&piece[body.len()..]);
-            }
-            Event::Message {
-                message: Message::ToolAggregate(aggregate),
-            } => {
-                if !new_turn {
-                    text.push('\n');
-                }
-                spaces.clear();
-                for (call, result) in aggregate.calls.iter().zip(&aggregate.results) {
-                    text.push_str(&format!("  ⚙ {} {}\n", call.name, call.arguments));
-                    let mark = if result.is_error { "✗" } else { "→" };
-                    for block in &result.content {
-                        text.push_str(&format!("    {mark} {}\n", describe(block)));
-                    }
-                }
-                new_turn = true;
-            }
-            _ => {}
-        }
-        write!(out, "{text}")
-            .and_then(|()| out.flush())
-            .map_err(failure("cannot write the output"))?;
-        text.clear();
-    }
-    writeln!(out).map_err(failure("cannot write the output"))
-}
-
-/// One line about a content block.
-fn describe(block: &ContentBlock) -> String {
-    match block {
-        ContentBlock::Text { text } => text.clone(),
-        ContentBlock::Image(media) | ContentBlock::Document(media) => {
-            let size = media
-                .decode()
-                .and_then(Result::ok)
-                .map_or(0, |bytes| bytes.len());
-            format!(
-                "[{} {}, {:.1} KiB]",
-                media.media_type().unwrap_or("media"),
-                media.name.as_deref().unwrap_or("inline"),
-                size as f64 / 1024.0
-            )
-        }
-    }
 }
 
 /// The demo's picture: a house and the sun, 320×200, as PNG.

@@ -8,7 +8,8 @@ use lmstack::provider::decode::Decode;
 use lmstack::provider::openai::ResponseDecoder;
 use lmstack::{Event, Joiner};
 
-use crate::provider_arg::{Provider, print_json_line};
+use crate::provider_arg::Provider;
+use crate::show::print_json_line;
 
 /// Lifts a raw response body from stdin into canonical messages.
 #[derive(Debug, clap::Args)]

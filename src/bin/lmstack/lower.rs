@@ -8,7 +8,8 @@ use clap::ValueEnum;
 use lmstack::ChatRequest;
 use lmstack::provider::openai::{LowerOptions, MaxTokensField, ToolResultMedia, lower};
 
-use crate::provider_arg::{Provider, print_json_line};
+use crate::provider_arg::Provider;
+use crate::show::print_json_line;
 
 /// Lowers a canonical request from stdin into the provider's request body.
 #[derive(Debug, clap::Args)]

@@ -11,6 +11,7 @@ mod lower;
 mod parse;
 mod provider_arg;
 mod render;
+mod show;
 mod tools;
 
 /// Composable tower layers for LLM message pipelines, on the command line.

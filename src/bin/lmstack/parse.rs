@@ -10,7 +10,7 @@ use lmstack::testing::{Chunking, ScriptedModel};
 use lmstack::{ChatRequest, Error, Message, ToolSpec};
 use tower::{Layer, ServiceExt};
 
-use crate::provider_arg::print_json_line;
+use crate::show::print_json_line;
 
 /// Parses model text with `<tool_call>`-style markup from stdin.
 #[derive(Debug, clap::Args)]

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use lmstack::natural::{NaturalToolUseParser, NaturalToolUseTransformer, RenderDialect};
 use lmstack::{Error, Message};
 
-use crate::provider_arg::print_json_line;
+use crate::show::print_json_line;
 
 /// Renders tool calls and results of canonical messages as natural text.
 #[derive(Debug, clap::Args)]

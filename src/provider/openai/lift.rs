@@ -40,7 +40,9 @@ const PROVIDER: &str = "openai";
 /// - `refusal` becomes assistant text marked `"refusal": true` in its metadata,
 ///   and turns a `stop` finish into `refusal`;
 /// - usage on any chunk, on a final `choices: []` chunk, or in `x_groq.usage`;
-///   the last one seen is emitted once, at the end, before `finish`;
+///   the last one seen is emitted once, at the end, before `finish`. It is read
+///   leniently: counts of any number type, odd fields and a usage that is not an
+///   object are ignored, never failing the chunk;
 /// - `finish_reason` is mapped (`tool_calls`, `function_call` → `tool_calls`;
 ///   `content_filter`, GLM's `sensitive` → `content_filter`; `stop` after
 ///   function calls → `tool_calls`, as Ollama and vLLM sometimes send `stop`);
@@ -196,11 +198,13 @@ impl Lifter {
                 self.finish_reason = Some(reason);
             }
         }
-        if let Some(usage) = chunk
-            .usage
-            .or_else(|| chunk.x_groq.and_then(|groq| groq.usage))
+        let groq = chunk.x_groq.as_ref().and_then(|groq| groq.get("usage"));
+        if let Some(usage) = [chunk.usage.as_ref(), groq]
+            .into_iter()
+            .flatten()
+            .find_map(|usage| lift_usage(usage, self.metadata()))
         {
-            self.usage = Some(usage.into_usage(self.metadata()));
+            self.usage = Some(usage);
         }
         Ok(())
     }
@@ -382,10 +386,12 @@ struct Chunk {
     id: Option<String>,
     #[serde(default, deserialize_with = "null_as_default")]
     choices: Vec<Choice>,
+    /// Read leniently by [`lift_usage`]: a usage of an odd shape is ignored
+    /// rather than failing the chunk.
     #[serde(default)]
-    usage: Option<WireUsage>,
+    usage: Option<Value>,
     #[serde(default)]
-    x_groq: Option<XGroq>,
+    x_groq: Option<Value>,
     #[serde(default)]
     error: Option<Value>,
 }
@@ -460,48 +466,29 @@ struct WireFunction {
     arguments: Option<Value>,
 }
 
-#[derive(Deserialize)]
-struct XGroq {
-    #[serde(default)]
-    usage: Option<WireUsage>,
-}
-
-#[derive(Deserialize)]
-struct WireUsage {
-    #[serde(default)]
-    prompt_tokens: Option<u64>,
-    #[serde(default)]
-    completion_tokens: Option<u64>,
-    #[serde(default)]
-    prompt_tokens_details: Option<PromptDetails>,
-    #[serde(default)]
-    completion_tokens_details: Option<CompletionDetails>,
-}
-
-#[derive(Deserialize)]
-struct PromptDetails {
-    #[serde(default)]
-    cached_tokens: Option<u64>,
-}
-
-#[derive(Deserialize)]
-struct CompletionDetails {
-    #[serde(default)]
-    reasoning_tokens: Option<u64>,
-}
-
-impl WireUsage {
-    fn into_usage(self, metadata: Metadata) -> Usage {
-        Usage {
-            input_tokens: self.prompt_tokens.unwrap_or_default(),
-            output_tokens: self.completion_tokens.unwrap_or_default(),
-            cached_input_tokens: self.prompt_tokens_details.and_then(|d| d.cached_tokens),
-            reasoning_tokens: self
-                .completion_tokens_details
-                .and_then(|d| d.reasoning_tokens),
-            metadata,
-        }
-    }
+/// Reads a usage object (`prompt_tokens`, `completion_tokens`,
+/// `prompt_tokens_details.cached_tokens`,
+/// `completion_tokens_details.reasoning_tokens`); `None` when `usage` is not an
+/// object. A count that is not a non-negative number (a string, say) counts as
+/// absent; a float counts as its whole part (`12.0` is 12).
+fn lift_usage(usage: &Value, metadata: Metadata) -> Option<Usage> {
+    usage.as_object()?;
+    let count = |path: &str| {
+        let value = usage.pointer(path)?;
+        value.as_u64().or_else(|| {
+            value
+                .as_f64()
+                .filter(|n| n.is_finite() && *n >= 0.0)
+                .map(|n| n as u64)
+        })
+    };
+    Some(Usage {
+        input_tokens: count("/prompt_tokens").unwrap_or_default(),
+        output_tokens: count("/completion_tokens").unwrap_or_default(),
+        cached_input_tokens: count("/prompt_tokens_details/cached_tokens"),
+        reasoning_tokens: count("/completion_tokens_details/reasoning_tokens"),
+        metadata,
+    })
 }
 
 fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>

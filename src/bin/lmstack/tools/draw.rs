@@ -183,10 +183,11 @@ fn draw_box(image: &mut RgbaImage, labelled: &LabelledBox, color: Color) -> Resu
         labelled.y + thickness - 1,
         paint,
     );
+    // A box thinner than the outline is filled (no underflow near the origin).
     fill(
         image,
         labelled.x,
-        bottom + 1 - thickness,
+        (bottom + 1).saturating_sub(thickness),
         right,
         bottom,
         paint,
@@ -201,7 +202,7 @@ fn draw_box(image: &mut RgbaImage, labelled: &LabelledBox, color: Color) -> Resu
     );
     fill(
         image,
-        right + 1 - thickness,
+        (right + 1).saturating_sub(thickness),
         labelled.y,
         right,
         bottom,
@@ -355,6 +356,25 @@ mod tests {
             annotate(&media, &outside).unwrap_err(),
             "box 1 (\"far\"): it starts outside the 64×48 image"
         );
+    }
+
+    #[test]
+    fn boxes_thinner_than_the_outline_at_the_origin_are_filled() {
+        let mut image = RgbaImage::from_pixel(64, 48, Rgba([200, 200, 200, 255]));
+        for (width, height) in [(1, 1), (1, 30), (30, 1)] {
+            let labelled = LabelledBox {
+                color: Some(Color::Blue),
+                ..boxed("", 0, 0, width, height)
+            };
+            draw_box(&mut image, &labelled, Color::Blue).unwrap();
+            assert_eq!(*image.get_pixel(0, 0), Color::Blue.rgba());
+            assert_eq!(
+                *image.get_pixel(width - 1, height - 1),
+                Color::Blue.rgba(),
+                "{width}×{height}"
+            );
+        }
+        assert_eq!(*image.get_pixel(5, 5), Rgba([200, 200, 200, 255]));
     }
 
     #[test]

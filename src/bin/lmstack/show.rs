@@ -1,0 +1,133 @@
+//! Printing on stdout, shared by the commands: values as JSON lines, and a
+//! conversation as it streams — readable text (the model's words, each tool call
+//! with its result) or its messages as JSON lines.
+
+use std::io::{self, Write};
+
+use futures::StreamExt;
+use lmstack::message::ToolAggregateMessage;
+use lmstack::{ContentBlock, Error, Event, Joiner, Message, Reply, Role};
+
+/// Prints a value as one JSON line on stdout. When stdout is closed (`| head`)
+/// the program ends quietly, as command-line filters do.
+pub fn print_json_line(value: &impl serde::Serialize) {
+    let line = serde_json::to_string(value).expect("canonical values serialise");
+    if let Err(error) = writeln!(io::stdout().lock(), "{line}") {
+        if error.kind() == io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: writing stdout: {error}");
+        std::process::exit(1);
+    }
+}
+
+/// Prints each message of `reply` as a JSON line as soon as it is complete.
+pub async fn json_lines(mut reply: Reply) -> Result<(), Error> {
+    let mut joiner = Joiner::new();
+    while let Some(item) = reply.next().await {
+        joiner.push(item?);
+        joiner.take_completed().iter().for_each(print_json_line);
+    }
+    joiner.finish().iter().for_each(print_json_line);
+    Ok(())
+}
+
+/// Prints `opening`, then the conversation as it streams: the assistant's text
+/// as it arrives (streamed deltas or whole messages), and each tool call with its
+/// result. Whitespace between tool calls is not shown.
+pub async fn text(mut reply: Reply, opening: &str) -> Result<(), Error> {
+    let mut out = io::stdout().lock();
+    let mut view = TextView {
+        shown: format!("{opening}\n"),
+        new_turn: true,
+        spaces: String::new(),
+    };
+    while let Some(item) = reply.next().await {
+        match item? {
+            Event::TextDelta(delta) => view.text(&delta.text),
+            Event::Message {
+                message: Message::Text(message),
+            } if message.role == Role::Assistant => view.text(&message.text),
+            Event::Message {
+                message: Message::ToolAggregate(aggregate),
+            } => view.aggregate(&aggregate),
+            _ => {}
+        }
+        write!(out, "{}", view.shown)
+            .and_then(|()| out.flush())
+            .map_err(cannot_write)?;
+        view.shown.clear();
+    }
+    writeln!(out).map_err(cannot_write)
+}
+
+fn cannot_write(error: io::Error) -> Error {
+    Error::stage("output", format!("cannot write the output: {error}"))
+}
+
+/// The readable view of a conversation: what to show next.
+struct TextView {
+    /// Text not written yet.
+    shown: String,
+    /// Whether the next text starts a new assistant turn on screen.
+    new_turn: bool,
+    /// The whitespace at the end of the text so far, shown only if more text follows.
+    spaces: String,
+}
+
+impl TextView {
+    fn text(&mut self, piece: &str) {
+        let piece = if self.new_turn {
+            piece.trim_start()
+        } else {
+            piece
+        };
+        let body = piece.trim_end();
+        if !body.is_empty() {
+            if self.new_turn {
+                self.shown.push_str("\nassistant: ");
+                self.new_turn = false;
+            }
+            self.shown.push_str(&self.spaces);
+            self.shown.push_str(body);
+            self.spaces.clear();
+        }
+        self.spaces.push_str(&piece[body.len()..]);
+    }
+
+    fn aggregate(&mut self, aggregate: &ToolAggregateMessage) {
+        if !self.new_turn {
+            self.shown.push('\n');
+        }
+        self.spaces.clear();
+        for (call, result) in aggregate.calls.iter().zip(&aggregate.results) {
+            self.shown
+                .push_str(&format!("  ⚙ {} {}\n", call.name, call.arguments));
+            let mark = if result.is_error { "✗" } else { "→" };
+            for block in &result.content {
+                self.shown
+                    .push_str(&format!("    {mark} {}\n", describe(block)));
+            }
+        }
+        self.new_turn = true;
+    }
+}
+
+/// One line about a content block.
+fn describe(block: &ContentBlock) -> String {
+    match block {
+        ContentBlock::Text { text } => text.clone(),
+        ContentBlock::Image(media) | ContentBlock::Document(media) => {
+            let size = media
+                .decode()
+                .and_then(Result::ok)
+                .map_or(0, |bytes| bytes.len());
+            format!(
+                "[{} {}, {:.1} KiB]",
+                media.media_type().unwrap_or("media"),
+                media.name.as_deref().unwrap_or("inline"),
+                size as f64 / 1024.0
+            )
+        }
+    }
+}
