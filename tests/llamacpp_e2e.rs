@@ -12,11 +12,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lmstack::function::{FunctionCallLayer, Tool, ToolLoopLayer, ToolRegistry};
-use lmstack::natural::NaturalToolUseParser;
+use lmstack::natural::NaturalToolUse;
 use lmstack::provider::openai::{LowerOptions, OpenAi, OpenAiConfig, lower};
 use lmstack::provider::retry::{Retry, RetryLayer};
 use lmstack::provider::transport::HttpConfig;
-use lmstack::{ChatRequest, Event, FinishReason, Joiner, Message, ToolCall, ToolResult, Usage};
+use lmstack::{
+    ChatRequest, Event, FinishReason, Joiner, Message, Role, ToolCall, ToolResult, Usage,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -159,19 +161,19 @@ struct Add {
     b: u64,
 }
 
-/// The requests the stack sends to the model: native tools removed (the model
-/// sees them in the system prompt), and in the first round only, when no tool
-/// result is in the history yet, the grammar that makes it write a call. Each
-/// is recorded in `sent`.
+/// The requests the stack sends to the model, after the NaturalToolUse layer:
+/// in the first round only, before any `<tool_response>` is in the history, the
+/// grammar that makes the model write a call. Each is recorded in `sent`.
 fn natural_requests(
     sent: Arc<Mutex<Vec<ChatRequest>>>,
 ) -> impl FnMut(ChatRequest) -> ChatRequest + Clone {
     move |mut request: ChatRequest| {
-        request.options.tools.clear();
         let answered = request
             .messages
             .iter()
-            .any(|message| !message.results().is_empty());
+            .filter(|message| message.role() == Role::User)
+            .filter_map(Message::as_text)
+            .any(|text| text.starts_with("<tool_response"));
         if !answered {
             request
                 .options
@@ -184,9 +186,10 @@ fn natural_requests(
 }
 
 /// The natural-tool-use round trip: ToolLoop → FunctionCall(add) →
-/// NaturalToolUseParser → the real server. Round 1's grammar makes the model
-/// write a `<tool_call>` block; the stack parses it, runs `add` and sends the
-/// result back; round 2 answers.
+/// NaturalToolUse → the real server. The layer describes `add` in the system
+/// prompt; round 1's grammar makes the model write a `<tool_call>` block; the
+/// stack parses it, runs `add` and sends the call and result back as text;
+/// round 2 answers.
 #[tokio::test]
 #[ignore = "needs llama.cpp's server: .ci/test starts one and sets LMSTACK_LLAMACPP_URL"]
 async fn the_stack_parses_runs_and_answers_the_call_the_model_writes() {
@@ -203,13 +206,11 @@ async fn the_stack_parses_runs_and_answers_the_call_the_model_writes() {
         let stack = ServiceBuilder::new()
             .layer(ToolLoopLayer::new())
             .layer(FunctionCallLayer::new(ToolRegistry::new([add]).unwrap()))
-            .layer(NaturalToolUseParser::new().layer())
+            .layer(NaturalToolUse::new().layer())
             .map_request(natural_requests(sent.clone()))
             .service(model());
         let mut request = ChatRequest::new(vec![
-            Message::system(
-                "You can call the tool add(a, b) with a <tool_call> block. When you have its result, answer in words.",
-            ),
+            Message::system("When you have a tool's result, answer in words."),
             Message::user("What is 2 + 3?"),
         ])
         .streaming(stream);
@@ -237,21 +238,31 @@ async fn the_stack_parses_runs_and_answers_the_call_the_model_writes() {
         assert_eq!(results[0].call_id, calls[0].id);
         assert_eq!(results[0].text_content(), (a + b).to_string());
 
-        // A second request carried the result, without the grammar.
+        // Both requests described the tool in the system prompt and offered no
+        // native tools; the second carried the call and the result as text,
+        // without the grammar.
         let sent = sent.lock().unwrap();
         assert_eq!(sent.len(), 2, "stream {stream}: two rounds");
+        for request in sent.iter() {
+            assert!(request.options.tools.is_empty());
+            let system = request.messages[0].as_text().unwrap();
+            assert!(system.contains("## add"), "{system}");
+        }
         assert!(sent[0].options.extra.contains_key("grammar"));
         assert!(!sent[1].options.extra.contains_key("grammar"));
         let wire = lower(&sent[1], &LowerOptions::default()).unwrap();
-        let tool_messages: Vec<&Value> = wire["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|message| message["role"] == "tool")
-            .collect();
+        let tail: Vec<&Value> = wire["messages"].as_array().unwrap()[2..].iter().collect();
+        let id = &calls[0].id;
         assert_eq!(
-            tool_messages,
-            [&json!({"role": "tool", "tool_call_id": calls[0].id, "content": (a + b).to_string()})],
+            tail,
+            [
+                &json!({"role": "assistant", "content": format!(
+                    "<tool_call name=\"add\" id=\"{id}\">\n{{\n  \"a\": {a},\n  \"b\": {b}\n}}\n</tool_call>"
+                )}),
+                &json!({"role": "user", "content": format!(
+                    "<tool_response name=\"add\" id=\"{id}\">\n{}\n</tool_response>", a + b
+                )}),
+            ],
             "stream {stream}"
         );
 
