@@ -26,6 +26,8 @@
 //! Modules:
 //! - [`message`]: the canonical message model, streaming events and the joiner;
 //! - [`service`]: the request, the reply and the state-machine driver;
+//! - [`natural`]: tool calls as text for models without native tool calling —
+//!   the parser, the transformer and the `NaturalToolUse` layer;
 //! - [`function`]: tools, the function-call layer and the tool loop (feature
 //!   `function`, on by default);
 //! - [`transcript`]: a layer that records conversations as JSON lines, and their

@@ -11,7 +11,7 @@ use lmstack::{
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use tower::Layer;
+use tower::{Layer, ServiceExt};
 
 fn render(messages: Vec<Message>) -> Vec<Message> {
     NaturalToolUseTransformer::new().render(messages).unwrap()
@@ -553,8 +553,8 @@ fn responses_are_results_only_in_transcript_mode() {
     );
 }
 
-#[test]
-fn a_model_written_id_is_ignored_outside_transcripts() {
+#[tokio::test]
+async fn a_model_written_id_is_ignored_outside_transcripts() {
     let text = "<tool_call name=\"now\" id=\"call_1\">\n{}\n</tool_call>";
     let reply = parse(&NaturalToolUseParser::new(), text);
     assert_eq!(
@@ -565,19 +565,21 @@ fn a_model_written_id_is_ignored_outside_transcripts() {
             json!({})
         )])]
     );
-    let tools = [lmstack::ToolSpec::new("now", "", json!({"type": "object"}))];
-    let history = vec![Message::tool_calls(vec![ToolCall::new(
-        "x",
+    // After one call in the conversation, the model's `id="call_1"` would
+    // collide: the parser numbers on.
+    let model = ScriptedModel::new().reply(text);
+    let request = ChatRequest::new(vec![Message::tool_calls(vec![ToolCall::new(
+        "call_1",
         "now",
         json!({}),
-    )])];
-    let mut machine = NaturalToolUseParser::new()
-        .machine(&tools, history.len())
+    )])]);
+    let reply = NaturalToolUseParser::new()
+        .layer()
+        .layer(model)
+        .oneshot(request)
+        .await
         .unwrap();
-    let mut out = lmstack::service::Output::new();
-    lmstack::service::Machine::push(&mut machine, Event::text(text), &mut out).unwrap();
-    lmstack::service::Machine::finish(&mut machine, &mut out).unwrap();
-    assert_eq!(Joiner::join(out.drain())[0].calls()[0].id, "call_2");
+    assert_eq!(reply.collect().await.unwrap()[0].calls()[0].id, "call_2");
 }
 
 #[test]
