@@ -485,11 +485,7 @@ impl serde_json::ser::Formatter for Spaced {
         writer: &mut W,
         first: bool,
     ) -> std::io::Result<()> {
-        if first {
-            Ok(())
-        } else {
-            writer.write_all(b", ")
-        }
+        comma(writer, first)
     }
 
     fn begin_object_key<W: ?Sized + std::io::Write>(
@@ -497,11 +493,7 @@ impl serde_json::ser::Formatter for Spaced {
         writer: &mut W,
         first: bool,
     ) -> std::io::Result<()> {
-        if first {
-            Ok(())
-        } else {
-            writer.write_all(b", ")
-        }
+        comma(writer, first)
     }
 
     fn begin_object_value<W: ?Sized + std::io::Write>(
@@ -509,6 +501,15 @@ impl serde_json::ser::Formatter for Spaced {
         writer: &mut W,
     ) -> std::io::Result<()> {
         writer.write_all(b": ")
+    }
+}
+
+/// `, ` before every item but the first.
+fn comma<W: ?Sized + std::io::Write>(writer: &mut W, first: bool) -> std::io::Result<()> {
+    if first {
+        Ok(())
+    } else {
+        writer.write_all(b", ")
     }
 }
 
