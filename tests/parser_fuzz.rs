@@ -39,6 +39,12 @@ fn text() -> impl Strategy<Value = String> {
             "{\"type\": \"tool_use\", \"tool_uses\": [{\"name\": \"f\", \"params\": {".to_string()
         ),
         Just("\"\\\\\"}]},\n ".to_string()),
+        Just("<tool_call name=\"f\" id=\"x\">".to_string()),
+        Just("<tool_response name=\"f\" id=\"x\">\n".to_string()),
+        Just("<tool_response>".to_string()),
+        Just("\n</tool_response>".to_string()),
+        Just("\n---\n".to_string()),
+        Just("[image 1: image/png]".to_string()),
     ];
     prop::collection::vec(piece, 0..12).prop_map(|pieces| pieces.concat())
 }
@@ -54,9 +60,14 @@ proptest! {
         text in text(),
         dialect in prop::sample::select(Dialect::ALL.to_vec()),
         policy in prop::sample::select(vec![OnInvalid::Text, OnInvalid::Mark, OnInvalid::Error]),
+        transcript in any::<bool>(),
         seed in any::<u64>(),
     ) {
-        let parser = NaturalToolUseParser::new().dialect(dialect).on_invalid(policy).call_limit(512);
+        let parser = NaturalToolUseParser::new()
+            .dialect(dialect)
+            .on_invalid(policy)
+            .transcript(transcript)
+            .call_limit(512);
         let whole = parser.parse(&text, &tools());
         let mut machine = parser.machine(&tools(), 0).unwrap();
         let mut out = Output::new();

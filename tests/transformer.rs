@@ -467,12 +467,18 @@ fn aggregate() -> impl Strategy<Value = Message> {
     })
 }
 
+/// `default` cases, or `PROPTEST_CASES` when set (for longer hunts).
+fn cases(default: u32) -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok());
+    ProptestConfig::with_cases(cases.unwrap_or(default))
+}
+
 fn dialect() -> impl Strategy<Value = RenderDialect> {
     prop_oneof![Just(RenderDialect::Tagged), Just(RenderDialect::Hermes)]
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(cases(256))]
 
     #[test]
     fn read_history_of_render_gives_the_aggregates_back(
@@ -660,7 +666,7 @@ fn read_history_keeps_what_is_not_tool_markup() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(128))]
+    #![proptest_config(cases(128))]
 
     #[test]
     fn transcripts_read_the_same_in_any_chunking(aggregate in aggregate(), seed in any::<u64>()) {
