@@ -346,3 +346,57 @@ fn unknown_message_type_is_a_clear_error() {
             .unwrap_err();
     assert!(error.to_string().contains("robot"), "{error}");
 }
+
+#[test]
+fn metadata_rides_on_every_kind_of_message_and_delta() {
+    let meta = json!({"generation_id": "gen-1", "from_agent": "planner", "step": 3});
+    let mut reasoning = Message::reasoning("hmm");
+    *reasoning.metadata_mut() = metadata();
+    pin(
+        reasoning,
+        json!({"type": "reasoning", "text": "hmm", "metadata": meta}),
+    );
+    pin(
+        Message::tool_results(vec![]).with_metadata(metadata()),
+        json!({"type": "tool_results", "results": [], "metadata": meta}),
+    );
+    pin(
+        Message::tool_aggregate(vec![], vec![]).with_metadata(metadata()),
+        json!({"type": "tool_aggregate", "calls": [], "results": [], "metadata": meta}),
+    );
+    pin(
+        Message::usage(1, 2).with_metadata(metadata()),
+        json!({"type": "usage", "input_tokens": 1, "output_tokens": 2, "metadata": meta}),
+    );
+    pin(
+        Event::ReasoningDelta(ReasoningDelta {
+            text: "a".into(),
+            signature: None,
+            metadata: metadata(),
+        }),
+        json!({"type": "reasoning_delta", "text": "a", "metadata": meta}),
+    );
+    pin(
+        Event::ToolCallDelta(ToolCallDelta {
+            metadata: metadata(),
+            ..ToolCallDelta::new(0)
+        }),
+        json!({"type": "tool_call_delta", "index": 0, "arguments_delta": "", "metadata": meta}),
+    );
+}
+
+#[test]
+fn media_by_url_keeps_its_type_and_name() {
+    let mut image = Media::url("https://example.com/a.png");
+    if let lmstack::MediaSource::Url { media_type, .. } = &mut image.source {
+        *media_type = Some("image/png".into());
+    }
+    pin(
+        ContentBlock::Image(image),
+        json!({"type": "image", "media_type": "image/png", "url": "https://example.com/a.png"}),
+    );
+    pin(
+        ContentBlock::Document(Media::url("https://example.com/r.pdf").with_name("r.pdf")),
+        json!({"type": "document", "url": "https://example.com/r.pdf", "name": "r.pdf"}),
+    );
+}
