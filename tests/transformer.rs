@@ -469,7 +469,9 @@ fn aggregate() -> impl Strategy<Value = Message> {
 
 /// `default` cases, or `PROPTEST_CASES` when set (for longer hunts).
 fn cases(default: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok());
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok());
     ProptestConfig::with_cases(cases.unwrap_or(default))
 }
 

@@ -59,6 +59,24 @@ pub enum RenderDialect {
 }
 
 impl RenderDialect {
+    /// The dialect a model was trained on, guessed from its name: Hermes for the
+    /// Qwen and Hermes families, else tagged.
+    ///
+    /// ```
+    /// use lmstack::natural::RenderDialect;
+    /// assert_eq!(RenderDialect::for_model("Qwen/Qwen2.5-7B-Instruct"), RenderDialect::Hermes);
+    /// assert_eq!(RenderDialect::for_model("NousResearch/Hermes-3-Llama-3.1-8B"), RenderDialect::Hermes);
+    /// assert_eq!(RenderDialect::for_model("smollm2-135m"), RenderDialect::Tagged);
+    /// ```
+    pub fn for_model(model: &str) -> Self {
+        let model = model.to_ascii_lowercase();
+        if model.contains("qwen") || model.contains("hermes") {
+            RenderDialect::Hermes
+        } else {
+            RenderDialect::Tagged
+        }
+    }
+
     /// The CLI name: `tagged` or `hermes`.
     pub fn name(self) -> &'static str {
         match self {

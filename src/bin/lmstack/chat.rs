@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use lmstack::function::{FunctionCallLayer, MediaPolicy, ToolLoopLayer, ToolRegistry};
-use lmstack::natural::NaturalToolUse;
+use lmstack::natural::{NaturalToolUse, RenderDialect};
 use lmstack::provider::ApiKey;
 use lmstack::provider::openai::{OpenAi, OpenAiConfig};
 use lmstack::provider::retry::RetryLayer;
@@ -42,7 +42,8 @@ pub struct Args {
     stream: bool,
     /// Let a model without native tool calling use the tools through text: the
     /// tools are described in the system prompt, calls are read from the
-    /// model's `<tool_call>` text and results written back as `<tool_response>`.
+    /// model's `<tool_call>` text and results written back as `<tool_response>`
+    /// (in the Hermes dialect for Qwen and Hermes models).
     #[arg(long)]
     natural_tools: bool,
     /// The largest number of tokens to generate per round.
@@ -91,7 +92,11 @@ async fn chat(args: Args) -> Result<(), Error> {
     let stack = ServiceBuilder::new()
         .layer(ToolLoopLayer::new())
         .layer(FunctionCallLayer::new(ToolRegistry::new(tools::all(&media))?).media(media))
-        .option_layer(args.natural_tools.then(|| NaturalToolUse::new().layer()))
+        .option_layer(args.natural_tools.then(|| {
+            NaturalToolUse::new()
+                .dialect(RenderDialect::for_model(&args.model))
+                .layer()
+        }))
         .layer(RetryLayer::default())
         .service(OpenAi::new(config)?);
     let opening = format!("user: {}", args.prompt);
