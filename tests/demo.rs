@@ -107,3 +107,23 @@ fn text_output_shows_the_conversation_and_each_tool_call() {
     assert!(image > position("⚙ draw_boxes"));
     assert!(position("assistant: 1234 × 5678 = 7,006,652") > image);
 }
+
+#[test]
+fn the_model_view_shows_the_tools_and_the_calls_and_results_as_text() {
+    let (stdout, _) = demo(&["--model-view"]);
+    let view = &stdout[stdout
+        .find("what the text-only model read")
+        .expect("the view is printed")..];
+    let system = view.find("── system ──\n# Tools\n").expect("the tools section");
+    let call = view
+        .find("── assistant ──\nI'll use the tools for all three.\n<tool_call name=\"calculator\" id=\"call_1\">")
+        .expect("the calls as assistant text");
+    let result = view
+        .find("── user ──\n<tool_response name=\"calculator\" id=\"call_1\">\n1234 * 5678 = 7006652\n</tool_response>\n---\n")
+        .expect("the results as user text");
+    let image = view
+        .find("[image 1: image/png]\n[image/png inline")
+        .expect("the picture beside its placeholder");
+    assert!(system < call && call < result && result < image, "{view}");
+    assert_eq!(view.matches("# Tools").count(), 1);
+}

@@ -29,6 +29,10 @@ pub struct DemoArgs {
     /// Print the messages as JSON lines (lmstack's canonical form) instead of text.
     #[arg(long)]
     json: bool,
+    /// Then print what the text-only model read in its last round: the tools in
+    /// its system prompt, and the calls and results written as text.
+    #[arg(long)]
+    model_view: bool,
 }
 
 /// What the user asks.
@@ -95,7 +99,7 @@ async fn demo(args: &DemoArgs) -> Result<(), Error> {
         .layer(NaturalToolUse::new().layer())
         // On a terminal, stream at a readable pace, as a model would.
         .map_response(move |reply: Reply| if terminal { paced(reply) } else { reply })
-        .service(model);
+        .service(model.clone());
 
     let request = ChatRequest::new(vec![Message::multimodal(
         Role::User,
@@ -107,9 +111,16 @@ async fn demo(args: &DemoArgs) -> Result<(), Error> {
     .streaming(true);
     let reply = stack.oneshot(request).await?;
     if args.json {
-        show::json_lines(reply).await
+        show::json_lines(reply).await?;
     } else {
-        show::text(reply, &format!("user: {QUESTION} [scene.png]")).await
+        show::text(reply, &format!("user: {QUESTION} [scene.png]")).await?;
+    }
+    match model.requests().last() {
+        Some(last) if args.model_view => {
+            println!("\n═══ what the text-only model read in its last round ═══\n");
+            show::request(&last.messages)
+        }
+        _ => Ok(()),
     }
 }
 

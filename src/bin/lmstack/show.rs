@@ -114,7 +114,7 @@ impl TextView {
 }
 
 /// One line about a content block.
-fn describe(block: &ContentBlock) -> String {
+pub fn describe(block: &ContentBlock) -> String {
     match block {
         ContentBlock::Text { text } => text.clone(),
         ContentBlock::Image(media) | ContentBlock::Document(media) => {
@@ -130,4 +130,41 @@ fn describe(block: &ContentBlock) -> String {
             )
         }
     }
+}
+
+/// Prints a request's messages as the model reads them: each message's role,
+/// then its text, with media as one line each.
+pub fn request(messages: &[Message]) -> Result<(), Error> {
+    let mut out = io::stdout().lock();
+    for message in messages {
+        let role = serde_json::to_value(message.role()).expect("a role serialises");
+        let body = match message {
+            Message::Text(text) => text.text.clone(),
+            Message::Multimodal(multimodal) => {
+                let mut body = String::new();
+                for block in &multimodal.content {
+                    match block {
+                        ContentBlock::Text { text } => body.push_str(text),
+                        media => {
+                            if !body.is_empty() && !body.ends_with('\n') {
+                                body.push('\n');
+                            }
+                            body.push_str(&describe(media));
+                            body.push('\n');
+                        }
+                    }
+                }
+                body
+            }
+            other => serde_json::to_string(other).expect("a message serialises"),
+        };
+        writeln!(
+            out,
+            "── {} ──\n{}\n",
+            role.as_str().unwrap_or("?"),
+            body.trim_end()
+        )
+        .map_err(|error| Error::stage("output", format!("cannot write the output: {error}")))?;
+    }
+    Ok(())
 }
