@@ -530,24 +530,23 @@ impl ParserMachine {
 
     /// Inside a tool-call block.
     fn block(&mut self, input: &str, out: &mut Output) -> Result<usize, Error> {
-        let base = self.calls.raw.len();
-        self.calls.raw.push_str(input);
         let Mode::Block(block) = &mut self.mode else {
             unreachable!("called in block mode")
         };
         let mut ctx = Ctx {
+            base: self.calls.raw.len(),
             calls: &mut self.calls,
             emit: &mut self.emit,
             out,
             tools: &self.tools,
-            base,
+            piece: input,
         };
         let step = block.feed(input, &mut ctx)?;
         let used = match step {
             BlockStep::More => input.len(),
             BlockStep::Done(used) | BlockStep::NotACall { at: used, .. } => used,
         };
-        self.calls.raw.truncate(base + used);
+        self.calls.raw.push_str(&input[..used]);
         if self.calls.raw.len() > self.calls.limit {
             return Err(Error::LimitExceeded {
                 stage: emit::STAGE,
@@ -578,6 +577,7 @@ impl ParserMachine {
             emit: &mut self.emit,
             out,
             tools: &self.tools,
+            piece: "",
             base,
         }
     }
