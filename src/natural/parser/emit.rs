@@ -63,6 +63,15 @@ impl Emitter {
         }
     }
 
+    /// Keeps `buffer`'s memory for the text to come when the gathered text has
+    /// none (it was just handed out): one allocation less per input piece.
+    pub(super) fn recycle(&mut self, mut buffer: String) {
+        if self.text.capacity() == 0 {
+            buffer.clear();
+            self.text = buffer;
+        }
+    }
+
     /// Hands out pending metadata on an empty text delta, so that it is not lost
     /// when the input produced nothing to carry it.
     pub(super) fn flush_metadata(&mut self, out: &mut Output) {

@@ -18,7 +18,7 @@ use self::tools::ToolTable;
 use self::xml_block::Xml;
 use super::Dialect;
 use super::scan::marker::{Found, MarkerFinder};
-use super::scan::tag::{Tag, TagReader, TagStep};
+use super::scan::tag::{self, Tag, TagReader, TagStep};
 use crate::schema::SchemaCache;
 use crate::service::{Machine, MachineFactory, MachineLayer, Output};
 use crate::{ChatRequest, Error, Event, Joiner, Message, Role, ToolSpec};
@@ -250,6 +250,7 @@ impl Machine for ParserMachine {
                 self.emit.add_metadata(&delta.metadata);
                 self.feed(&delta.text, out)?;
                 self.emit.flush(out);
+                self.emit.recycle(delta.text);
             }
             Event::Message {
                 message: Message::Text(text),
@@ -357,6 +358,12 @@ impl ParserMachine {
             };
             let at = pos + offset;
             if bytes[at] == b'<' {
+                if !opens_tag(bytes, at) {
+                    self.line = LineState::MID_LINE;
+                    pos = at + 1;
+                    noted = pos;
+                    continue;
+                }
                 self.emit.text(&input[..at]);
                 self.mode = Mode::Tag(TagReader::new(TAG_LIMIT));
                 self.line = LineState::MID_LINE;
@@ -394,6 +401,12 @@ impl ParserMachine {
             };
             let at = pos + offset;
             let candidate = match bytes[at] {
+                b'<' if !opens_tag(bytes, at) => {
+                    self.line = LineState::MID_LINE;
+                    pos = at + 1;
+                    noted = pos;
+                    continue;
+                }
                 b'<' => {
                     self.emit.text(&input[..at]);
                     self.mode = Mode::Tag(TagReader::new(TAG_LIMIT));
@@ -607,6 +620,12 @@ impl ParserMachine {
         self.emit.flush_metadata(out);
         Ok(())
     }
+}
+
+/// False when the `<` at `at` is text for sure: the next byte is in the piece and
+/// starts no tag (`a < b`, `<=`), so reading a tag would only give it back.
+fn opens_tag(bytes: &[u8], at: usize) -> bool {
+    bytes.get(at + 1).is_none_or(|&byte| tag::may_open(byte))
 }
 
 /// A tool-call block being read.
