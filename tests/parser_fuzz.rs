@@ -34,6 +34,7 @@ fn text() -> impl Strategy<Value = String> {
         Just("<think>".to_string()),
         Just("</think>".to_string()),
         Just("```".to_string()),
+        Just("a <3 <= b\n  ".to_string()),
         Just("{\"name\": \"f\", \"arguments\": {\"a\": 1,".to_string()),
         Just(
             "{\"type\": \"tool_use\", \"tool_uses\": [{\"name\": \"f\", \"params\": {".to_string()

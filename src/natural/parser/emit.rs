@@ -63,6 +63,15 @@ impl Emitter {
         }
     }
 
+    /// Keeps `buffer`'s memory for the text to come when the gathered text has
+    /// none (it was just handed out): one allocation less per input piece.
+    pub(super) fn recycle(&mut self, mut buffer: String) {
+        if self.text.capacity() == 0 {
+            buffer.clear();
+            self.text = buffer;
+        }
+    }
+
     /// Hands out pending metadata on an empty text delta, so that it is not lost
     /// when the input produced nothing to carry it.
     pub(super) fn flush_metadata(&mut self, out: &mut Output) {
@@ -135,7 +144,8 @@ pub(super) struct Calls {
     next_index: u32,
     id_base: usize,
     current: Option<Current>,
-    /// The raw text of the current block, up to the end of the current input.
+    /// The raw text of the current block before the piece being read (which
+    /// [`Ctx::piece`] holds).
     pub(super) raw: String,
     pub(super) limit: usize,
     pub(super) policy: OnInvalid,
@@ -200,7 +210,11 @@ pub(super) struct Ctx<'a> {
     pub(super) emit: &'a mut Emitter,
     pub(super) out: &'a mut Output,
     pub(super) tools: &'a ToolTable,
-    /// Offset of the current piece in `calls.raw`.
+    /// The piece being read, all of it: the block's raw text is `calls.raw`
+    /// followed by it. Only the part the block uses joins `calls.raw`, so that
+    /// a piece holding many blocks is not copied once per block.
+    pub(super) piece: &'a str,
+    /// Offset in the block's raw text of the part of the piece being read.
     pub(super) base: usize,
 }
 
@@ -212,7 +226,15 @@ impl Ctx<'_> {
 
     /// The end of the block's raw text so far.
     pub(super) fn raw_end(&self) -> usize {
-        self.calls.raw.len()
+        self.calls.raw.len() + self.piece.len()
+    }
+
+    /// The block's raw text from `start` to `end`.
+    fn raw(&self, start: usize, end: usize) -> String {
+        let kept = self.calls.raw.len();
+        let mut raw = self.calls.raw[start.min(kept)..end.min(kept)].to_owned();
+        raw.push_str(&self.piece[start.max(kept) - kept..end.max(kept) - kept]);
+        raw
     }
 
     /// The schema of the current call's tool, when it has one.
@@ -362,7 +384,7 @@ impl Ctx<'_> {
             }
             return Ok(());
         };
-        let raw = self.calls.raw[call.raw_start.min(raw_end)..raw_end].to_owned();
+        let raw = self.raw(call.raw_start.min(raw_end), raw_end);
         let invalid = InvalidCall {
             kind,
             message,

@@ -20,7 +20,7 @@ use self::tools::ToolTable;
 use self::xml_block::Xml;
 use super::Dialect;
 use super::scan::marker::{Found, MarkerFinder};
-use super::scan::tag::{Tag, TagReader, TagStep};
+use super::scan::tag::{self, Tag, TagReader, TagStep};
 use crate::schema::SchemaCache;
 use crate::service::{Machine, MachineFactory, MachineLayer, Output};
 use crate::{ChatRequest, Error, Event, Joiner, Message, Role, ToolSpec};
@@ -300,6 +300,7 @@ impl Machine for ParserMachine {
                 self.emit.add_metadata(&delta.metadata);
                 self.feed(&delta.text, out)?;
                 self.emit.flush(out);
+                self.emit.recycle(delta.text);
             }
             Event::Message {
                 message: Message::Text(text),
@@ -417,6 +418,12 @@ impl ParserMachine {
             };
             let at = pos + offset;
             if bytes[at] == b'<' {
+                if !opens_tag(bytes, at) {
+                    self.line = LineState::MID_LINE;
+                    pos = at + 1;
+                    noted = pos;
+                    continue;
+                }
                 self.emit.text(&input[..at]);
                 self.mode = Mode::Tag(TagReader::new(TAG_LIMIT));
                 self.line = LineState::MID_LINE;
@@ -454,6 +461,12 @@ impl ParserMachine {
             };
             let at = pos + offset;
             let candidate = match bytes[at] {
+                b'<' if !opens_tag(bytes, at) => {
+                    self.line = LineState::MID_LINE;
+                    pos = at + 1;
+                    noted = pos;
+                    continue;
+                }
                 b'<' => {
                     self.emit.text(&input[..at]);
                     self.mode = Mode::Tag(TagReader::new(TAG_LIMIT));
@@ -602,24 +615,23 @@ impl ParserMachine {
 
     /// Inside a tool-call block.
     fn block(&mut self, input: &str, out: &mut Output) -> Result<usize, Error> {
-        let base = self.calls.raw.len();
-        self.calls.raw.push_str(input);
         let Mode::Block(block) = &mut self.mode else {
             unreachable!("called in block mode")
         };
         let mut ctx = Ctx {
+            base: self.calls.raw.len(),
             calls: &mut self.calls,
             emit: &mut self.emit,
             out,
             tools: &self.tools,
-            base,
+            piece: input,
         };
         let step = block.feed(input, &mut ctx)?;
         let used = match step {
             BlockStep::More => input.len(),
             BlockStep::Done(used) | BlockStep::NotACall { at: used, .. } => used,
         };
-        self.calls.raw.truncate(base + used);
+        self.calls.raw.push_str(&input[..used]);
         if self.calls.raw.len() > self.calls.limit {
             return Err(Error::LimitExceeded {
                 stage: emit::STAGE,
@@ -650,6 +662,7 @@ impl ParserMachine {
             emit: &mut self.emit,
             out,
             tools: &self.tools,
+            piece: "",
             base,
         }
     }
@@ -701,6 +714,12 @@ fn separator_done(space: &str) -> bool {
         None => true,
         Some(at) => space[at..].starts_with("---") && space[at + 3..].contains('\n'),
     }
+}
+
+/// False when the `<` at `at` is text for sure: the next byte is in the piece and
+/// starts no tag (`a < b`, `<=`), so reading a tag would only give it back.
+fn opens_tag(bytes: &[u8], at: usize) -> bool {
+    bytes.get(at + 1).is_none_or(|&byte| tag::may_open(byte))
 }
 
 /// A tool-call block being read.

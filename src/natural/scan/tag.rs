@@ -78,6 +78,11 @@ fn name_start(c: char) -> bool {
     c.is_ascii_alphabetic() || c == '_'
 }
 
+/// False when `byte`, right after `<`, shows that no tag starts there.
+pub(crate) fn may_open(byte: u8) -> bool {
+    name_start(char::from(byte)) || byte == b'/'
+}
+
 fn name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')
 }
@@ -85,10 +90,13 @@ fn name_char(c: char) -> bool {
 impl TagReader {
     /// A reader whose `<` was just read; gives up past `limit` bytes.
     pub(crate) fn new(limit: usize) -> Self {
+        // Room for a short tag at once: `<String>` would otherwise grow it twice.
+        let mut raw = String::with_capacity(32);
+        raw.push('<');
         TagReader {
             tag: Tag::default(),
             state: State::Open,
-            raw: String::from("<"),
+            raw,
             limit,
             attr: String::new(),
             value: String::new(),
