@@ -114,7 +114,9 @@ fn the_model_view_shows_the_tools_and_the_calls_and_results_as_text() {
     let view = &stdout[stdout
         .find("what the text-only model read")
         .expect("the view is printed")..];
-    let system = view.find("── system ──\n# Tools\n").expect("the tools section");
+    let system = view
+        .find("── system ──\n# Tools\n")
+        .expect("the tools section");
     let call = view
         .find("── assistant ──\nI'll use the tools for all three.\n<tool_call name=\"calculator\" id=\"call_1\">")
         .expect("the calls as assistant text");
