@@ -108,33 +108,7 @@ impl std::str::FromStr for RenderDialect {
 
 /// Writes one call.
 pub(crate) fn write_call(out: &mut String, call: &ToolCall, dialect: RenderDialect) {
-    match dialect {
-        RenderDialect::Tagged => {
-            out.push_str("<tool_call name=");
-            push_attr(out, &call.name);
-            out.push_str(" id=");
-            push_attr(out, &call.id);
-            out.push_str(">\n");
-            out.push_str(&pretty(&call.arguments));
-            out.push_str("\n</tool_call>");
-        }
-        RenderDialect::Hermes => {
-            #[derive(Serialize)]
-            struct Wire<'a> {
-                name: &'a str,
-                id: &'a str,
-                arguments: &'a Value,
-            }
-            let wire = Wire {
-                name: &call.name,
-                id: &call.id,
-                arguments: &call.arguments,
-            };
-            out.push_str("<tool_call>\n");
-            out.push_str(&spaced(&wire));
-            out.push_str("\n</tool_call>");
-        }
-    }
+    write_call_parts(out, &call.name, Some(&call.id), &call.arguments, dialect);
 }
 
 /// A sample call with arguments `arguments`, as a model should write it (no id).
@@ -144,21 +118,44 @@ pub(crate) fn write_example(
     arguments: &Value,
     dialect: RenderDialect,
 ) {
+    write_call_parts(out, name, None, arguments, dialect);
+}
+
+fn write_call_parts(
+    out: &mut String,
+    name: &str,
+    id: Option<&str>,
+    arguments: &Value,
+    dialect: RenderDialect,
+) {
     match dialect {
         RenderDialect::Tagged => {
             out.push_str("<tool_call name=");
             push_attr(out, name);
+            if let Some(id) = id {
+                out.push_str(" id=");
+                push_attr(out, id);
+            }
             out.push_str(">\n");
             out.push_str(&pretty(arguments));
-            out.push_str("\n</tool_call>");
         }
         RenderDialect::Hermes => {
-            let wire = serde_json::json!({"name": name, "arguments": arguments});
+            #[derive(Serialize)]
+            struct Wire<'a> {
+                name: &'a str,
+                #[serde(skip_serializing_if = "Option::is_none")]
+                id: Option<&'a str>,
+                arguments: &'a Value,
+            }
             out.push_str("<tool_call>\n");
-            out.push_str(&spaced(&wire));
-            out.push_str("\n</tool_call>");
+            out.push_str(&spaced(&Wire {
+                name,
+                id,
+                arguments,
+            }));
         }
     }
+    out.push_str("\n</tool_call>");
 }
 
 /// Writes one result. Its media blocks are numbered from `media.len() + 1` and

@@ -71,18 +71,15 @@ pub(crate) fn install(messages: &mut Vec<Message>, section: &str) {
             content,
             ..
         }) => {
-            if !content
-                .iter()
-                .any(|b| b.as_text().is_some_and(|t| t.contains(START)))
-            {
+            let holds_section = |b: &ContentBlock| b.as_text().is_some_and(|t| t.contains(START));
+            let at = content.iter().position(holds_section).unwrap_or_else(|| {
                 content.push(ContentBlock::text(""));
-            }
-            content.iter_mut().rev().find_map(|block| match block {
-                ContentBlock::Text { text } if text.is_empty() || text.contains(START) => {
-                    Some(text)
-                }
+                content.len() - 1
+            });
+            match &mut content[at] {
+                ContentBlock::Text { text } => Some(text),
                 _ => None,
-            })
+            }
         }
         _ => None,
     });
@@ -220,6 +217,25 @@ mod tests {
         assert_eq!(
             messages[0].as_text().unwrap(),
             format!("Be brief.\n\n{second}")
+        );
+
+        let logo = ContentBlock::image_url("https://example.com/logo.png");
+        let mut multimodal = vec![Message::multimodal(
+            Role::System,
+            vec![ContentBlock::text("Brand:"), logo.clone()],
+        )];
+        install(&mut multimodal, &first);
+        install(&mut multimodal, &first);
+        assert_eq!(
+            multimodal[0],
+            Message::multimodal(
+                Role::System,
+                vec![
+                    ContentBlock::text("Brand:"),
+                    logo,
+                    ContentBlock::text(first.clone())
+                ]
+            )
         );
 
         let mut bare = vec![Message::user("hi")];
