@@ -7,7 +7,7 @@
 //! [`ChatRequest`]. Every stage is a `Service<ChatRequest, Response = Reply>`;
 //! a [`Reply`] is a stream of [`Event`]s that [`Reply::collect`] folds into
 //! [`Message`]s. Every layer works in streaming and non-streaming mode from one
-//! core: a pure state machine run by the generic driver in [`service::machine`].
+//! core: a pure state machine run by the generic driver in [`service`].
 //!
 //! ```
 //! use lmstack::testing::ScriptedModel;

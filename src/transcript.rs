@@ -175,6 +175,10 @@ pub struct Transcript<S> {
     sink: Arc<Sink>,
 }
 
+impl<S> Transcript<S> {
+    crate::service::inner_service_accessors!();
+}
+
 impl<S: fmt::Debug> fmt::Debug for Transcript<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Transcript")

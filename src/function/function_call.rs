@@ -157,20 +157,7 @@ impl<S> FunctionCall<S> {
         FunctionCallLayer::new(registry).layer(inner)
     }
 
-    /// The wrapped service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The wrapped service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Unwraps the inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    crate::service::inner_service_accessors!();
 }
 
 impl<S> Service<ChatRequest> for FunctionCall<S>

@@ -178,15 +178,7 @@ impl<S> Retry<S> {
         Retry { inner, policy }
     }
 
-    /// The wrapped service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// Unwraps the inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    crate::service::inner_service_accessors!();
 }
 
 impl<S> Service<ChatRequest> for Retry<S>

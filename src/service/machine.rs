@@ -179,20 +179,7 @@ impl<S, F> MachineService<S, F> {
         MachineService { inner, factory }
     }
 
-    /// The wrapped service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The wrapped service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Unwraps the inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
+    super::inner_service_accessors!();
 
     /// The factory (the layer's configuration).
     pub fn factory(&self) -> &F {

@@ -179,6 +179,8 @@ impl<T> OpenAi<T> {
         }
     }
 
+    crate::service::inner_service_accessors!(transport: T);
+
     /// The configuration.
     pub fn config(&self) -> &OpenAiConfig {
         &self.config
