@@ -237,7 +237,7 @@ fn missing_ids_and_names_are_filled_stably() {
 fn call_delta_fields_reach_the_call() {
     let mut metadata = Metadata::default();
     metadata.insert("thought_signature", json!("sig"));
-    let messages = Joiner::join([Event::ToolCallDelta(ToolCallDelta {
+    let messages = Joiner::join([Event::from(ToolCallDelta {
         id: Some("ws".into()),
         name: Some("web_search".into()),
         provider_executed: true,

@@ -31,7 +31,7 @@ fn pin<T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug>(value: T, 
 
 fn metadata() -> Metadata {
     let mut metadata = Metadata::generation("gen-1");
-    metadata.from_agent = Some("planner".into());
+    metadata.set_from_agent("planner");
     metadata.insert("step", json!(3));
     metadata
 }
@@ -244,7 +244,7 @@ fn events() {
         json!({"type": "tool_call_delta", "index": 1, "arguments_delta": "{\"a\":"}),
     );
     pin(
-        Event::ToolCallDelta(ToolCallDelta {
+        Event::from(ToolCallDelta {
             provider_executed: true,
             invalid: Some(InvalidCall {
                 kind: InvalidCallKind::UnknownTool,
@@ -377,7 +377,7 @@ fn metadata_rides_on_every_kind_of_message_and_delta() {
         json!({"type": "reasoning_delta", "text": "a", "metadata": meta}),
     );
     pin(
-        Event::ToolCallDelta(ToolCallDelta {
+        Event::from(ToolCallDelta {
             metadata: metadata(),
             ..ToolCallDelta::new(0)
         }),

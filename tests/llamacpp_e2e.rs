@@ -88,11 +88,7 @@ async fn streaming_and_non_streaming_chat_agree_on_a_real_server() {
     ));
     assert_eq!(streamed_usage.output_tokens, whole_usage.output_tokens);
     assert!(whole_usage.input_tokens > 10);
-    let id = whole[0]
-        .metadata()
-        .generation_id
-        .as_deref()
-        .unwrap_or_default();
+    let id = whole[0].metadata().generation_id().unwrap_or_default();
     assert!(
         id.starts_with("chatcmpl-"),
         "the response id is kept: {id:?}"

@@ -596,10 +596,7 @@ fn metadata_of_the_text_is_kept() {
     let mut out = Output::new();
     machine.push(Event::message(message), &mut out).unwrap();
     let messages = Joiner::join(out.drain());
-    assert_eq!(
-        calls(&messages)[0].metadata.generation_id.as_deref(),
-        Some("gen-7")
-    );
+    assert_eq!(calls(&messages)[0].metadata.generation_id(), Some("gen-7"));
 }
 
 // ---- the layer ------------------------------------------------------------

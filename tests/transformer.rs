@@ -198,15 +198,15 @@ fn metadata_takes_the_first_sources_keys_and_keeps_every_source_whole() {
     let mut text_meta = Metadata::generation("gen-text");
     text_meta.insert("step", json!(1));
     let mut aggregate_meta = Metadata::generation("gen-tools");
-    aggregate_meta.from_agent = Some("planner".into());
+    aggregate_meta.set_from_agent("planner");
     let history = vec![
         Message::assistant("Checking.").with_metadata(text_meta.clone()),
         weather().with_metadata(aggregate_meta.clone()),
     ];
     let rendered = render(history);
     let assistant = rendered[0].metadata();
-    assert_eq!(assistant.generation_id.as_deref(), Some("gen-text"));
-    assert_eq!(assistant.from_agent.as_deref(), Some("planner"));
+    assert_eq!(assistant.generation_id(), Some("gen-text"));
+    assert_eq!(assistant.from_agent(), Some("planner"));
     assert_eq!(assistant.get("step"), Some(&json!(1)));
     assert_eq!(rendered[1].metadata(), &aggregate_meta);
 }
@@ -434,10 +434,8 @@ fn content() -> impl Strategy<Value = Vec<ContentBlock>> {
 }
 
 fn metadata() -> impl Strategy<Value = Metadata> {
-    prop::option::of("[a-z0-9-]{1,8}").prop_map(|id| Metadata {
-        generation_id: id,
-        ..Metadata::default()
-    })
+    prop::option::of("[a-z0-9-]{1,8}")
+        .prop_map(|id| id.map(Metadata::generation).unwrap_or_default())
 }
 
 fn aggregate() -> impl Strategy<Value = Message> {

@@ -12,6 +12,11 @@ use super::{InvalidCall, Message, Metadata, Usage};
 /// [`Message`]s. Both may carry `usage` and `finish`. A [`Joiner`](super::Joiner)
 /// folds any sequence of events into messages.
 ///
+/// An event is moved several times per streamed piece (producer, queue,
+/// consumer), so it is kept at 64 bytes at most: tool-call deltas, whose
+/// fields are mostly absent, are boxed, and empty [`Metadata`] is one null
+/// pointer.
+///
 /// ```json
 /// {"type":"text_delta","text":"Hel"}
 /// {"type":"reasoning_delta","text":"Let me think"}
@@ -28,7 +33,7 @@ pub enum Event {
     /// A piece of reasoning text, or its signature.
     ReasoningDelta(ReasoningDelta),
     /// A piece of a tool call.
-    ToolCallDelta(ToolCallDelta),
+    ToolCallDelta(Box<ToolCallDelta>),
     /// A complete message.
     Message {
         /// The message.
@@ -48,7 +53,7 @@ impl Event {
     pub fn text(text: impl Into<String>) -> Self {
         Event::TextDelta(TextDelta {
             text: text.into(),
-            metadata: Metadata::default(),
+            metadata: Metadata::new(),
         })
     }
 
@@ -57,13 +62,13 @@ impl Event {
         Event::ReasoningDelta(ReasoningDelta {
             text: text.into(),
             signature: None,
-            metadata: Metadata::default(),
+            metadata: Metadata::new(),
         })
     }
 
     /// The first delta of a tool call: its index, id and name.
     pub fn call_start(index: u32, id: impl Into<String>, name: impl Into<String>) -> Self {
-        Event::ToolCallDelta(ToolCallDelta {
+        Event::from(ToolCallDelta {
             id: Some(id.into()),
             name: Some(name.into()),
             ..ToolCallDelta::new(index)
@@ -72,7 +77,7 @@ impl Event {
 
     /// A fragment of a tool call's arguments (JSON text).
     pub fn call_arguments(index: u32, arguments_delta: impl Into<String>) -> Self {
-        Event::ToolCallDelta(ToolCallDelta {
+        Event::from(ToolCallDelta {
             arguments_delta: arguments_delta.into(),
             ..ToolCallDelta::new(index)
         })
@@ -92,6 +97,24 @@ impl Event {
 impl From<Message> for Event {
     fn from(message: Message) -> Self {
         Event::Message { message }
+    }
+}
+
+impl From<TextDelta> for Event {
+    fn from(delta: TextDelta) -> Self {
+        Event::TextDelta(delta)
+    }
+}
+
+impl From<ReasoningDelta> for Event {
+    fn from(delta: ReasoningDelta) -> Self {
+        Event::ReasoningDelta(delta)
+    }
+}
+
+impl From<ToolCallDelta> for Event {
+    fn from(delta: ToolCallDelta) -> Self {
+        Event::ToolCallDelta(Box::new(delta))
     }
 }
 
@@ -160,7 +183,7 @@ impl ToolCallDelta {
             arguments_delta: String::new(),
             provider_executed: false,
             invalid: None,
-            metadata: Metadata::default(),
+            metadata: Metadata::new(),
         }
     }
 }
@@ -223,5 +246,21 @@ impl From<FinishReason> for String {
 impl fmt::Display for FinishReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every streamed piece moves an event several times: it must stay small.
+    #[test]
+    fn an_event_takes_at_most_64_bytes() {
+        assert!(
+            std::mem::size_of::<Event>() <= 64,
+            "Event is {} bytes",
+            std::mem::size_of::<Event>()
+        );
+        assert!(std::mem::size_of::<Message>() <= 64);
     }
 }

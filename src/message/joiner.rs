@@ -92,7 +92,7 @@ impl Joiner {
         match event {
             Event::TextDelta(delta) => self.push_text(delta),
             Event::ReasoningDelta(delta) => self.push_reasoning(delta),
-            Event::ToolCallDelta(delta) => self.push_call(delta),
+            Event::ToolCallDelta(delta) => self.push_call(*delta),
             Event::Message { message } => {
                 self.flush();
                 self.messages.push(message);

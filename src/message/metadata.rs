@@ -1,50 +1,118 @@
 //! Message metadata.
 
-use serde::{Deserialize, Serialize};
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-/// Metadata carried by a message: a generation id, the agent that produced it, and
-/// free keys. Every layer preserves it.
+/// Metadata carried by a message or an event: a generation id, the agent that
+/// produced it, and free keys. Every layer preserves it.
 ///
 /// ```json
 /// {"generation_id":"chatcmpl-123","from_agent":"planner","cost_usd":0.002}
 /// ```
+///
+/// Most messages and nearly every streaming delta carry none, so empty metadata
+/// costs one null pointer: the fields live in a box that exists only while one
+/// of them is set.
+///
+/// ```
+/// use lmstack::Metadata;
+/// let mut metadata = Metadata::generation("gen-1");
+/// metadata.set_from_agent("planner").insert("step", 3.into());
+/// assert_eq!(metadata.generation_id(), Some("gen-1"));
+/// assert_eq!(
+///     serde_json::to_string(&metadata).unwrap(),
+///     r#"{"generation_id":"gen-1","from_agent":"planner","step":3}"#
+/// );
+/// assert!(Metadata::new().is_empty());
+/// ```
+#[derive(Clone, Default, PartialEq)]
+pub struct Metadata(
+    /// `None` exactly when no field is set.
+    Option<Box<Fields>>,
+);
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Metadata {
-    /// The id the provider gave the generation (the response id).
+struct Fields {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub generation_id: Option<String>,
-    /// The agent that produced the message, in multi-agent setups.
+    generation_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from_agent: Option<String>,
-    /// Any other keys.
+    from_agent: Option<String>,
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    extra: Map<String, Value>,
+}
+
+impl Fields {
+    fn is_empty(&self) -> bool {
+        self.generation_id.is_none() && self.from_agent.is_none() && self.extra.is_empty()
+    }
 }
 
 impl Metadata {
+    /// Empty metadata.
+    pub const fn new() -> Self {
+        Metadata(None)
+    }
+
     /// Metadata with only a generation id.
     pub fn generation(id: impl Into<String>) -> Self {
-        Metadata {
-            generation_id: Some(id.into()),
-            ..Metadata::default()
-        }
+        let mut metadata = Metadata::new();
+        metadata.set_generation_id(id);
+        metadata
     }
 
     /// True when no field is set.
     pub fn is_empty(&self) -> bool {
-        self.generation_id.is_none() && self.from_agent.is_none() && self.extra.is_empty()
+        self.0.is_none()
+    }
+
+    /// The id the provider gave the generation (the response id).
+    pub fn generation_id(&self) -> Option<&str> {
+        self.0.as_ref()?.generation_id.as_deref()
+    }
+
+    /// Sets the generation id.
+    pub fn set_generation_id(&mut self, id: impl Into<String>) -> &mut Self {
+        self.fields_mut().generation_id = Some(id.into());
+        self
+    }
+
+    /// The agent that produced the message, in multi-agent setups.
+    pub fn from_agent(&self) -> Option<&str> {
+        self.0.as_ref()?.from_agent.as_deref()
+    }
+
+    /// Sets the agent that produced the message.
+    pub fn set_from_agent(&mut self, agent: impl Into<String>) -> &mut Self {
+        self.fields_mut().from_agent = Some(agent.into());
+        self
     }
 
     /// Sets a free key.
     pub fn insert(&mut self, key: impl Into<String>, value: Value) -> &mut Self {
-        self.extra.insert(key.into(), value);
+        self.fields_mut().extra.insert(key.into(), value);
         self
     }
 
     /// A free key's value.
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.extra.get(key)
+        self.0.as_ref()?.extra.get(key)
+    }
+
+    /// Removes a free key and returns its value.
+    pub fn remove(&mut self, key: &str) -> Option<Value> {
+        let value = self.0.as_mut()?.extra.remove(key);
+        self.normalise();
+        value
+    }
+
+    /// The free keys and their values, in order.
+    pub fn extra(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.0
+            .iter()
+            .flat_map(|fields| fields.extra.iter())
+            .map(|(key, value)| (key.as_str(), value))
     }
 
     /// Fills in from `other` every field that `self` does not set yet: `self` takes
@@ -56,23 +124,100 @@ impl Metadata {
     /// let mut second = Metadata::generation("gen-2");
     /// second.insert("agent_step", 3.into());
     /// first.merge_missing(&second);
-    /// assert_eq!(first.generation_id.as_deref(), Some("gen-1"));
+    /// assert_eq!(first.generation_id(), Some("gen-1"));
     /// assert_eq!(first.get("agent_step"), Some(&3.into()));
     /// ```
     pub fn merge_missing(&mut self, other: &Metadata) {
-        if other.is_empty() {
+        let Some(theirs) = &other.0 else {
             return;
+        };
+        let Some(ours) = &mut self.0 else {
+            self.0 = Some(theirs.clone());
+            return;
+        };
+        if ours.generation_id.is_none() {
+            ours.generation_id.clone_from(&theirs.generation_id);
         }
-        if self.generation_id.is_none() {
-            self.generation_id.clone_from(&other.generation_id);
+        if ours.from_agent.is_none() {
+            ours.from_agent.clone_from(&theirs.from_agent);
         }
-        if self.from_agent.is_none() {
-            self.from_agent.clone_from(&other.from_agent);
-        }
-        for (key, value) in &other.extra {
-            if !self.extra.contains_key(key) {
-                self.extra.insert(key.clone(), value.clone());
+        for (key, value) in &theirs.extra {
+            if !ours.extra.contains_key(key) {
+                ours.extra.insert(key.clone(), value.clone());
             }
         }
+    }
+
+    fn fields_mut(&mut self) -> &mut Fields {
+        self.0.get_or_insert_with(Box::default)
+    }
+
+    /// Keeps the invariant: no box without a field.
+    fn normalise(&mut self) {
+        if self.0.as_ref().is_some_and(|fields| fields.is_empty()) {
+            self.0 = None;
+        }
+    }
+}
+
+impl fmt::Debug for Metadata {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut map = f.debug_map();
+        if let Some(fields) = &self.0 {
+            if let Some(id) = &fields.generation_id {
+                map.entry(&"generation_id", id);
+            }
+            if let Some(agent) = &fields.from_agent {
+                map.entry(&"from_agent", agent);
+            }
+            map.entries(&fields.extra);
+        }
+        map.finish()
+    }
+}
+
+impl Serialize for Metadata {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            Some(fields) => fields.serialize(serializer),
+            None => Map::new().serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Metadata {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut metadata = Metadata(Some(Box::new(Fields::deserialize(deserializer)?)));
+        metadata.normalise();
+        Ok(metadata)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_is_one_pointer_and_empty_holds_no_box() {
+        assert_eq!(
+            std::mem::size_of::<Metadata>(),
+            std::mem::size_of::<usize>()
+        );
+        let read: Metadata = serde_json::from_str("{}").unwrap();
+        assert_eq!(read, Metadata::new());
+        let mut metadata = Metadata::new();
+        metadata.insert("k", 1.into());
+        assert_eq!(metadata.remove("k"), Some(1.into()));
+        assert_eq!(metadata, Metadata::new(), "emptied metadata equals new");
+    }
+
+    #[test]
+    fn debug_shows_the_fields() {
+        let mut metadata = Metadata::generation("g");
+        metadata.insert("k", 1.into());
+        assert_eq!(
+            format!("{metadata:?}"),
+            r#"{"generation_id": "g", "k": Number(1)}"#
+        );
     }
 }

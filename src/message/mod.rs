@@ -261,7 +261,7 @@ impl Message {
     /// ```
     /// use lmstack::{Message, Metadata};
     /// let message = Message::assistant("hi").with_metadata(Metadata::generation("gen-1"));
-    /// assert_eq!(message.metadata().generation_id.as_deref(), Some("gen-1"));
+    /// assert_eq!(message.metadata().generation_id(), Some("gen-1"));
     /// ```
     pub fn with_metadata(mut self, metadata: Metadata) -> Self {
         *self.metadata_mut() = metadata;

@@ -98,8 +98,7 @@ fn multimodal(
     for parsed in &mut parsed {
         if let Message::ToolResults(results) = parsed {
             for result in &mut results.results {
-                let Some(Value::Array(indexes)) = result.metadata.extra.remove(PLACEHOLDERS_KEY)
-                else {
+                let Some(Value::Array(indexes)) = result.metadata.remove(PLACEHOLDERS_KEY) else {
                     continue;
                 };
                 for index in indexes
@@ -203,7 +202,7 @@ fn pair(messages: Vec<Message>) -> Vec<Message> {
         for call in &mut calls {
             metadata.merge_missing(&std::mem::take(&mut call.metadata));
         }
-        if let Some(extras) = metadata.extra.remove(TOOL_METADATA_KEY) {
+        if let Some(extras) = metadata.remove(TOOL_METADATA_KEY) {
             format::apply_extras(&extras, &mut calls, &mut ordered);
         }
         out.push(Message::ToolAggregate(ToolAggregateMessage {

@@ -198,7 +198,7 @@ pub struct TransformerMachine {
 impl Machine for TransformerMachine {
     fn push(&mut self, event: Event, out: &mut Output) -> Result<(), Error> {
         if let Event::ToolCallDelta(delta) = event {
-            return self.gather(delta);
+            return self.gather(*delta);
         }
         self.end_deltas(out)?;
         match event {
@@ -400,7 +400,7 @@ impl TransformerMachine {
                 limit: self.call_limit,
             });
         }
-        joiner.push(Event::ToolCallDelta(delta));
+        joiner.push(Event::from(delta));
         Ok(())
     }
 

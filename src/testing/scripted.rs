@@ -272,7 +272,7 @@ pub fn stream_messages(messages: Vec<Message>, chunking: Chunking) -> Vec<Event>
             Message::ToolCalls(calls) if calls.metadata.is_empty() && !follows_same_kind => {
                 for (index, call) in (0u32..).zip(calls.calls) {
                     let arguments = call.arguments.to_string();
-                    events.push(Event::ToolCallDelta(ToolCallDelta {
+                    events.push(Event::from(ToolCallDelta {
                         id: Some(call.id),
                         name: Some(call.name),
                         provider_executed: call.provider_executed,

@@ -92,10 +92,10 @@ impl Emitter {
             let metadata = mem::take(&mut self.metadata);
             match &mut event {
                 Event::TextDelta(TextDelta { metadata: m, .. })
-                | Event::ReasoningDelta(ReasoningDelta { metadata: m, .. })
-                | Event::ToolCallDelta(ToolCallDelta { metadata: m, .. }) => {
+                | Event::ReasoningDelta(ReasoningDelta { metadata: m, .. }) => {
                     m.merge_missing(&metadata)
                 }
+                Event::ToolCallDelta(delta) => delta.metadata.merge_missing(&metadata),
                 Event::Message { message } => message.metadata_mut().merge_missing(&metadata),
                 Event::Usage(_) | Event::Finish { .. } => self.metadata = metadata,
             }
@@ -494,7 +494,7 @@ impl Ctx<'_> {
             invalid: Some(invalid),
             ..ToolCallDelta::new(index)
         };
-        self.emit.event(Event::ToolCallDelta(delta), self.out);
+        self.emit.event(Event::from(delta), self.out);
     }
 }
 

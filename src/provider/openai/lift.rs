@@ -64,7 +64,7 @@ const PROVIDER: &str = "openai";
 /// lifter.finish(&mut events).unwrap();
 /// let messages = Joiner::join(events);
 /// assert_eq!(messages[0].as_text(), Some("Hello"));
-/// assert_eq!(messages[0].metadata().generation_id.as_deref(), Some("c1"));
+/// assert_eq!(messages[0].metadata().generation_id(), Some("c1"));
 /// ```
 #[derive(Debug, Default)]
 pub struct Lifter {
@@ -350,7 +350,7 @@ impl Lifter {
             }
         };
         self.last = Last::Call;
-        out.push(Event::ToolCallDelta(delta));
+        out.push(Event::from(delta));
         Ok(())
     }
 
