@@ -3,10 +3,12 @@
 //!
 //! `cargo bench --bench sse`; figures in docs/performance.md.
 
+use bytes::Bytes;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use lmstack::provider::decode::Decode;
-use lmstack::provider::openai::ResponseDecoder;
+use lmstack::provider::body::BodyDecoder;
+use lmstack::provider::openai::Lifter;
 use lmstack::provider::sse::SseDecoder;
+use lmstack::service::{Machine, Output};
 use std::hint::black_box;
 
 /// A Chat Completions stream of `deltas` token-sized text deltas and one tool
@@ -62,10 +64,10 @@ fn bench_sse(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("sse decoder", size), &size, |b, &size| {
             b.iter(|| {
                 let mut decoder = SseDecoder::new();
-                let mut events = Vec::new();
+                let mut events = Output::new();
                 for piece in stream.chunks(size) {
                     decoder.push(black_box(piece), &mut events).unwrap();
-                    events.clear();
+                    events.drain().for_each(drop);
                 }
                 decoder.finish(&mut events).unwrap();
             })
@@ -75,11 +77,12 @@ fn bench_sse(c: &mut Criterion) {
             &size,
             |b, &size| {
                 b.iter(|| {
-                    let mut decoder = ResponseDecoder::sse();
-                    let mut events = Vec::new();
+                    let mut decoder = BodyDecoder::sse(Lifter::new());
+                    let mut events = Output::new();
                     for piece in stream.chunks(size) {
-                        decoder.push(black_box(piece), &mut events).unwrap();
-                        events.clear();
+                        let piece = Bytes::copy_from_slice(black_box(piece));
+                        decoder.push(piece, &mut events).unwrap();
+                        events.drain().for_each(drop);
                     }
                     decoder.finish(&mut events).unwrap();
                 })
@@ -95,7 +98,7 @@ fn bench_sse(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::from_parameter(bytes), &body, |b, body| {
             b.iter(|| {
                 let mut decoder = SseDecoder::new();
-                let mut events = Vec::new();
+                let mut events = Output::new();
                 for piece in body.chunks(4) {
                     decoder.push(black_box(piece), &mut events).unwrap();
                 }

@@ -70,6 +70,9 @@ impl CensorMachine {
 }
 
 impl Machine for CensorMachine {
+    type In = Event;
+    type Out = Event;
+
     fn push(&mut self, event: Event, out: &mut Output) -> Result<(), Error> {
         match event {
             Event::TextDelta(TextDelta { text, .. }) => {

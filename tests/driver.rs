@@ -20,6 +20,9 @@ impl MachineFactory for Uppercase {
 }
 
 impl Machine for UppercaseMachine {
+    type In = Event;
+    type Out = Event;
+
     fn push(&mut self, event: Event, out: &mut Output) -> Result<(), Error> {
         out.push(match event {
             Event::TextDelta(mut delta) => {
@@ -85,6 +88,9 @@ impl WholeWordsMachine {
 }
 
 impl Machine for WholeWordsMachine {
+    type In = Event;
+    type Out = Event;
+
     fn push(&mut self, event: Event, out: &mut Output) -> Result<(), Error> {
         let text = match event {
             Event::TextDelta(delta) => delta.text,

@@ -9,10 +9,9 @@ mod common;
 
 use common::*;
 use lmstack::provider::ProviderError;
-use lmstack::provider::decode::Decode;
-use lmstack::provider::openai::{
-    LowerOptions, MaxTokensField, ResponseDecoder, ToolResultMedia, lower,
-};
+use lmstack::provider::body::BodyDecoder;
+use lmstack::provider::openai::{Lifter, LowerOptions, MaxTokensField, ToolResultMedia, lower};
+use lmstack::service::{Machine, Output};
 use lmstack::{
     ChatRequest, ContentBlock, Error, FinishReason, Joiner, Media, Message, ToolCall, ToolResult,
 };
@@ -22,15 +21,15 @@ use serde_json::{Value, json};
 /// Lifts a whole response (SSE when `stream`, else JSON): messages and finish reason.
 fn lift(body: &[u8], stream: bool) -> (Vec<Message>, Option<FinishReason>) {
     let mut decoder = if stream {
-        ResponseDecoder::sse()
+        BodyDecoder::sse(Lifter::new())
     } else {
-        ResponseDecoder::json()
+        BodyDecoder::json(Lifter::new())
     };
-    let mut events = Vec::new();
-    decoder.push(body, &mut events).unwrap();
+    let mut events = Output::new();
+    decoder.push(body.to_vec().into(), &mut events).unwrap();
     decoder.finish(&mut events).unwrap();
     let mut joiner = Joiner::new();
-    events.into_iter().for_each(|event| joiner.push(event));
+    events.drain().for_each(|event| joiner.push(event));
     let finish = joiner.finish_reason().cloned();
     (joiner.finish(), finish)
 }
@@ -391,13 +390,13 @@ proptest! {
         crlf in any::<bool>(),
     ) {
         for (name, body) in streamed_fixtures() {
-            let whole = decode_cut(ResponseDecoder::sse(), &body, &[body.len()]).unwrap();
+            let whole = decode_cut(BodyDecoder::sse(Lifter::new()), &body, &[body.len()]).unwrap();
             let body = if crlf {
                 String::from_utf8(body).unwrap().replace('\n', "\r\n").into_bytes()
             } else {
                 body
             };
-            let cut = decode_cut(ResponseDecoder::sse(), &body, &sizes).unwrap();
+            let cut = decode_cut(BodyDecoder::sse(Lifter::new()), &body, &sizes).unwrap();
             prop_assert_eq!(cut, whole, "{}", name);
         }
     }

@@ -8,7 +8,9 @@ mod common;
 
 use common::*;
 use lmstack::provider::TransportErrorKind;
-use lmstack::provider::openai::{LowerOptions, ResponseDecoder, lower};
+use lmstack::provider::body::BodyDecoder;
+use lmstack::provider::openai::{Lifter, LowerOptions, lower};
+use lmstack::service::{Machine, Output};
 use lmstack::testing::Chunking;
 use lmstack::{ChatRequest, Error, Event, FinishReason, Joiner, Message, ToolResult};
 use proptest::prelude::*;
@@ -45,7 +47,7 @@ fn calls_of(messages: &[Message]) -> Vec<(String, String, Value)> {
 }
 
 fn lift_events(body: &[u8]) -> Result<Vec<Event>, Error> {
-    decode_cut(ResponseDecoder::sse(), body, &[body.len()])
+    decode_cut(BodyDecoder::sse(Lifter::new()), body, &[body.len()])
 }
 
 #[test]
@@ -297,10 +299,9 @@ fn an_error_inside_the_stream_ends_it_with_the_provider_error() {
         delta(json!({"content": "partial"})),
         json!({"error": {"message": "The server had an error", "type": "server_error"}}),
     ]);
-    let mut decoder = ResponseDecoder::sse();
-    let mut events = Vec::new();
-    use lmstack::provider::decode::Decode;
-    match decoder.push(&body, &mut events) {
+    let mut decoder = BodyDecoder::sse(Lifter::new());
+    let mut events = Output::new();
+    match decoder.push(body.into(), &mut events) {
         Err(Error::Provider(error)) => {
             assert_eq!(error.error_type.as_deref(), Some("server_error"));
             assert!(
@@ -313,7 +314,7 @@ fn an_error_inside_the_stream_ends_it_with_the_provider_error() {
         other => panic!("expected a provider error, got {other:?}"),
     }
     assert_eq!(
-        Joiner::join(events),
+        Joiner::join(events.drain()),
         vec![
             Message::assistant("partial")
                 .with_metadata(lmstack::Metadata::generation("chatcmpl-1"))
@@ -541,9 +542,9 @@ proptest! {
         sizes in proptest::collection::vec(1usize..40, 1..8),
     ) {
         let body = turn.body();
-        let whole = joined(decode_cut(ResponseDecoder::json(), &body, &[body.len()]).unwrap());
+        let whole = joined(decode_cut(BodyDecoder::json(Lifter::new()), &body, &[body.len()]).unwrap());
         let stream = turn.stream(style, seed);
-        let streamed = joined(decode_cut(ResponseDecoder::sse(), &stream, &sizes).unwrap());
+        let streamed = joined(decode_cut(BodyDecoder::sse(Lifter::new()), &stream, &sizes).unwrap());
         prop_assert_eq!(&streamed, &whole);
         // And what went in comes out: text, reasoning, every call with its arguments.
         let (messages, _) = whole;

@@ -2,6 +2,7 @@
 //! decoding a rendered stream gives back exactly the events rendered.
 
 use lmstack::provider::sse::{SseDecoder, SseEvent};
+use lmstack::service::Output;
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -76,7 +77,7 @@ fn expected(events: &[Rendered]) -> Vec<SseEvent> {
 
 fn decode(bytes: &[u8], sizes: &[usize]) -> Vec<SseEvent> {
     let mut decoder = SseDecoder::new();
-    let mut out = Vec::new();
+    let mut out = Output::new();
     let mut rest = bytes;
     let mut sizes = sizes.iter().cycle();
     while !rest.is_empty() {
@@ -85,7 +86,7 @@ fn decode(bytes: &[u8], sizes: &[usize]) -> Vec<SseEvent> {
         rest = &rest[size..];
     }
     decoder.finish(&mut out).unwrap();
-    out
+    out.drain().collect()
 }
 
 proptest! {

@@ -196,6 +196,9 @@ pub struct TransformerMachine {
 }
 
 impl Machine for TransformerMachine {
+    type In = Event;
+    type Out = Event;
+
     fn push(&mut self, event: Event, out: &mut Output) -> Result<(), Error> {
         if let Event::ToolCallDelta(delta) = event {
             return self.gather(*delta);

@@ -5,8 +5,9 @@
 //! - [`sse`]: a server-sent events decoder, a pure state machine;
 //! - [`transport`]: the HTTP transport, a tower service on `reqwest` with rustls,
 //!   connect and read timeouts (feature `http`);
-//! - [`decode`]: runs a provider's pure body decoder over an HTTP body, as a
-//!   streaming or a non-streaming reply (feature `http`);
+//! - [`body`]: the body decoder every provider shares — SSE or JSON framing,
+//!   with limits, around the provider's own [`Lift`](body::Lift) (feature
+//!   `http`);
 //! - [`retry`]: the error classifier and a layer that retries a call only before
 //!   its first event was delivered, honouring `Retry-After` (feature `http`);
 //! - [`ProviderError`] and [`TransportError`]: what went wrong, and where;
@@ -24,7 +25,7 @@ mod key;
 pub mod sse;
 
 #[cfg(feature = "http")]
-pub mod decode;
+pub mod body;
 #[cfg(feature = "openai")]
 pub mod openai;
 #[cfg(feature = "http")]

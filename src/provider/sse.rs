@@ -17,20 +17,23 @@
 //!
 //! ```
 //! use lmstack::provider::sse::SseDecoder;
+//! use lmstack::service::Output;
 //!
 //! let mut decoder = SseDecoder::new();
-//! let mut events = Vec::new();
+//! let mut events = Output::new();
 //! decoder.push(b"event: ping\r\ndata: {\"a\":", &mut events).unwrap();
 //! decoder.push(b"1}\r\n\r\ndata: [DONE]", &mut events).unwrap();
 //! decoder.finish(&mut events).unwrap();
+//! let events: Vec<_> = events.drain().collect();
 //! assert_eq!(events[0].event.as_deref(), Some("ping"));
 //! assert_eq!(events[0].data, "{\"a\":1}");
-//! assert!(events[1].is_done());
+//! assert_eq!(events[1].data, "[DONE]");
 //! ```
 
 use std::time::Duration;
 
 use crate::Error;
+use crate::service::Output;
 
 /// One decoded event.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -41,13 +44,6 @@ pub struct SseEvent {
     pub data: String,
     /// The last event id seen in the stream so far (ids persist across events).
     pub id: Option<String>,
-}
-
-impl SseEvent {
-    /// True for OpenAI's end-of-stream marker, `data: [DONE]`.
-    pub fn is_done(&self) -> bool {
-        self.data == "[DONE]"
-    }
 }
 
 /// The default limit on one event's size: 16 MiB.
@@ -108,7 +104,7 @@ impl SseDecoder {
     }
 
     /// Decodes `chunk` and appends the events it completes to `out`.
-    pub fn push(&mut self, mut chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), Error> {
+    pub fn push(&mut self, mut chunk: &[u8], out: &mut Output<SseEvent>) -> Result<(), Error> {
         if self.at_start {
             // The byte-order mark may itself arrive cut into pieces.
             let seen = self.line.len();
@@ -163,7 +159,7 @@ impl SseDecoder {
     }
 
     /// Ends the input: delivers the last event even when its blank line is missing.
-    pub fn finish(&mut self, out: &mut Vec<SseEvent>) -> Result<(), Error> {
+    pub fn finish(&mut self, out: &mut Output<SseEvent>) -> Result<(), Error> {
         if self.at_start && !self.line.is_empty() && BOM.starts_with(&self.line) {
             // Only part of a byte-order mark arrived: it is text after all.
             let held = std::mem::take(&mut self.line);
@@ -189,7 +185,7 @@ impl SseDecoder {
         Ok(())
     }
 
-    fn line_complete(&mut self, line: &[u8], out: &mut Vec<SseEvent>) -> Result<(), Error> {
+    fn line_complete(&mut self, line: &[u8], out: &mut Output<SseEvent>) -> Result<(), Error> {
         if line.is_empty() {
             self.dispatch(out);
             return Ok(());
@@ -227,7 +223,7 @@ impl SseDecoder {
         Ok(())
     }
 
-    fn dispatch(&mut self, out: &mut Vec<SseEvent>) {
+    fn dispatch(&mut self, out: &mut Output<SseEvent>) {
         let event = self.event.take().filter(|name| !name.is_empty());
         if !std::mem::take(&mut self.has_data) {
             return;
@@ -258,12 +254,12 @@ mod tests {
 
     fn decode(pieces: &[&[u8]]) -> Vec<SseEvent> {
         let mut decoder = SseDecoder::new();
-        let mut out = Vec::new();
+        let mut out = Output::new();
         for piece in pieces {
             decoder.push(piece, &mut out).unwrap();
         }
         decoder.finish(&mut out).unwrap();
-        out
+        out.drain().collect()
     }
 
     fn data(events: &[SseEvent]) -> Vec<&str> {
@@ -321,14 +317,14 @@ mod tests {
     #[test]
     fn retry_is_read() {
         let mut decoder = SseDecoder::new();
-        decoder.push(b"retry: 1500\n", &mut Vec::new()).unwrap();
+        decoder.push(b"retry: 1500\n", &mut Output::new()).unwrap();
         assert_eq!(decoder.retry(), Some(Duration::from_millis(1500)));
     }
 
     #[test]
     fn an_event_past_the_limit_is_an_error() {
         let mut decoder = SseDecoder::new().with_max_event_bytes(12);
-        let mut out = Vec::new();
+        let mut out = Output::new();
         decoder.push(b"data: 1234", &mut out).unwrap();
         let error = decoder.push(b"56789", &mut out).unwrap_err();
         assert!(error.to_string().contains("sse decoder"), "{error}");

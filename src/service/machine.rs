@@ -1,301 +1,179 @@
-//! The generic driver: runs a pure event state machine as a tower [`Layer`] and
-//! [`Service`], in streaming and non-streaming mode alike.
+//! The one driver for pure cores: a [`Machine`] (a synchronous, IO-free state
+//! machine) run over a stream of inputs by [`MachineStream`].
 //!
-//! A layer that rewrites replies is written once, as a [`Machine`]: a synchronous,
-//! IO-free state machine that takes the events of the inner service's reply and
-//! pushes the events of its own reply, plus a [`finish`](Machine::finish) step at
-//! the end. A [`MachineFactory`] starts one machine per request (and may adjust the
-//! request on its way in). [`MachineLayer`] does the rest:
-//!
-//! - **streaming** (`options.stream == true`): every inner event goes through the
-//!   machine as it arrives and its output is streamed at once;
-//! - **non-streaming**: the whole inner reply goes through the *same* machine, and
-//!   the output is joined into complete messages (plus the `finish` event).
-//!
-//! So both modes give the same messages by construction. When the inner reply
-//! fails, the machine is finished first (so held-back output is not lost), then
-//! the error is passed on and ends the reply.
-//!
-//! # Example: a layer that upper-cases assistant text
-//!
-//! ```
-//! use lmstack::service::{Machine, MachineFactory, MachineLayer, Output};
-//! use lmstack::testing::ScriptedModel;
-//! use lmstack::{ChatRequest, Error, Event, Message};
-//! use tower::{Layer, ServiceExt};
-//!
-//! #[derive(Clone)]
-//! struct Uppercase;
-//!
-//! struct UppercaseMachine;
-//!
-//! impl MachineFactory for Uppercase {
-//!     type Machine = UppercaseMachine;
-//!     fn start(&self, _request: &mut ChatRequest) -> Result<UppercaseMachine, Error> {
-//!         Ok(UppercaseMachine)
-//!     }
-//! }
-//!
-//! impl Machine for UppercaseMachine {
-//!     fn push(&mut self, event: Event, out: &mut Output) -> Result<(), Error> {
-//!         out.push(match event {
-//!             Event::TextDelta(mut delta) => {
-//!                 delta.text = delta.text.to_uppercase();
-//!                 Event::TextDelta(delta)
-//!             }
-//!             Event::Message { message: Message::Text(mut text) } => {
-//!                 text.text = text.text.to_uppercase();
-//!                 Event::message(Message::Text(text))
-//!             }
-//!             other => other,
-//!         });
-//!         Ok(())
-//!     }
-//! }
-//!
-//! # futures::executor::block_on(async {
-//! let model = ScriptedModel::new().reply("hello").reply("hello");
-//! let service = MachineLayer::new(Uppercase).layer(model);
-//! for stream in [false, true] {
-//!     let request = ChatRequest::new(vec![Message::user("hi")]).streaming(stream);
-//!     let reply = service.clone().oneshot(request).await.unwrap();
-//!     assert_eq!(reply.collect().await.unwrap(), vec![Message::assistant("HELLO")]);
-//! }
-//! # });
-//! ```
+//! Every stage of lmstack that transforms a stream is written this way: the
+//! layers built with [`MachineLayer`](super::MachineLayer) (events in, events
+//! out), the providers' body decoders (bytes in, events out) and the function
+//! layer's dispatch (events and tool results in, events and jobs out). Their
+//! logic is the machine; the only loop that feeds a machine and hands its output
+//! on is [`MachineStream`]'s. A non-streaming reply is the same stream, joined by
+//! [`Reply::complete`](super::Reply::complete).
 
 use std::collections::VecDeque;
-use std::future::Future;
+use std::fmt;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use futures::stream::{Stream, StreamExt};
-use pin_project_lite::pin_project;
-use tower::{Layer, Service};
 
-use crate::{ChatRequest, Error, Event, Joiner, Reply};
+use crate::Error;
+use crate::message::Event;
 
-/// A pure state machine over the events of one reply.
+/// A pure state machine: takes inputs one by one, hands out outputs.
+///
+/// It does no IO and reads no clock: tests drive it input by input (byte by
+/// byte, for a decoder) without a runtime. A layer's machine takes and hands
+/// out [`Event`]s:
+///
+/// ```
+/// use lmstack::service::{Machine, Output};
+/// use lmstack::{Error, Event};
+///
+/// /// Drops reasoning.
+/// struct NoReasoning;
+///
+/// impl Machine for NoReasoning {
+///     type In = Event;
+///     type Out = Event;
+///     fn push(&mut self, event: Event, out: &mut Output) -> Result<(), Error> {
+///         if !matches!(event, Event::ReasoningDelta(_)) {
+///             out.push(event);
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// let mut machine = NoReasoning;
+/// let mut out = Output::new();
+/// machine.push(Event::reasoning("hmm"), &mut out).unwrap();
+/// machine.push(Event::text("Hi"), &mut out).unwrap();
+/// assert_eq!(out.drain().collect::<Vec<_>>(), vec![Event::text("Hi")]);
+/// ```
 pub trait Machine: Send + 'static {
-    /// Takes one event of the inner reply and pushes any number of output events.
-    ///
-    /// An error ends the reply: the events pushed before it are delivered, then the
-    /// error.
-    fn push(&mut self, event: Event, out: &mut Output) -> Result<(), Error>;
+    /// What the machine takes.
+    type In;
+    /// What the machine hands out.
+    type Out;
 
-    /// The inner reply ended (or failed): pushes what is still held back.
-    fn finish(&mut self, out: &mut Output) -> Result<(), Error> {
+    /// Takes one input and pushes any number of outputs.
+    ///
+    /// An error ends the run: the outputs pushed before it are delivered, then
+    /// the error.
+    fn push(&mut self, input: Self::In, out: &mut Output<Self::Out>) -> Result<(), Error>;
+
+    /// The input ended (or failed): pushes what is still held back.
+    fn finish(&mut self, out: &mut Output<Self::Out>) -> Result<(), Error> {
         let _ = out;
         Ok(())
     }
 }
 
-/// Starts a [`Machine`] for each request; holds the layer's configuration.
-pub trait MachineFactory: Clone + Send + Sync + 'static {
-    /// The per-reply state machine.
-    type Machine: Machine;
-
-    /// Starts the machine for `request`, which it may adjust before the inner
-    /// service sees it. An error fails the call without calling the inner service.
-    fn start(&self, request: &mut ChatRequest) -> Result<Self::Machine, Error>;
+/// Where a [`Machine`] hands out its outputs, in order: a queue the driver
+/// empties.
+pub struct Output<T = Event> {
+    queue: VecDeque<T>,
 }
 
-/// The events a [`Machine`] hands out, in order.
-#[derive(Debug, Default)]
-pub struct Output {
-    queue: VecDeque<Event>,
-}
-
-impl Output {
+impl<T> Output<T> {
     /// An empty output queue.
     pub fn new() -> Self {
-        Self::default()
+        Output {
+            queue: VecDeque::new(),
+        }
     }
 
-    /// Hands out one event.
-    pub fn push(&mut self, event: Event) {
-        self.queue.push_back(event);
+    /// Hands out one item.
+    pub fn push(&mut self, item: T) {
+        self.queue.push_back(item);
     }
 
-    /// Number of events not taken yet.
+    /// Number of items not taken yet.
     pub fn len(&self) -> usize {
         self.queue.len()
     }
 
-    /// True when no event is waiting.
+    /// True when no item is waiting.
     pub fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }
 
-    /// Takes the next event.
-    pub fn pop(&mut self) -> Option<Event> {
+    /// Takes the next item.
+    pub fn pop(&mut self) -> Option<T> {
         self.queue.pop_front()
     }
 
-    /// Takes all waiting events.
-    pub fn drain(&mut self) -> impl Iterator<Item = Event> + '_ {
+    /// Takes all waiting items.
+    pub fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
         self.queue.drain(..)
     }
 }
 
-impl Extend<Event> for Output {
-    fn extend<I: IntoIterator<Item = Event>>(&mut self, events: I) {
-        self.queue.extend(events);
+impl<T> Default for Output<T> {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
-/// A [`Layer`] that runs the machines of a [`MachineFactory`] over the replies of
-/// the service it wraps.
-#[derive(Clone, Debug)]
-pub struct MachineLayer<F> {
-    factory: F,
-}
-
-impl<F> MachineLayer<F> {
-    /// A layer from a factory.
-    pub fn new(factory: F) -> Self {
-        MachineLayer { factory }
+impl<T> Extend<T> for Output<T> {
+    fn extend<I: IntoIterator<Item = T>>(&mut self, items: I) {
+        self.queue.extend(items);
     }
 }
 
-impl<S, F: Clone> Layer<S> for MachineLayer<F> {
-    type Service = MachineService<S, F>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        MachineService::new(inner, self.factory.clone())
+impl<T: fmt::Debug> fmt::Debug for Output<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(&self.queue).finish()
     }
 }
 
-/// The [`Service`] made by [`MachineLayer`].
-#[derive(Clone, Debug)]
-pub struct MachineService<S, F> {
-    inner: S,
-    factory: F,
-}
-
-impl<S, F> MachineService<S, F> {
-    /// Wraps `inner`.
-    pub fn new(inner: S, factory: F) -> Self {
-        MachineService { inner, factory }
-    }
-
-    super::inner_service_accessors!();
-
-    /// The factory (the layer's configuration).
-    pub fn factory(&self) -> &F {
-        &self.factory
-    }
-}
-
-impl<S, F> Service<ChatRequest> for MachineService<S, F>
-where
-    S: Service<ChatRequest, Response = Reply>,
-    S::Error: Into<Error>,
-    F: MachineFactory,
-{
-    type Response = Reply;
-    type Error = Error;
-    type Future = ResponseFuture<S::Future, F::Machine>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
-    }
-
-    fn call(&mut self, mut request: ChatRequest) -> Self::Future {
-        let stream = request.options.stream;
-        let state = match self.factory.start(&mut request) {
-            Ok(machine) => State::Calling {
-                future: self.inner.call(request),
-                machine: Some(machine),
-                stream,
-            },
-            Err(error) => State::Failed { error: Some(error) },
-        };
-        ResponseFuture { state }
-    }
-}
-
-pin_project! {
-    /// The future of [`MachineService`]: resolves to the rewritten reply. In
-    /// non-streaming mode it reads the whole inner reply first.
-    pub struct ResponseFuture<Fut, M> {
-        #[pin]
-        state: State<Fut, M>,
-    }
-}
-
-pin_project! {
-    #[project = StateProj]
-    enum State<Fut, M> {
-        Calling { #[pin] future: Fut, machine: Option<M>, stream: bool },
-        Draining { events: MachineStream<M>, joiner: Joiner },
-        Failed { error: Option<Error> },
-    }
-}
-
-impl<Fut, E, M> Future for ResponseFuture<Fut, M>
-where
-    Fut: Future<Output = Result<Reply, E>>,
-    E: Into<Error>,
-    M: Machine,
-{
-    type Output = Result<Reply, Error>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut state = self.project().state;
-        loop {
-            match state.as_mut().project() {
-                StateProj::Calling {
-                    future,
-                    machine,
-                    stream,
-                } => {
-                    let reply = ready!(future.poll(cx)).map_err(Into::into)?;
-                    let machine = machine
-                        .take()
-                        .expect("ResponseFuture polled after completion");
-                    let events = MachineStream::new(reply, machine);
-                    if *stream {
-                        return Poll::Ready(Ok(Reply::from_stream(events)));
-                    }
-                    state.set(State::Draining {
-                        events,
-                        joiner: Joiner::new(),
-                    });
-                }
-                StateProj::Draining { events, joiner } => {
-                    while let Some(item) = ready!(events.poll_next_unpin(cx)) {
-                        joiner.push(item?);
-                    }
-                    let events = std::mem::take(joiner).finish_events();
-                    return Poll::Ready(Ok(Reply::from_events(events)));
-                }
-                StateProj::Failed { error } => {
-                    let error = error
-                        .take()
-                        .expect("ResponseFuture polled after completion");
-                    return Poll::Ready(Err(error));
-                }
-            }
-        }
-    }
-}
-
-/// A reply run through a machine: the stream behind streaming replies of
-/// [`MachineService`], and what its non-streaming mode drains.
-pub struct MachineStream<M> {
-    inner: Reply,
+/// A machine run over a stream of inputs: the one driver of every pure core.
+///
+/// Each input goes through the machine as it arrives and the outputs are
+/// streamed at once. When the input ends, or fails, the machine is finished
+/// first (so held-back output is not lost), then the input's error, if any, is
+/// passed on; an error of the machine ends the stream after the outputs pushed
+/// before it.
+///
+/// ```
+/// use futures::stream::{self, StreamExt};
+/// use lmstack::service::{Machine, MachineStream, Output};
+/// use lmstack::Error;
+///
+/// /// Sums numbers, handing out the total at the end.
+/// struct Sum(u32);
+///
+/// impl Machine for Sum {
+///     type In = u32;
+///     type Out = u32;
+///     fn push(&mut self, n: u32, _out: &mut Output<u32>) -> Result<(), Error> {
+///         self.0 += n;
+///         Ok(())
+///     }
+///     fn finish(&mut self, out: &mut Output<u32>) -> Result<(), Error> {
+///         out.push(self.0);
+///         Ok(())
+///     }
+/// }
+///
+/// # futures::executor::block_on(async {
+/// let input = stream::iter([Ok(1), Ok(2), Ok(3)]);
+/// let totals: Vec<_> = MachineStream::new(input, Sum(0)).collect().await;
+/// assert_eq!(totals.into_iter().collect::<Result<Vec<_>, _>>().unwrap(), [6]);
+/// # });
+/// ```
+pub struct MachineStream<S, M: Machine> {
+    input: S,
     machine: M,
-    out: Output,
+    out: Output<M::Out>,
     error: Option<Error>,
     ended: bool,
 }
 
-impl<M: Machine> MachineStream<M> {
-    /// Runs `reply` through `machine`.
-    pub fn new(reply: Reply, machine: M) -> Self {
+impl<S, M: Machine> MachineStream<S, M> {
+    /// Runs `input` through `machine`.
+    pub fn new(input: S, machine: M) -> Self {
         MachineStream {
-            inner: reply,
+            input,
             machine,
             out: Output::new(),
             error: None,
@@ -303,27 +181,41 @@ impl<M: Machine> MachineStream<M> {
         }
     }
 
+    /// The machine.
+    pub fn machine(&self) -> &M {
+        &self.machine
+    }
+
+    /// The input stream, mutably (for a driver that feeds it, such as one that
+    /// runs the jobs a machine hands out and streams their results back in).
+    pub fn input_mut(&mut self) -> &mut S {
+        &mut self.input
+    }
+
     fn end(&mut self, error: Option<Error>) {
         self.ended = true;
         match (self.machine.finish(&mut self.out), error) {
-            (_, Some(error)) => self.error = Some(error),
-            (Err(error), None) => self.error = Some(error),
+            (_, Some(error)) | (Err(error), None) => self.error = Some(error),
             (Ok(()), None) => {}
         }
     }
 }
 
-// Nothing in a `MachineStream` is ever pinned in place.
-impl<M> Unpin for MachineStream<M> {}
+// Nothing in a `MachineStream` is pinned in place: its input must be `Unpin`.
+impl<S, M: Machine> Unpin for MachineStream<S, M> {}
 
-impl<M: Machine> Stream for MachineStream<M> {
-    type Item = Result<Event, Error>;
+impl<S, M> Stream for MachineStream<S, M>
+where
+    S: Stream<Item = Result<M::In, Error>> + Unpin,
+    M: Machine,
+{
+    type Item = Result<M::Out, Error>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         loop {
-            if let Some(event) = this.out.pop() {
-                return Poll::Ready(Some(Ok(event)));
+            if let Some(item) = this.out.pop() {
+                return Poll::Ready(Some(Ok(item)));
             }
             if let Some(error) = this.error.take() {
                 return Poll::Ready(Some(Err(error)));
@@ -331,9 +223,9 @@ impl<M: Machine> Stream for MachineStream<M> {
             if this.ended {
                 return Poll::Ready(None);
             }
-            match ready!(this.inner.poll_next_unpin(cx)) {
-                Some(Ok(event)) => {
-                    if let Err(error) = this.machine.push(event, &mut this.out) {
+            match ready!(this.input.poll_next_unpin(cx)) {
+                Some(Ok(input)) => {
+                    if let Err(error) = this.machine.push(input, &mut this.out) {
                         this.ended = true;
                         this.error = Some(error);
                     }
@@ -345,11 +237,11 @@ impl<M: Machine> Stream for MachineStream<M> {
     }
 }
 
-impl<M> std::fmt::Debug for MachineStream<M> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl<S, M: Machine> fmt::Debug for MachineStream<S, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MachineStream")
             .field("queued", &self.out.len())
             .field("ended", &self.ended)
-            .finish()
+            .finish_non_exhaustive()
     }
 }

@@ -1,14 +1,15 @@
-//! The service contract: [`ChatRequest`] in, [`Reply`] out, and the generic
-//! driver that turns a pure state machine into a layer.
+//! The service contract — [`ChatRequest`] in, [`Reply`] out — and the one
+//! driver of pure cores: a [`Machine`] run over a stream by [`MachineStream`],
+//! and [`MachineLayer`], which makes a machine over events a tower layer.
 
 mod accessors;
+mod layer;
 mod machine;
 mod reply;
 mod request;
 
 pub(crate) use accessors::inner_service_accessors;
-pub use machine::{
-    Machine, MachineFactory, MachineLayer, MachineService, MachineStream, Output, ResponseFuture,
-};
-pub use reply::Reply;
+pub use layer::{MachineFactory, MachineLayer, MachineService, ResponseFuture};
+pub use machine::{Machine, MachineStream, Output};
+pub use reply::{Complete, Reply};
 pub use request::{ChatOptions, ChatRequest, ToolChoice, ToolSpec};

@@ -1,12 +1,14 @@
 //! The response of every stage: a stream of events.
 
 use std::fmt;
+use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use futures::stream::{BoxStream, Stream, StreamExt};
 
-use crate::{Error, Event, Joiner, Message};
+use crate::Error;
+use crate::message::{Event, Joiner, Message};
 
 /// A model reply: a [`Stream`] of `Result<Event, Error>`.
 ///
@@ -88,8 +90,9 @@ impl Reply {
     /// `message` events, then the `finish` event if there was one. The first error
     /// is returned instead.
     ///
-    /// A layer whose logic is a stream of events serves non-streaming requests this
-    /// way, so that both modes come from the same code.
+    /// This is the one way a non-streaming reply is built: a layer whose logic
+    /// is a stream of events serves non-streaming requests with
+    /// [`Complete`] of that stream, so that both modes come from the same code.
     ///
     /// ```
     /// # futures::executor::block_on(async {
@@ -99,10 +102,8 @@ impl Reply {
     /// assert_eq!(reply.collect_events().await.unwrap(), vec![Event::message(Message::assistant("Hello"))]);
     /// # });
     /// ```
-    pub async fn complete(self) -> Result<Reply, Error> {
-        let mut joiner = Joiner::new();
-        self.fold_into(&mut joiner).await?;
-        Ok(Reply::from_events(joiner.finish_events()))
+    pub fn complete(self) -> Complete<Reply> {
+        Complete::new(self)
     }
 
     /// Reads the whole reply into `joiner`; the first error ends it.
@@ -138,5 +139,49 @@ impl fmt::Debug for Reply {
             Inner::Ready(items) => f.debug_tuple("Reply::Ready").field(&items.len()).finish(),
             Inner::Streaming(_) => f.write_str("Reply::Streaming"),
         }
+    }
+}
+
+/// The future of [`Reply::complete`]: reads a whole stream of events and
+/// resolves to the non-streaming reply — its messages as `message` events, then
+/// the `finish` event — or to the first error.
+///
+/// It drives any event stream, so a layer's future can name it over the
+/// layer's own stream type without boxing it.
+#[must_use = "futures do nothing unless polled"]
+pub struct Complete<S> {
+    events: S,
+    joiner: Joiner,
+}
+
+impl<S> Complete<S> {
+    /// Completes `events`.
+    pub fn new(events: S) -> Self {
+        Complete {
+            events,
+            joiner: Joiner::new(),
+        }
+    }
+}
+
+impl<S> Future for Complete<S>
+where
+    S: Stream<Item = Result<Event, Error>> + Unpin,
+{
+    type Output = Result<Reply, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        while let Some(item) = ready!(this.events.poll_next_unpin(cx)) {
+            this.joiner.push(item?);
+        }
+        let events = std::mem::take(&mut this.joiner).finish_events();
+        Poll::Ready(Ok(Reply::from_events(events)))
+    }
+}
+
+impl<S> fmt::Debug for Complete<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Complete").finish_non_exhaustive()
     }
 }

@@ -5,8 +5,9 @@
 
 use std::path::PathBuf;
 
-use lmstack::provider::decode::Decode;
-use lmstack::provider::openai::ResponseDecoder;
+use lmstack::provider::body::BodyDecoder;
+use lmstack::provider::openai::Lifter;
+use lmstack::service::{Machine, Output};
 use lmstack::{
     ChatRequest, Error, Event, Joiner, Message, Role, ToolCall, ToolChoice, ToolResult, ToolSpec,
 };
@@ -85,30 +86,40 @@ pub fn sse(chunks: &[Value]) -> Vec<u8> {
 
 /// Cuts `bytes` at the given sizes (cycled), feeds them to `decoder`, returns events.
 pub fn decode_cut(
-    mut decoder: ResponseDecoder,
+    mut decoder: BodyDecoder<Lifter>,
     bytes: &[u8],
     sizes: &[usize],
 ) -> Result<Vec<Event>, Error> {
-    let mut events = Vec::new();
+    let mut events = Output::new();
     let mut rest = bytes;
     let mut sizes = sizes.iter().cycle();
     while !rest.is_empty() {
         let size = (*sizes.next().unwrap_or(&usize::MAX)).clamp(1, rest.len());
-        decoder.push(&rest[..size], &mut events)?;
+        decoder.push(rest[..size].to_vec().into(), &mut events)?;
         rest = &rest[size..];
     }
     decoder.finish(&mut events)?;
-    Ok(events)
+    Ok(events.drain().collect())
 }
 
 /// A streamed body lifted whole into messages.
 pub fn lift_sse(bytes: &[u8]) -> Result<Vec<Message>, Error> {
-    decode_cut(ResponseDecoder::sse(), bytes, &[bytes.len().max(1)]).map(Joiner::join)
+    decode_cut(
+        BodyDecoder::sse(Lifter::new()),
+        bytes,
+        &[bytes.len().max(1)],
+    )
+    .map(Joiner::join)
 }
 
 /// A non-streaming body lifted into messages.
 pub fn lift_json(bytes: &[u8]) -> Result<Vec<Message>, Error> {
-    decode_cut(ResponseDecoder::json(), bytes, &[bytes.len().max(1)]).map(Joiner::join)
+    decode_cut(
+        BodyDecoder::json(Lifter::new()),
+        bytes,
+        &[bytes.len().max(1)],
+    )
+    .map(Joiner::join)
 }
 
 /// Messages as their JSON contract form.

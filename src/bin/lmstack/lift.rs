@@ -4,9 +4,10 @@
 use std::io::Read;
 use std::process::ExitCode;
 
-use lmstack::provider::decode::Decode;
-use lmstack::provider::openai::ResponseDecoder;
-use lmstack::{Event, Joiner};
+use lmstack::Joiner;
+use lmstack::provider::body::BodyDecoder;
+use lmstack::provider::openai::Lifter;
+use lmstack::service::{Machine, Output};
 
 use crate::provider_arg::Provider;
 use crate::show::print_json_line;
@@ -33,14 +34,15 @@ pub fn run(args: Args) -> ExitCode {
     }
     let Provider::Openai = args.provider;
     let mut decoder = if args.stream {
-        ResponseDecoder::sse()
+        BodyDecoder::sse(Lifter::new())
     } else {
-        ResponseDecoder::json()
+        BodyDecoder::json(Lifter::new())
     };
-    let mut events: Vec<Event> = Vec::new();
+    let mut out = Output::new();
     let outcome = decoder
-        .push(&body, &mut events)
-        .and_then(|()| decoder.finish(&mut events));
+        .push(body.into(), &mut out)
+        .and_then(|()| decoder.finish(&mut out));
+    let events: Vec<_> = out.drain().collect();
     // What was lifted before an error is printed too: nothing is lost.
     if args.events && args.stream {
         events.iter().for_each(print_json_line);

@@ -294,6 +294,9 @@ impl LineState {
 }
 
 impl Machine for ParserMachine {
+    type In = Event;
+    type Out = Event;
+
     fn push(&mut self, event: Event, out: &mut Output) -> Result<(), Error> {
         match event {
             Event::TextDelta(delta) => {

@@ -3,13 +3,18 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::lower::{REASONING_FIELD_KEY, REFUSAL_KEY};
-use crate::provider::{ProviderError, TransportError, TransportErrorKind};
-use crate::{
-    Error, Event, FinishReason, Metadata, ReasoningDelta, TextDelta, ToolCallDelta, Usage,
+use super::lower::{PROVIDER, REASONING_FIELD_KEY, REFUSAL_KEY};
+use crate::Error;
+use crate::message::{
+    Event, FinishReason, Metadata, ReasoningDelta, TextDelta, ToolCallDelta, Usage,
 };
+use crate::provider::body::Lift;
+use crate::provider::sse::SseEvent;
+use crate::provider::{ProviderError, TransportError, TransportErrorKind};
+use crate::service::Output;
 
-const PROVIDER: &str = "openai";
+/// The data of the event that ends a stream.
+const DONE: &str = "[DONE]";
 
 /// Lifts Chat Completions responses — streamed chunks, or a whole body — into
 /// canonical events.
@@ -52,17 +57,21 @@ const PROVIDER: &str = "openai";
 /// - a stream that ends with neither `[DONE]` nor a finish reason is
 ///   [`TransportErrorKind::Truncated`].
 ///
+/// It is a [`Lift`]: [`BodyDecoder`](crate::provider::body::BodyDecoder) frames
+/// a response body for it, and `data: [DONE]` ends a stream.
+///
 /// ```
+/// use lmstack::provider::body::Lift;
 /// use lmstack::provider::openai::Lifter;
+/// use lmstack::service::Output;
 /// use lmstack::{Joiner, Message};
 ///
 /// let mut lifter = Lifter::new();
-/// let mut events = Vec::new();
+/// let mut events = Output::new();
 /// lifter.push_chunk(br#"{"id":"c1","choices":[{"index":0,"delta":{"content":"Hel"}}]}"#, &mut events).unwrap();
 /// lifter.push_chunk(br#"{"id":"c1","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}]}"#, &mut events).unwrap();
-/// lifter.push_done();
 /// lifter.finish(&mut events).unwrap();
-/// let messages = Joiner::join(events);
+/// let messages = Joiner::join(events.drain());
 /// assert_eq!(messages[0].as_text(), Some("Hello"));
 /// assert_eq!(messages[0].metadata().generation_id(), Some("c1"));
 /// ```
@@ -108,7 +117,7 @@ impl Lifter {
     }
 
     /// Lifts one streamed chunk (the JSON text of one SSE `data:` field).
-    pub fn push_chunk(&mut self, data: &[u8], out: &mut Vec<Event>) -> Result<(), Error> {
+    pub fn push_chunk(&mut self, data: &[u8], out: &mut Output) -> Result<(), Error> {
         self.chunks += 1;
         if self.done {
             return Ok(()); // nothing counts after [DONE]
@@ -127,53 +136,7 @@ impl Lifter {
         self.lift(chunk, out)
     }
 
-    /// Marks the end-of-stream marker (`data: [DONE]`).
-    pub fn push_done(&mut self) {
-        self.done = true;
-    }
-
-    /// Lifts a whole non-streaming body (a `chat.completion` object).
-    pub fn push_body(&mut self, body: &[u8], out: &mut Vec<Event>) -> Result<(), Error> {
-        let chunk: Chunk = serde_json::from_slice(body).map_err(|error| {
-            TransportError::new(
-                PROVIDER,
-                TransportErrorKind::Malformed,
-                format!(
-                    "the body is not a JSON chat completion ({error}): {}",
-                    excerpt(body)
-                ),
-            )
-        })?;
-        self.lift(chunk, out)?;
-        self.done = true;
-        Ok(())
-    }
-
-    /// Ends the response: emits the usage and the finish reason. A stream that
-    /// ended with neither `[DONE]` nor a finish reason is an error.
-    pub fn finish(&mut self, out: &mut Vec<Event>) -> Result<(), Error> {
-        if let Some(usage) = self.usage.take() {
-            out.push(Event::Usage(usage));
-        }
-        match self.finish_reason.take() {
-            Some(reason) => out.push(Event::finish(self.map_finish(reason))),
-            None if !self.done => {
-                return Err(TransportError::new(
-                    PROVIDER,
-                    TransportErrorKind::Truncated,
-                    format!(
-                        "the stream ended after {} chunks without `[DONE]` or a finish reason",
-                        self.chunks
-                    ),
-                )
-                .into());
-            }
-            None => {}
-        }
-        Ok(())
-    }
-
-    fn lift(&mut self, chunk: Chunk, out: &mut Vec<Event>) -> Result<(), Error> {
+    fn lift(&mut self, chunk: Chunk, out: &mut Output) -> Result<(), Error> {
         if let Some(error) = chunk.error {
             let error =
                 ProviderError::from_body(PROVIDER, 200, &serde_json::json!({"error": error}))
@@ -209,7 +172,7 @@ impl Lifter {
         Ok(())
     }
 
-    fn lift_delta(&mut self, delta: Delta, out: &mut Vec<Event>) -> Result<(), Error> {
+    fn lift_delta(&mut self, delta: Delta, out: &mut Output) -> Result<(), Error> {
         let reasoning = [
             ("reasoning_content", delta.reasoning_content),
             ("reasoning", delta.reasoning),
@@ -268,7 +231,7 @@ impl Lifter {
             .unwrap_or_default()
     }
 
-    fn lift_call(&mut self, call: WireCall, out: &mut Vec<Event>) -> Result<(), Error> {
+    fn lift_call(&mut self, call: WireCall, out: &mut Output) -> Result<(), Error> {
         let function = call.function.unwrap_or_default();
         let name = function.name.filter(|name| !name.is_empty());
         let id = call.id.filter(|id| !id.is_empty());
@@ -362,6 +325,57 @@ impl Lifter {
             "sensitive" => FinishReason::ContentFilter,
             _ => FinishReason::from(reason),
         }
+    }
+}
+
+impl Lift for Lifter {
+    fn event(&mut self, event: SseEvent, out: &mut Output) -> Result<(), Error> {
+        if event.data == DONE {
+            self.done = true;
+            return Ok(());
+        }
+        self.push_chunk(event.data.as_bytes(), out)
+    }
+
+    /// Lifts a whole non-streaming body (a `chat.completion` object).
+    fn body(&mut self, body: &[u8], out: &mut Output) -> Result<(), Error> {
+        let chunk: Chunk = serde_json::from_slice(body).map_err(|error| {
+            TransportError::new(
+                PROVIDER,
+                TransportErrorKind::Malformed,
+                format!(
+                    "the body is not a JSON chat completion ({error}): {}",
+                    excerpt(body)
+                ),
+            )
+        })?;
+        self.lift(chunk, out)?;
+        self.done = true;
+        Ok(())
+    }
+
+    /// Ends the response: emits the usage and the finish reason. A stream that
+    /// ended with neither `[DONE]` nor a finish reason is an error.
+    fn finish(&mut self, out: &mut Output) -> Result<(), Error> {
+        if let Some(usage) = self.usage.take() {
+            out.push(Event::Usage(usage));
+        }
+        match self.finish_reason.take() {
+            Some(reason) => out.push(Event::finish(self.map_finish(reason))),
+            None if !self.done => {
+                return Err(TransportError::new(
+                    PROVIDER,
+                    TransportErrorKind::Truncated,
+                    format!(
+                        "the stream ended after {} chunks without `[DONE]` or a finish reason",
+                        self.chunks
+                    ),
+                )
+                .into());
+            }
+            None => {}
+        }
+        Ok(())
     }
 }
 

@@ -16,6 +16,9 @@ use crate::{
     ToolResult, ToolSpec,
 };
 
+/// The name errors from this provider carry.
+pub const PROVIDER: &str = "openai";
+
 /// The metadata key that records which wire field a reasoning message came in
 /// (`reasoning_content` or `reasoning`), so that it is echoed back in the same one.
 pub const REASONING_FIELD_KEY: &str = "reasoning_field";

@@ -6,8 +6,9 @@
 //! - [`lower`]: a canonical [`ChatRequest`] → the request body
 //!   ([`LowerOptions`] says how to write what servers spell differently:
 //!   images in tool results, reasoning echo, the token limit's field);
-//! - [`Lifter`] and [`ResponseDecoder`]: the response, streamed (SSE chunks) or
-//!   whole (JSON), → canonical events, through the same code in both modes;
+//! - [`Lifter`]: the response, streamed (SSE chunks) or whole (JSON), →
+//!   canonical events, through the same code in both modes (framed by the
+//!   shared [`BodyDecoder`]);
 //! - [`OpenAi`]: the tower service that joins them to an HTTP transport.
 //!
 //! ```no_run
@@ -28,33 +29,31 @@
 //! # Ok(()) }
 //! ```
 
-mod decoder;
 mod lift;
 mod lower;
 
-pub use decoder::{DEFAULT_MAX_BODY_BYTES, ResponseDecoder};
 pub use lift::Lifter;
 pub use lower::{
-    LowerOptions, MaxTokensField, REASONING_FIELD_KEY, REFUSAL_KEY, ReasoningEcho, ToolResultMedia,
-    lower,
+    LowerOptions, MaxTokensField, PROVIDER, REASONING_FIELD_KEY, REFUSAL_KEY, ReasoningEcho,
+    ToolResultMedia, lower,
 };
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use ::http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use bytes::Bytes;
-use futures::future::BoxFuture;
+use pin_project_lite::pin_project;
 use tower::Service;
 
-use super::decode::{read_reply, stream_reply};
+use super::body::{BodyDecoder, DEFAULT_MAX_BODY_BYTES};
 use super::sse::DEFAULT_MAX_EVENT_BYTES;
-use super::transport::{HttpConfig, HttpRequest, HttpResponse, HttpTransport};
+use super::transport::{ByteStream, HttpConfig, HttpRequest, HttpResponse, HttpTransport};
 use super::{ApiKey, TransportError, TransportErrorKind};
+use crate::service::{Complete, MachineStream};
 use crate::{ChatRequest, Error, Reply};
-
-/// The name errors from this provider carry.
-pub const PROVIDER: &str = "openai";
 
 /// Where the server is and how to talk to it.
 #[derive(Clone, Debug)]
@@ -137,6 +136,18 @@ impl OpenAiConfig {
     /// Sets the timeouts of the default transport.
     pub fn http(mut self, http: HttpConfig) -> Self {
         self.http = http;
+        self
+    }
+
+    /// Sets the largest SSE event accepted (16 MiB by default).
+    pub fn max_event_bytes(mut self, bytes: usize) -> Self {
+        self.max_event_bytes = bytes;
+        self
+    }
+
+    /// Sets the largest non-streaming body accepted (64 MiB by default).
+    pub fn max_body_bytes(mut self, bytes: usize) -> Self {
+        self.max_body_bytes = bytes;
         self
     }
 
@@ -229,11 +240,10 @@ impl<T> OpenAi<T> {
 impl<T> Service<ChatRequest> for OpenAi<T>
 where
     T: Service<HttpRequest, Response = HttpResponse, Error = Error>,
-    T::Future: Send + 'static,
 {
     type Response = Reply;
     type Error = Error;
-    type Future = BoxFuture<'static, Result<Reply, Error>>;
+    type Future = ResponseFuture<T::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.transport.poll_ready(cx)
@@ -241,26 +251,77 @@ where
 
     fn call(&mut self, request: ChatRequest) -> Self::Future {
         let streaming = request.options.stream;
-        let http_request = match self.http_request(request) {
-            Ok(http_request) => http_request,
-            Err(error) => return Box::pin(futures::future::ready(Err(error))),
+        let state = match self.http_request(request) {
+            Ok(http_request) => State::Sending {
+                response: self.transport.call(http_request),
+                streaming,
+                limits: (self.config.max_event_bytes, self.config.max_body_bytes),
+            },
+            Err(error) => State::Failed { error: Some(error) },
         };
-        let response = self.transport.call(http_request);
-        let (max_event, max_body) = (self.config.max_event_bytes, self.config.max_body_bytes);
-        Box::pin(async move {
-            let response = response.await?;
-            let content_type = response
-                .headers()
-                .get(CONTENT_TYPE)
-                .and_then(|value| value.to_str().ok());
-            let decoder = ResponseDecoder::for_content_type(content_type, streaming)
-                .with_limits(max_event, max_body);
-            let body = response.into_body();
-            if streaming {
-                Ok(stream_reply(body, decoder))
-            } else {
-                read_reply(body, decoder).await
+        ResponseFuture { state }
+    }
+}
+
+/// The events of a response body, decoded as they arrive.
+type BodyEvents = MachineStream<ByteStream, BodyDecoder<Lifter>>;
+
+pin_project! {
+    /// The future of [`OpenAi`]: resolves when the response headers arrive
+    /// (streaming) or with the whole reply (non-streaming).
+    pub struct ResponseFuture<F> {
+        #[pin]
+        state: State<F>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F> {
+        Sending { #[pin] response: F, streaming: bool, limits: (usize, usize) },
+        Completing { complete: Complete<BodyEvents> },
+        Failed { error: Option<Error> },
+    }
+}
+
+impl<F> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<HttpResponse, Error>>,
+{
+    type Output = Result<Reply, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
+        loop {
+            match state.as_mut().project() {
+                StateProj::Sending {
+                    response,
+                    streaming,
+                    limits,
+                } => {
+                    let response = ready!(response.poll(cx))?;
+                    let content_type = response
+                        .headers()
+                        .get(CONTENT_TYPE)
+                        .and_then(|value| value.to_str().ok());
+                    let decoder =
+                        BodyDecoder::for_content_type(Lifter::new(), content_type, *streaming)
+                            .with_limits(limits.0, limits.1);
+                    let events = MachineStream::new(response.into_body(), decoder);
+                    if *streaming {
+                        return Poll::Ready(Ok(Reply::from_stream(events)));
+                    }
+                    let complete = Complete::new(events);
+                    state.set(State::Completing { complete });
+                }
+                StateProj::Completing { complete } => return Pin::new(complete).poll(cx),
+                StateProj::Failed { error } => {
+                    let error = error
+                        .take()
+                        .expect("ResponseFuture polled after completion");
+                    return Poll::Ready(Err(error));
+                }
             }
-        })
+        }
     }
 }

@@ -1,0 +1,161 @@
+//! Response bodies → events: the framing every provider shares (SSE or one JSON
+//! body, each within its limit) around a provider's own pure lifting.
+//!
+//! A provider describes its wire format once, as a [`Lift`]. [`BodyDecoder`]
+//! frames the body's bytes for it and is a [`Machine`]: the providers run it
+//! over an HTTP body with [`MachineStream`](crate::service::MachineStream), the
+//! streaming reply, and join that same stream with
+//! [`Reply::complete`](crate::Reply::complete) for the non-streaming one.
+
+use bytes::Bytes;
+
+use super::sse::{SseDecoder, SseEvent};
+use crate::Error;
+use crate::message::Event;
+use crate::service::{Machine, Output};
+
+/// The default limit on a non-streaming body: 64 MiB.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 64 << 20;
+
+/// A provider's lifting: its responses, streamed or whole, → canonical events.
+/// One pure state machine per response serves both wire modes.
+pub trait Lift: Send + 'static {
+    /// One server-sent event of a streamed response.
+    fn event(&mut self, event: SseEvent, out: &mut Output) -> Result<(), Error>;
+
+    /// A whole non-streaming body.
+    fn body(&mut self, body: &[u8], out: &mut Output) -> Result<(), Error>;
+
+    /// The response ended: hands out what is still held, or says what is
+    /// missing (a stream cut before its end marker).
+    fn finish(&mut self, out: &mut Output) -> Result<(), Error>;
+}
+
+/// Decodes a response body, streamed (SSE) or whole (JSON), into events
+/// through a provider's [`Lift`]. Pure: bytes in, events out.
+///
+/// ```
+/// use bytes::Bytes;
+/// use lmstack::provider::body::BodyDecoder;
+/// use lmstack::provider::openai::Lifter;
+/// use lmstack::service::{Machine, Output};
+/// use lmstack::{Joiner, Message};
+///
+/// let body = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: [DONE]\n\n";
+/// let mut decoder = BodyDecoder::sse(Lifter::new());
+/// let mut events = Output::new();
+/// for piece in body.chunks(3) {
+///     decoder.push(Bytes::copy_from_slice(piece), &mut events).unwrap();
+/// }
+/// decoder.finish(&mut events).unwrap();
+/// assert_eq!(Joiner::join(events.drain()), vec![Message::assistant("Hi")]);
+/// ```
+#[derive(Debug)]
+pub struct BodyDecoder<L> {
+    framing: Framing,
+    lifter: L,
+    events: Output<SseEvent>,
+}
+
+#[derive(Debug)]
+enum Framing {
+    Sse(SseDecoder),
+    Json { body: Vec<u8>, limit: usize },
+}
+
+const STAGE: &str = "response body decoder";
+
+impl<L: Lift> BodyDecoder<L> {
+    /// A decoder for a streamed body (`text/event-stream`).
+    pub fn sse(lifter: L) -> Self {
+        Self::new(Framing::Sse(SseDecoder::new()), lifter)
+    }
+
+    /// A decoder for a whole JSON body (`application/json`).
+    pub fn json(lifter: L) -> Self {
+        let framing = Framing::Json {
+            body: Vec::new(),
+            limit: DEFAULT_MAX_BODY_BYTES,
+        };
+        Self::new(framing, lifter)
+    }
+
+    /// The decoder for a response with this `Content-Type`: SSE for
+    /// `text/event-stream`, JSON for `application/json` (what a server sends for
+    /// either mode when it ignores `stream`), else what was asked for.
+    pub fn for_content_type(lifter: L, content_type: Option<&str>, streaming: bool) -> Self {
+        let content_type = content_type.unwrap_or("").to_ascii_lowercase();
+        if content_type.starts_with("text/event-stream") {
+            Self::sse(lifter)
+        } else if content_type.starts_with("application/json") || !streaming {
+            Self::json(lifter)
+        } else {
+            Self::sse(lifter)
+        }
+    }
+
+    /// Sets the limits: the largest SSE event, and the largest JSON body.
+    pub fn with_limits(mut self, max_event_bytes: usize, max_body_bytes: usize) -> Self {
+        self.framing = match self.framing {
+            Framing::Sse(_) => {
+                Framing::Sse(SseDecoder::new().with_max_event_bytes(max_event_bytes))
+            }
+            Framing::Json { body, .. } => Framing::Json {
+                body,
+                limit: max_body_bytes,
+            },
+        };
+        self
+    }
+
+    fn new(framing: Framing, lifter: L) -> Self {
+        BodyDecoder {
+            framing,
+            lifter,
+            events: Output::new(),
+        }
+    }
+
+    fn lift_events(&mut self, out: &mut Output) -> Result<(), Error> {
+        while let Some(event) = self.events.pop() {
+            self.lifter.event(event, out)?;
+        }
+        Ok(())
+    }
+}
+
+impl<L: Lift> Machine for BodyDecoder<L> {
+    type In = Bytes;
+    type Out = Event;
+
+    fn push(&mut self, bytes: Bytes, out: &mut Output) -> Result<(), Error> {
+        match &mut self.framing {
+            Framing::Sse(sse) => sse.push(&bytes, &mut self.events)?,
+            Framing::Json { body, limit } => {
+                if body.len() + bytes.len() > *limit {
+                    return Err(Error::LimitExceeded {
+                        stage: STAGE,
+                        what: "the response body",
+                        limit: *limit,
+                    });
+                }
+                body.extend_from_slice(&bytes);
+            }
+        }
+        self.lift_events(out)
+    }
+
+    fn finish(&mut self, out: &mut Output) -> Result<(), Error> {
+        match &mut self.framing {
+            Framing::Sse(sse) => {
+                sse.finish(&mut self.events)?;
+                self.lift_events(out)?;
+            }
+            Framing::Json { body, .. } => {
+                let body = std::mem::take(body);
+                self.lifter.body(&body, out)?;
+            }
+        }
+        self.lifter.finish(out)
+    }
+}

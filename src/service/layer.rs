@@ -1,0 +1,215 @@
+//! A [`Machine`] over events as a tower [`Layer`] and [`Service`], in streaming
+//! and non-streaming mode alike.
+//!
+//! A layer that rewrites replies is written once, as a [`Machine`] whose input
+//! and output are [`Event`](crate::Event)s, plus a [`MachineFactory`] that
+//! starts one machine per request (and may adjust the request on its way in).
+//! [`MachineLayer`] does the rest:
+//!
+//! - **streaming** (`options.stream == true`): the inner reply runs through the
+//!   machine in a [`MachineStream`], its output streamed at once;
+//! - **non-streaming**: the *same* stream, joined into complete messages (plus
+//!   the `finish` event) by [`Reply::complete`].
+//!
+//! So both modes give the same messages by construction.
+//!
+//! # Example: a layer that upper-cases assistant text
+//!
+//! ```
+//! use lmstack::service::{Machine, MachineFactory, MachineLayer, Output};
+//! use lmstack::testing::ScriptedModel;
+//! use lmstack::{ChatRequest, Error, Event, Message};
+//! use tower::{Layer, ServiceExt};
+//!
+//! #[derive(Clone)]
+//! struct Uppercase;
+//!
+//! struct UppercaseMachine;
+//!
+//! impl MachineFactory for Uppercase {
+//!     type Machine = UppercaseMachine;
+//!     fn start(&self, _request: &mut ChatRequest) -> Result<UppercaseMachine, Error> {
+//!         Ok(UppercaseMachine)
+//!     }
+//! }
+//!
+//! impl Machine for UppercaseMachine {
+//!     type In = Event;
+//!     type Out = Event;
+//!     fn push(&mut self, event: Event, out: &mut Output) -> Result<(), Error> {
+//!         out.push(match event {
+//!             Event::TextDelta(mut delta) => {
+//!                 delta.text = delta.text.to_uppercase();
+//!                 Event::TextDelta(delta)
+//!             }
+//!             Event::Message { message: Message::Text(mut text) } => {
+//!                 text.text = text.text.to_uppercase();
+//!                 Event::message(Message::Text(text))
+//!             }
+//!             other => other,
+//!         });
+//!         Ok(())
+//!     }
+//! }
+//!
+//! # futures::executor::block_on(async {
+//! let model = ScriptedModel::new().reply("hello").reply("hello");
+//! let service = MachineLayer::new(Uppercase).layer(model);
+//! for stream in [false, true] {
+//!     let request = ChatRequest::new(vec![Message::user("hi")]).streaming(stream);
+//!     let reply = service.clone().oneshot(request).await.unwrap();
+//!     assert_eq!(reply.collect().await.unwrap(), vec![Message::assistant("HELLO")]);
+//! }
+//! # });
+//! ```
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use pin_project_lite::pin_project;
+use tower::{Layer, Service};
+
+use super::reply::Complete;
+use super::{ChatRequest, Machine, MachineStream, Reply};
+use crate::Error;
+use crate::message::Event;
+
+/// Starts a [`Machine`] for each request; holds the layer's configuration.
+pub trait MachineFactory: Clone + Send + Sync + 'static {
+    /// The per-reply state machine.
+    type Machine: Machine<In = Event, Out = Event>;
+
+    /// Starts the machine for `request`, which it may adjust before the inner
+    /// service sees it. An error fails the call without calling the inner service.
+    fn start(&self, request: &mut ChatRequest) -> Result<Self::Machine, Error>;
+}
+
+/// A [`Layer`] that runs the machines of a [`MachineFactory`] over the replies of
+/// the service it wraps.
+#[derive(Clone, Debug)]
+pub struct MachineLayer<F> {
+    factory: F,
+}
+
+impl<F> MachineLayer<F> {
+    /// A layer from a factory.
+    pub fn new(factory: F) -> Self {
+        MachineLayer { factory }
+    }
+}
+
+impl<S, F: Clone> Layer<S> for MachineLayer<F> {
+    type Service = MachineService<S, F>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        MachineService::new(inner, self.factory.clone())
+    }
+}
+
+/// The [`Service`] made by [`MachineLayer`].
+#[derive(Clone, Debug)]
+pub struct MachineService<S, F> {
+    inner: S,
+    factory: F,
+}
+
+impl<S, F> MachineService<S, F> {
+    /// Wraps `inner`.
+    pub fn new(inner: S, factory: F) -> Self {
+        MachineService { inner, factory }
+    }
+
+    super::inner_service_accessors!();
+
+    /// The factory (the layer's configuration).
+    pub fn factory(&self) -> &F {
+        &self.factory
+    }
+}
+
+impl<S, F> Service<ChatRequest> for MachineService<S, F>
+where
+    S: Service<ChatRequest, Response = Reply>,
+    S::Error: Into<Error>,
+    F: MachineFactory,
+{
+    type Response = Reply;
+    type Error = Error;
+    type Future = ResponseFuture<S::Future, F::Machine>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, mut request: ChatRequest) -> Self::Future {
+        let stream = request.options.stream;
+        let state = match self.factory.start(&mut request) {
+            Ok(machine) => State::Calling {
+                future: self.inner.call(request),
+                machine: Some(machine),
+                stream,
+            },
+            Err(error) => State::Failed { error: Some(error) },
+        };
+        ResponseFuture { state }
+    }
+}
+
+pin_project! {
+    /// The future of [`MachineService`]: resolves to the rewritten reply. In
+    /// non-streaming mode it reads the whole inner reply first.
+    pub struct ResponseFuture<Fut, M: Machine> {
+        #[pin]
+        state: State<Fut, M>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<Fut, M: Machine> {
+        Calling { #[pin] future: Fut, machine: Option<M>, stream: bool },
+        Completing { complete: Complete<MachineStream<Reply, M>> },
+        Failed { error: Option<Error> },
+    }
+}
+
+impl<Fut, E, M> Future for ResponseFuture<Fut, M>
+where
+    Fut: Future<Output = Result<Reply, E>>,
+    E: Into<Error>,
+    M: Machine<In = Event, Out = Event>,
+{
+    type Output = Result<Reply, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
+        loop {
+            match state.as_mut().project() {
+                StateProj::Calling {
+                    future,
+                    machine,
+                    stream,
+                } => {
+                    let reply = ready!(future.poll(cx)).map_err(Into::into)?;
+                    let machine = machine
+                        .take()
+                        .expect("ResponseFuture polled after completion");
+                    let events = MachineStream::new(reply, machine);
+                    if *stream {
+                        return Poll::Ready(Ok(Reply::from_stream(events)));
+                    }
+                    let complete = Complete::new(events);
+                    state.set(State::Completing { complete });
+                }
+                StateProj::Completing { complete } => return Pin::new(complete).poll(cx),
+                StateProj::Failed { error } => {
+                    let error = error
+                        .take()
+                        .expect("ResponseFuture polled after completion");
+                    return Poll::Ready(Err(error));
+                }
+            }
+        }
+    }
+}
