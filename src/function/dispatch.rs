@@ -1,21 +1,43 @@
 //! The pure core of the function layer: which calls run, and the order of the output.
 //!
-//! [`Dispatch`] takes the events of the inner reply and hands out the events of the
-//! layer's reply. It never runs a tool and never waits: it turns each call into a
-//! [`Job`] for the driver as soon as the call is complete, takes results back with
-//! [`Dispatch::resolve`], and releases events in order — everything that follows a
-//! run of calls waits behind that run's aggregate.
+//! [`Dispatch`] is a [`Machine`]: it takes the events of the inner reply and the
+//! results of the calls it handed out, and hands out the events of the layer's
+//! reply and the calls to run. It never runs a tool and never waits: it hands
+//! each call out as an [`Action::Run`] as soon as the call is complete, takes the
+//! result back as an [`Input::Resolved`], and releases events in order —
+//! everything that follows a run of calls waits behind that run's aggregate.
 
 use std::collections::VecDeque;
 use std::mem;
 
 use super::{Tool, ToolRegistry, answer};
-use crate::message::{ToolAggregateMessage, ToolCallsMessage};
-use crate::{Event, Joiner, Message, Metadata, ToolCall, ToolResult};
+use crate::Error;
+use crate::message::{
+    Event, Joiner, Message, Metadata, ToolAggregateMessage, ToolCall, ToolCallsMessage, ToolResult,
+};
+use crate::service::{Machine, Output};
 
 /// Events held behind a pending aggregate before the driver stops reading the inner
 /// reply (backpressure, not an error).
 const MAX_HELD: usize = 1024;
+
+/// What the core takes.
+pub(crate) enum Input {
+    /// An event of the inner reply.
+    Event(Event),
+    /// The inner reply ended.
+    Ended,
+    /// The result of a job handed out before.
+    Resolved(JobId, ToolResult),
+}
+
+/// What the core hands out.
+pub(crate) enum Action {
+    /// An event of the layer's reply.
+    Emit(Event),
+    /// A call for the driver to run; its result comes back as [`Input::Resolved`].
+    Run(Job),
+}
 
 /// A call to run.
 pub(crate) struct Job {
@@ -48,6 +70,8 @@ pub(crate) struct Dispatch {
     first: u64,
     /// Events of an answered run, released before the next slot.
     ready: VecDeque<Event>,
+    /// The inner reply ended normally.
+    ended: bool,
 }
 
 struct OpenRun {
@@ -97,12 +121,19 @@ impl Dispatch {
             slots: VecDeque::new(),
             first: 0,
             ready: VecDeque::new(),
+            ended: false,
         }
     }
 
-    /// Takes one event of the inner reply; calls that became complete are added to
-    /// `jobs`.
-    pub(crate) fn push(&mut self, event: Event, jobs: &mut Vec<Job>) {
+    /// True when so many events wait behind a pending aggregate that the inner reply
+    /// should not be read further for now.
+    pub(crate) fn backlogged(&self) -> bool {
+        self.slots.len() >= MAX_HELD
+    }
+
+    /// Takes one event of the inner reply; calls that became complete are handed
+    /// out to run.
+    fn push_event(&mut self, event: Event, out: &mut Output<Action>) {
         match event {
             Event::ToolCallDelta(delta) => {
                 let open = match &mut self.open {
@@ -124,34 +155,29 @@ impl Dispatch {
                 let (slot, completed) = (open.slot, completed.to_vec());
                 open.dispatched += completed.len();
                 for call in completed {
-                    self.dispatch(slot, call, jobs);
+                    self.dispatch(slot, call, out);
                 }
             }
             Event::Message {
                 message: Message::ToolCalls(message),
             } => {
-                self.close(jobs);
+                self.close(out);
                 let slot = self.push_slot(Slot::Run(Run::new(message.metadata)));
                 for call in message.calls {
-                    self.dispatch(slot, call, jobs);
+                    self.dispatch(slot, call, out);
                 }
                 self.close_run(slot);
             }
             other => {
-                self.close(jobs);
+                self.close(out);
                 self.push_slot(Slot::Event(other));
             }
         }
     }
 
-    /// The inner reply ended: the last call is complete.
-    pub(crate) fn finish(&mut self, jobs: &mut Vec<Job>) {
-        self.close(jobs);
-    }
-
     /// The inner reply failed: nothing more will run. Every run not answered in full
     /// becomes a plain `tool_calls` message, so that the calls are not lost.
-    pub(crate) fn abandon(&mut self) {
+    fn abandon(&mut self) {
         if let Some(open) = self.open.take()
             && let Some(run) = run_at(&mut self.slots, self.first, open.slot)
         {
@@ -175,7 +201,7 @@ impl Dispatch {
     }
 
     /// Takes the result of a job.
-    pub(crate) fn resolve(&mut self, id: JobId, result: ToolResult) {
+    fn resolve(&mut self, id: JobId, result: ToolResult) {
         let Some(run) = run_at(&mut self.slots, self.first, id.slot) else {
             return;
         };
@@ -185,8 +211,15 @@ impl Dispatch {
         }
     }
 
+    /// Hands out the events that are ready, in order.
+    fn release(&mut self, out: &mut Output<Action>) {
+        while let Some(event) = self.pop() {
+            out.push(Action::Emit(event));
+        }
+    }
+
     /// The next event of the layer's reply, if it is ready.
-    pub(crate) fn pop(&mut self) -> Option<Event> {
+    fn pop(&mut self) -> Option<Event> {
         loop {
             if let Some(event) = self.ready.pop_front() {
                 return Some(event);
@@ -204,14 +237,8 @@ impl Dispatch {
         }
     }
 
-    /// True when so many events wait behind a pending aggregate that the inner reply
-    /// should not be read further for now.
-    pub(crate) fn backlogged(&self) -> bool {
-        self.slots.len() >= MAX_HELD
-    }
-
     /// Closes the run being read: its last call is complete.
-    fn close(&mut self, jobs: &mut Vec<Job>) {
+    fn close(&mut self, out: &mut Output<Action>) {
         let Some(open) = self.open.take() else {
             return;
         };
@@ -219,7 +246,7 @@ impl Dispatch {
             .into_iter()
             .skip(open.dispatched)
         {
-            self.dispatch(open.slot, call, jobs);
+            self.dispatch(open.slot, call, out);
         }
         self.close_run(open.slot);
     }
@@ -231,7 +258,7 @@ impl Dispatch {
     }
 
     /// Decides what becomes of `call`: passed through, answered at once, or run.
-    fn dispatch(&mut self, slot: u64, call: ToolCall, jobs: &mut Vec<Job>) {
+    fn dispatch(&mut self, slot: u64, call: ToolCall, out: &mut Output<Action>) {
         let Some(run) = run_at(&mut self.slots, self.first, slot) else {
             return;
         };
@@ -249,14 +276,14 @@ impl Dispatch {
                     Some(&entry.tool.spec().parameters),
                 )),
                 Ok(()) => {
-                    jobs.push(Job {
+                    out.push(Action::Run(Job {
                         id: JobId {
                             slot,
                             index: run.calls.len(),
                         },
                         tool: entry.tool.clone(),
                         call: call.clone(),
-                    });
+                    }));
                     run.pending += 1;
                     Outcome::Pending
                 }
@@ -276,6 +303,34 @@ impl Dispatch {
     fn push_slot(&mut self, slot: Slot) -> u64 {
         self.slots.push_back(slot);
         self.first + self.slots.len() as u64 - 1
+    }
+}
+
+impl Machine for Dispatch {
+    type In = Input;
+    type Out = Action;
+
+    fn push(&mut self, input: Input, out: &mut Output<Action>) -> Result<(), Error> {
+        match input {
+            Input::Event(event) => self.push_event(event, out),
+            Input::Ended => {
+                self.ended = true;
+                self.close(out);
+            }
+            Input::Resolved(id, result) => self.resolve(id, result),
+        }
+        self.release(out);
+        Ok(())
+    }
+
+    /// Ended normally, everything was answered already; otherwise the inner reply
+    /// failed, and the calls not answered are handed out unanswered.
+    fn finish(&mut self, out: &mut Output<Action>) -> Result<(), Error> {
+        if !self.ended {
+            self.abandon();
+        }
+        self.release(out);
+        Ok(())
     }
 }
 
@@ -356,29 +411,42 @@ mod tests {
         Dispatch::new(ToolRegistry::new([echo]).unwrap(), [])
     }
 
-    fn drain(core: &mut Dispatch) -> Vec<Event> {
-        std::iter::from_fn(|| core.pop()).collect()
+    /// Pushes one input; returns the jobs and the events handed out.
+    fn step(core: &mut Dispatch, input: Input) -> (Vec<Job>, Vec<Event>) {
+        let mut out = Output::new();
+        core.push(input, &mut out).unwrap();
+        split(out)
+    }
+
+    fn split(mut out: Output<Action>) -> (Vec<Job>, Vec<Event>) {
+        let (mut jobs, mut events) = (Vec::new(), Vec::new());
+        for action in out.drain() {
+            match action {
+                Action::Run(job) => jobs.push(job),
+                Action::Emit(event) => events.push(event),
+            }
+        }
+        (jobs, events)
     }
 
     #[test]
     fn a_call_becomes_a_job_when_the_next_one_starts_and_results_come_out_in_order() {
         let mut core = core();
-        let mut jobs = Vec::new();
-        core.push(Event::text("Hi"), &mut jobs);
-        core.push(Event::call_start(0, "a", "echo"), &mut jobs);
-        core.push(Event::call_arguments(0, "{}"), &mut jobs);
+        let (_, events) = step(&mut core, Input::Event(Event::text("Hi")));
+        assert_eq!(events, vec![Event::text("Hi")]);
+        step(&mut core, Input::Event(Event::call_start(0, "a", "echo")));
+        let (jobs, _) = step(&mut core, Input::Event(Event::call_arguments(0, "{}")));
         assert!(jobs.is_empty(), "the first call may still grow");
-        core.push(Event::call_start(1, "b", "echo"), &mut jobs);
-        assert_eq!(jobs.len(), 1);
-        core.push(Event::text("after"), &mut jobs);
-        assert_eq!(jobs.len(), 2, "the run ended: the last call is complete");
-        assert_eq!(drain(&mut core), vec![Event::text("Hi")]);
+        let (a, _) = step(&mut core, Input::Event(Event::call_start(1, "b", "echo")));
+        assert_eq!(a.len(), 1);
+        let (b, events) = step(&mut core, Input::Event(Event::text("after")));
+        assert_eq!(b.len(), 1, "the run ended: the last call is complete");
+        assert_eq!(events, vec![], "text after the run waits for it");
 
-        let (a, b) = (&jobs[0], &jobs[1]);
-        core.resolve(b.id, ToolResult::text("b", "echo", "B"));
-        assert_eq!(drain(&mut core), vec![], "text after the run waits for it");
-        core.resolve(a.id, ToolResult::text("a", "echo", "A"));
-        let events = drain(&mut core);
+        let resolved = Input::Resolved(b[0].id, ToolResult::text("b", "echo", "B"));
+        assert_eq!(step(&mut core, resolved).1, vec![]);
+        let resolved = Input::Resolved(a[0].id, ToolResult::text("a", "echo", "A"));
+        let (_, events) = step(&mut core, resolved);
         assert_eq!(events.len(), 2);
         let Event::Message { message } = &events[0] else {
             panic!("{events:?}")
@@ -395,24 +463,33 @@ mod tests {
     #[test]
     fn events_held_behind_a_pending_run_are_bounded() {
         let mut core = core();
-        let mut jobs = Vec::new();
-        core.push(
-            Event::message(Message::tool_calls(vec![ToolCall::new(
-                "a",
-                "echo",
-                json!({}),
-            )])),
-            &mut jobs,
-        );
+        let call = Message::tool_calls(vec![ToolCall::new("a", "echo", json!({}))]);
+        let (jobs, _) = step(&mut core, Input::Event(Event::message(call)));
         let mut pushed = 0;
         while !core.backlogged() {
-            core.push(Event::text("x"), &mut jobs);
+            assert_eq!(step(&mut core, Input::Event(Event::text("x"))).1, vec![]);
             pushed += 1;
         }
         assert_eq!(pushed, MAX_HELD - 1);
-        assert_eq!(core.pop(), None);
-        core.resolve(jobs[0].id, ToolResult::text("a", "echo", ""));
-        assert_eq!(drain(&mut core).len(), MAX_HELD);
+        let resolved = Input::Resolved(jobs[0].id, ToolResult::text("a", "echo", ""));
+        assert_eq!(step(&mut core, resolved).1.len(), MAX_HELD);
         assert!(!core.backlogged());
+    }
+
+    #[test]
+    fn a_reply_that_fails_hands_its_unanswered_calls_out_as_calls() {
+        let mut core = core();
+        step(&mut core, Input::Event(Event::call_start(0, "a", "echo")));
+        let (jobs, _) = step(&mut core, Input::Event(Event::call_start(1, "b", "echo")));
+        assert_eq!(jobs.len(), 1, "the first call runs");
+        let mut out = Output::new();
+        core.finish(&mut out).unwrap();
+        let (jobs, events) = split(out);
+        assert!(jobs.is_empty(), "nothing more runs");
+        let Event::Message { message } = &events[0] else {
+            panic!("{events:?}")
+        };
+        let ids: Vec<&str> = message.calls().iter().map(|c| c.id.as_str()).collect();
+        assert_eq!((ids, message.results().len()), (vec!["a", "b"], 0));
     }
 }

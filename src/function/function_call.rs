@@ -1,22 +1,19 @@
 //! The function layer: runs the model's tool calls and emits `tool_aggregate`s.
 
-use std::collections::VecDeque;
-use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use futures::stream::{FuturesUnordered, Stream, StreamExt};
-use tokio::task::{JoinError, JoinHandle};
+use pin_project_lite::pin_project;
 use tower::{Layer, Service};
-use tracing::Instrument;
 
-use super::dispatch::{Dispatch, Job, JobId};
-use super::{MediaPolicy, Tool, ToolError, ToolOutput, ToolRegistry, answer};
-use crate::{ChatRequest, Error, Event, Reply, ToolCall, ToolResult};
+use super::dispatch::Dispatch;
+use super::execution::Execution;
+use super::{MediaPolicy, ToolRegistry};
+use crate::service::Complete;
+use crate::{ChatRequest, Error, Reply};
 
 /// Runs the tool calls of the model's replies with the tools of a [`ToolRegistry`].
 ///
@@ -81,12 +78,13 @@ pub struct FunctionCallLayer {
     config: Arc<Config>,
 }
 
+/// The layer's settings, shared by its services and their replies.
 #[derive(Clone, Debug)]
-struct Config {
-    registry: ToolRegistry,
-    concurrency: usize,
-    timeout: Option<Duration>,
-    media: MediaPolicy,
+pub(super) struct Config {
+    pub(super) registry: ToolRegistry,
+    pub(super) concurrency: usize,
+    pub(super) timeout: Option<Duration>,
+    pub(super) media: MediaPolicy,
 }
 
 impl FunctionCallLayer {
@@ -164,11 +162,10 @@ impl<S> Service<ChatRequest> for FunctionCall<S>
 where
     S: Service<ChatRequest, Response = Reply>,
     S::Error: Into<Error>,
-    S::Future: Send + 'static,
 {
     type Response = Reply;
     type Error = Error;
-    type Future = BoxFuture<'static, Result<Reply, Error>>;
+    type Future = FunctionCallFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.inner.poll_ready(cx).map_err(Into::into)
@@ -182,200 +179,61 @@ where
         );
         config.registry.inject(&mut request.options);
         let stream = request.options.stream;
-        let reply = self.inner.call(request);
-        Box::pin(async move {
-            let reply = reply.await.map_err(Into::into)?;
-            let reply = Reply::from_stream(Execution::new(reply, dispatch, config));
-            if stream {
-                Ok(reply)
-            } else {
-                reply.complete().await
-            }
-        })
-    }
-}
-
-/// The driver: reads the inner reply into the [`Dispatch`] core, runs its jobs as
-/// tasks, feeds their results back, and streams the core's output.
-struct Execution {
-    /// The inner reply; `None` once it ended.
-    inner: Option<Reply>,
-    core: Dispatch,
-    config: Arc<Config>,
-    waiting: VecDeque<Job>,
-    running: FuturesUnordered<Running>,
-    /// The inner reply's error, passed on after the output before it.
-    error: Option<Error>,
-}
-
-impl Execution {
-    fn new(inner: Reply, core: Dispatch, config: Arc<Config>) -> Self {
-        Execution {
-            inner: Some(inner),
-            core,
-            config,
-            waiting: VecDeque::new(),
-            running: FuturesUnordered::new(),
-            error: None,
-        }
-    }
-
-    /// Takes one item of the inner reply; returns false when it is not ready.
-    fn read(&mut self, cx: &mut Context<'_>) -> bool {
-        let Some(inner) = &mut self.inner else {
-            return false;
+        let state = State::Calling {
+            future: self.inner.call(request),
+            start: Some((dispatch, config)),
+            stream,
         };
-        if self.core.backlogged() {
-            return false;
-        }
-        let mut jobs = Vec::new();
-        match inner.poll_next_unpin(cx) {
-            Poll::Pending => return false,
-            Poll::Ready(Some(Ok(event))) => self.core.push(event, &mut jobs),
-            Poll::Ready(None) => {
-                self.inner = None;
-                self.core.finish(&mut jobs);
-            }
-            Poll::Ready(Some(Err(error))) => {
-                self.inner = None;
-                self.core.abandon();
-                self.waiting.clear();
-                self.running.clear();
-                self.error = Some(error);
-            }
-        }
-        self.waiting.extend(jobs);
-        true
-    }
-
-    /// Starts waiting jobs up to the concurrency limit.
-    fn start(&mut self) {
-        while self.running.len() < self.config.concurrency {
-            let Some(job) = self.waiting.pop_front() else {
-                return;
-            };
-            let timeout = job.tool.time_limit().or(self.config.timeout);
-            let span = tracing::debug_span!("tool", name = %job.call.name, call_id = %job.call.id);
-            let (call_id, name) = (job.call.id.clone(), job.call.name.clone());
-            let task = run(job.tool, job.call, timeout, self.config.media.clone());
-            self.running.push(Running {
-                id: job.id,
-                call_id,
-                name,
-                handle: tokio::spawn(task.instrument(span)),
-            });
-        }
+        FunctionCallFuture { state }
     }
 }
 
-impl Stream for Execution {
-    type Item = Result<Event, Error>;
+pin_project! {
+    /// The future of [`FunctionCall`]: resolves when the inner reply starts
+    /// (streaming), or with the whole reply, every call answered (non-streaming).
+    pub struct FunctionCallFuture<F> {
+        #[pin]
+        state: State<F>,
+    }
+}
 
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
+pin_project! {
+    #[project = StateProj]
+    enum State<F> {
+        Calling { #[pin] future: F, start: Option<(Dispatch, Arc<Config>)>, stream: bool },
+        Completing { complete: Complete<Execution> },
+    }
+}
+
+impl<F, E> Future for FunctionCallFuture<F>
+where
+    F: Future<Output = Result<Reply, E>>,
+    E: Into<Error>,
+{
+    type Output = Result<Reply, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
         loop {
-            if let Some(event) = this.core.pop() {
-                return Poll::Ready(Some(Ok(event)));
-            }
-            if this.inner.is_none() && this.running.is_empty() && this.waiting.is_empty() {
-                return Poll::Ready(this.error.take().map(Err));
-            }
-            this.start();
-            let mut progress = false;
-            while let Poll::Ready(Some((id, result))) = this.running.poll_next_unpin(cx) {
-                this.core.resolve(id, result);
-                progress = true;
-            }
-            progress |= this.read(cx);
-            if !progress {
-                return Poll::Pending;
+            match state.as_mut().project() {
+                StateProj::Calling {
+                    future,
+                    start,
+                    stream,
+                } => {
+                    let reply = ready!(future.poll(cx)).map_err(Into::into)?;
+                    let (dispatch, config) = start
+                        .take()
+                        .expect("FunctionCallFuture polled after completion");
+                    let execution = Execution::new(reply, dispatch, config);
+                    if *stream {
+                        return Poll::Ready(Ok(Reply::from_stream(execution)));
+                    }
+                    let complete = Complete::new(execution);
+                    state.set(State::Completing { complete });
+                }
+                StateProj::Completing { complete } => return Pin::new(complete).poll(cx),
             }
         }
     }
-}
-
-/// Runs one call: the tool under its time limit, then its output made into a result
-/// (media checked and files read on the blocking pool).
-async fn run(
-    tool: Tool,
-    call: ToolCall,
-    timeout: Option<Duration>,
-    media: MediaPolicy,
-) -> ToolResult {
-    tracing::debug!("tool call started");
-    let work = tool.call(call.arguments);
-    let outcome = match timeout {
-        Some(limit) => match tokio::time::timeout(limit, work).await {
-            Ok(outcome) => outcome,
-            Err(_) => return answer::timed_out(&call.id, &call.name, limit),
-        },
-        None => work.await,
-    };
-    let output: ToolOutput = match outcome {
-        Ok(output) => output,
-        Err(error @ ToolError::Arguments(_)) => {
-            let schema = &tool.spec().parameters;
-            let problem = error.to_string();
-            return answer::bad_arguments(&call.id, &call.name, &problem, Some(schema));
-        }
-        Err(error @ ToolError::Failed(_)) => return answer::failed(&call.id, &call.name, &error),
-    };
-    if !output.has_media() {
-        return output.into_result(&call.id, &call.name, &media);
-    }
-    let (id, name) = (call.id.clone(), call.name.clone());
-    tokio::task::spawn_blocking(move || output.into_result(&id, &name, &media))
-        .await
-        .unwrap_or_else(|error| outcome_of_task(&call.id, &call.name, error))
-}
-
-/// A running call: its task, aborted when dropped.
-struct Running {
-    id: JobId,
-    call_id: String,
-    name: String,
-    handle: JoinHandle<ToolResult>,
-}
-
-impl Future for Running {
-    type Output = (JobId, ToolResult);
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = &mut *self;
-        Pin::new(&mut this.handle).poll(cx).map(|joined| {
-            let result =
-                joined.unwrap_or_else(|error| outcome_of_task(&this.call_id, &this.name, error));
-            (this.id, result)
-        })
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.handle.abort();
-    }
-}
-
-impl fmt::Debug for Running {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Running")
-            .field("call_id", &self.call_id)
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The result of a task that did not return: it panicked or was cancelled.
-fn outcome_of_task(call_id: &str, name: &str, error: JoinError) -> ToolResult {
-    if !error.is_panic() {
-        return answer::cancelled(call_id, name);
-    }
-    let payload = error.into_panic();
-    let message = payload
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("a panic without a message");
-    tracing::warn!(tool = name, call_id, "tool panicked: {message}");
-    answer::panicked(call_id, name, message)
 }

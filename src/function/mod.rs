@@ -54,17 +54,18 @@
 
 mod answer;
 mod dispatch;
+mod execution;
 mod function_call;
 mod media;
 mod registry;
 mod tool;
 mod tool_loop;
 
-pub use function_call::{FunctionCall, FunctionCallLayer};
+pub use function_call::{FunctionCall, FunctionCallFuture, FunctionCallLayer};
 pub use media::{MediaError, MediaPolicy, sniff};
 pub use registry::ToolRegistry;
 pub use tool::{Json, Tool, ToolError, ToolOutput};
-pub use tool_loop::{OnLimit, ToolLoop, ToolLoopLayer};
+pub use tool_loop::{OnLimit, ToolLoop, ToolLoopFuture, ToolLoopLayer};
 
 /// The `schemars` version the typed tools use, for deriving `JsonSchema` without a
 /// direct dependency (`#[schemars(crate = "lmstack::function::schemars")]`).

@@ -1,13 +1,16 @@
 //! The tool loop: calls the model again with the results of its tool calls until it
 //! answers without calling tools.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
-use futures::future::BoxFuture;
 use futures::stream::{Stream, StreamExt};
+use pin_project_lite::pin_project;
 use tower::{Layer, Service, ServiceExt};
 
+use crate::service::Complete;
 use crate::{ChatRequest, Error, Event, FinishReason, Joiner, Message, Reply, ToolChoice};
 
 /// Re-invokes the inner service with each reply's tool calls and results appended,
@@ -126,7 +129,7 @@ where
 {
     type Response = Reply;
     type Error = Error;
-    type Future = BoxFuture<'static, Result<Reply, Error>>;
+    type Future = ToolLoopFuture<S>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.inner.poll_ready(cx).map_err(Into::into)
@@ -137,17 +140,63 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let first = inner.call(request.clone());
-        let config = self.config.clone();
-        Box::pin(async move {
-            let first = first.await.map_err(Into::into)?;
-            let stream = request.options.stream;
-            let reply = Reply::from_stream(rounds(inner, request, first, config));
-            if stream {
-                Ok(reply)
-            } else {
-                reply.complete().await
+        let state = State::Calling {
+            first,
+            rest: Some((inner, request, self.config.clone())),
+        };
+        ToolLoopFuture { state }
+    }
+}
+
+pin_project! {
+    /// The future of [`ToolLoop`]: resolves when the first round's reply starts
+    /// (streaming), or with the messages of every round (non-streaming).
+    pub struct ToolLoopFuture<S: Service<ChatRequest>> {
+        #[pin]
+        state: State<S>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<S: Service<ChatRequest>> {
+        Calling {
+            #[pin]
+            first: S::Future,
+            rest: Option<(S, ChatRequest, Arc<Config>)>,
+        },
+        Completing { complete: Complete<Reply> },
+    }
+}
+
+impl<S> Future for ToolLoopFuture<S>
+where
+    S: Service<ChatRequest, Response = Reply> + Send + 'static,
+    S::Error: Into<Error>,
+    S::Future: Send + 'static,
+{
+    type Output = Result<Reply, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.project().state;
+        loop {
+            match state.as_mut().project() {
+                StateProj::Calling { first, rest } => {
+                    let first = ready!(first.poll(cx)).map_err(Into::into)?;
+                    let (inner, request, config) =
+                        rest.take().expect("ToolLoopFuture polled after completion");
+                    let stream = request.options.stream;
+                    // The rounds are an `async` stream, whose type has no name: boxed.
+                    let reply = Reply::from_stream(rounds(inner, request, first, config));
+                    if stream {
+                        return Poll::Ready(Ok(reply));
+                    }
+                    let complete = reply.complete();
+                    state.set(State::Completing { complete });
+                }
+                StateProj::Completing { complete } => return Pin::new(complete).poll(cx),
             }
-        })
+        }
     }
 }
 

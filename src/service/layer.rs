@@ -136,7 +136,7 @@ where
 {
     type Response = Reply;
     type Error = Error;
-    type Future = ResponseFuture<S::Future, F::Machine>;
+    type Future = MachineFuture<S::Future, F::Machine>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.inner.poll_ready(cx).map_err(Into::into)
@@ -152,14 +152,14 @@ where
             },
             Err(error) => State::Failed { error: Some(error) },
         };
-        ResponseFuture { state }
+        MachineFuture { state }
     }
 }
 
 pin_project! {
     /// The future of [`MachineService`]: resolves to the rewritten reply. In
     /// non-streaming mode it reads the whole inner reply first.
-    pub struct ResponseFuture<Fut, M: Machine> {
+    pub struct MachineFuture<Fut, M: Machine> {
         #[pin]
         state: State<Fut, M>,
     }
@@ -174,7 +174,7 @@ pin_project! {
     }
 }
 
-impl<Fut, E, M> Future for ResponseFuture<Fut, M>
+impl<Fut, E, M> Future for MachineFuture<Fut, M>
 where
     Fut: Future<Output = Result<Reply, E>>,
     E: Into<Error>,
@@ -194,7 +194,7 @@ where
                     let reply = ready!(future.poll(cx)).map_err(Into::into)?;
                     let machine = machine
                         .take()
-                        .expect("ResponseFuture polled after completion");
+                        .expect("MachineFuture polled after completion");
                     let events = MachineStream::new(reply, machine);
                     if *stream {
                         return Poll::Ready(Ok(Reply::from_stream(events)));
@@ -204,9 +204,7 @@ where
                 }
                 StateProj::Completing { complete } => return Pin::new(complete).poll(cx),
                 StateProj::Failed { error } => {
-                    let error = error
-                        .take()
-                        .expect("ResponseFuture polled after completion");
+                    let error = error.take().expect("MachineFuture polled after completion");
                     return Poll::Ready(Err(error));
                 }
             }

@@ -9,7 +9,7 @@ mod reply;
 mod request;
 
 pub(crate) use accessors::inner_service_accessors;
-pub use layer::{MachineFactory, MachineLayer, MachineService, ResponseFuture};
+pub use layer::{MachineFactory, MachineFuture, MachineLayer, MachineService};
 pub use machine::{Machine, MachineStream, Output};
 pub use reply::{Complete, Reply};
 pub use request::{ChatOptions, ChatRequest, ToolChoice, ToolSpec};

@@ -1,0 +1,232 @@
+//! The function layer's IO driver: the [`Dispatch`] core run by the one
+//! [`MachineStream`], with its jobs run as tokio tasks whose results stream back
+//! into it.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use futures::stream::{FuturesUnordered, Stream, StreamExt};
+use tokio::task::{JoinError, JoinHandle};
+use tracing::Instrument;
+
+use super::dispatch::{Action, Dispatch, Input, Job, JobId};
+use super::function_call::Config;
+use super::{MediaPolicy, Tool, ToolError, ToolOutput, answer};
+use crate::message::{Event, ToolCall, ToolResult};
+use crate::service::MachineStream;
+use crate::{Error, Reply};
+
+/// The layer's reply: the core's events, while the calls it hands out run.
+pub(super) struct Execution {
+    core: MachineStream<Sources, Dispatch>,
+}
+
+impl Execution {
+    pub(super) fn new(reply: Reply, core: Dispatch, config: Arc<Config>) -> Self {
+        let sources = Sources {
+            reply: Some(reply),
+            tasks: Tasks {
+                config,
+                waiting: VecDeque::new(),
+                running: FuturesUnordered::new(),
+            },
+            paused: false,
+        };
+        Execution {
+            core: MachineStream::new(sources, core),
+        }
+    }
+}
+
+impl Stream for Execution {
+    type Item = Result<Event, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        loop {
+            // Backpressure: while many events wait behind a run being answered,
+            // the inner reply is not read further.
+            let backlogged = self.core.machine().backlogged();
+            self.core.input_mut().paused = backlogged;
+            match ready!(self.core.poll_next_unpin(cx)) {
+                Some(Ok(Action::Emit(event))) => return Poll::Ready(Some(Ok(event))),
+                Some(Ok(Action::Run(job))) => self.core.input_mut().tasks.push(job),
+                Some(Err(error)) => return Poll::Ready(Some(Err(error))),
+                None => return Poll::Ready(None),
+            }
+        }
+    }
+}
+
+/// What the core takes, as it comes: the inner reply's events, its end, and the
+/// results of the calls running. It ends when the reply has ended and no call is
+/// left; an error of the reply cancels the calls still running.
+struct Sources {
+    reply: Option<Reply>,
+    tasks: Tasks,
+    paused: bool,
+}
+
+impl Stream for Sources {
+    type Item = Result<Input, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        if let Poll::Ready(Some((id, result))) = this.tasks.poll_next(cx) {
+            return Poll::Ready(Some(Ok(Input::Resolved(id, result))));
+        }
+        if let Some(reply) = this.reply.as_mut().filter(|_| !this.paused) {
+            match reply.poll_next_unpin(cx) {
+                Poll::Ready(Some(Ok(event))) => return Poll::Ready(Some(Ok(Input::Event(event)))),
+                Poll::Ready(Some(Err(error))) => {
+                    this.reply = None;
+                    this.tasks.cancel();
+                    return Poll::Ready(Some(Err(error)));
+                }
+                Poll::Ready(None) => {
+                    this.reply = None;
+                    return Poll::Ready(Some(Ok(Input::Ended)));
+                }
+                Poll::Pending => {}
+            }
+        }
+        if this.reply.is_none() && this.tasks.is_empty() {
+            return Poll::Ready(None);
+        }
+        Poll::Pending
+    }
+}
+
+/// The calls of one reply: waiting, and running as tasks (at most the layer's
+/// concurrency at a time).
+struct Tasks {
+    config: Arc<Config>,
+    waiting: VecDeque<Job>,
+    running: FuturesUnordered<Running>,
+}
+
+impl Tasks {
+    fn push(&mut self, job: Job) {
+        self.waiting.push_back(job);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.waiting.is_empty() && self.running.is_empty()
+    }
+
+    /// Drops every call: the running tasks are aborted.
+    fn cancel(&mut self) {
+        self.waiting.clear();
+        self.running.clear();
+    }
+
+    /// Starts waiting calls up to the limit, then takes a finished one's result.
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<(JobId, ToolResult)>> {
+        while self.running.len() < self.config.concurrency {
+            let Some(job) = self.waiting.pop_front() else {
+                break;
+            };
+            let timeout = job.tool.time_limit().or(self.config.timeout);
+            let span = tracing::debug_span!("tool", name = %job.call.name, call_id = %job.call.id);
+            let (call_id, name) = (job.call.id.clone(), job.call.name.clone());
+            let task = run(job.tool, job.call, timeout, self.config.media.clone());
+            self.running.push(Running {
+                id: job.id,
+                call_id,
+                name,
+                handle: tokio::spawn(task.instrument(span)),
+            });
+        }
+        self.running.poll_next_unpin(cx)
+    }
+}
+
+/// Runs one call: the tool under its time limit, then its output made into a result
+/// (media checked and files read on the blocking pool).
+async fn run(
+    tool: Tool,
+    call: ToolCall,
+    timeout: Option<Duration>,
+    media: MediaPolicy,
+) -> ToolResult {
+    tracing::debug!("tool call started");
+    let work = tool.call(call.arguments);
+    let outcome = match timeout {
+        Some(limit) => match tokio::time::timeout(limit, work).await {
+            Ok(outcome) => outcome,
+            Err(_) => return answer::timed_out(&call.id, &call.name, limit),
+        },
+        None => work.await,
+    };
+    let output: ToolOutput = match outcome {
+        Ok(output) => output,
+        Err(error @ ToolError::Arguments(_)) => {
+            let schema = &tool.spec().parameters;
+            let problem = error.to_string();
+            return answer::bad_arguments(&call.id, &call.name, &problem, Some(schema));
+        }
+        Err(error @ ToolError::Failed(_)) => return answer::failed(&call.id, &call.name, &error),
+    };
+    if !output.has_media() {
+        return output.into_result(&call.id, &call.name, &media);
+    }
+    let (id, name) = (call.id.clone(), call.name.clone());
+    tokio::task::spawn_blocking(move || output.into_result(&id, &name, &media))
+        .await
+        .unwrap_or_else(|error| outcome_of_task(&call.id, &call.name, error))
+}
+
+/// A running call: its task, aborted when dropped.
+struct Running {
+    id: JobId,
+    call_id: String,
+    name: String,
+    handle: JoinHandle<ToolResult>,
+}
+
+impl Future for Running {
+    type Output = (JobId, ToolResult);
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        Pin::new(&mut this.handle).poll(cx).map(|joined| {
+            let result =
+                joined.unwrap_or_else(|error| outcome_of_task(&this.call_id, &this.name, error));
+            (this.id, result)
+        })
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.handle.abort();
+    }
+}
+
+impl fmt::Debug for Running {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Running")
+            .field("call_id", &self.call_id)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The result of a task that did not return: it panicked or was cancelled.
+fn outcome_of_task(call_id: &str, name: &str, error: JoinError) -> ToolResult {
+    if !error.is_panic() {
+        return answer::cancelled(call_id, name);
+    }
+    let payload = error.into_panic();
+    let message = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic without a message");
+    tracing::warn!(tool = name, call_id, "tool panicked: {message}");
+    answer::panicked(call_id, name, message)
+}
