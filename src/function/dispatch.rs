@@ -36,7 +36,7 @@ pub(crate) enum Action {
     /// An event of the layer's reply.
     Emit(Event),
     /// A call for the driver to run; its result comes back as [`Input::Resolved`].
-    Run(Job),
+    Run(Box<Job>),
 }
 
 /// A call to run.
@@ -276,14 +276,14 @@ impl Dispatch {
                     Some(&entry.tool.spec().parameters),
                 )),
                 Ok(()) => {
-                    out.push(Action::Run(Job {
+                    out.push(Action::Run(Box::new(Job {
                         id: JobId {
                             slot,
                             index: run.calls.len(),
                         },
                         tool: entry.tool.clone(),
                         call: call.clone(),
-                    }));
+                    })));
                     run.pending += 1;
                     Outcome::Pending
                 }
@@ -422,7 +422,7 @@ mod tests {
         let (mut jobs, mut events) = (Vec::new(), Vec::new());
         for action in out.drain() {
             match action {
-                Action::Run(job) => jobs.push(job),
+                Action::Run(job) => jobs.push(*job),
                 Action::Emit(event) => events.push(event),
             }
         }

@@ -54,7 +54,7 @@ impl Stream for Execution {
             self.core.input_mut().paused = backlogged;
             match ready!(self.core.poll_next_unpin(cx)) {
                 Some(Ok(Action::Emit(event))) => return Poll::Ready(Some(Ok(event))),
-                Some(Ok(Action::Run(job))) => self.core.input_mut().tasks.push(job),
+                Some(Ok(Action::Run(job))) => self.core.input_mut().tasks.push(*job),
                 Some(Err(error)) => return Poll::Ready(Some(Err(error))),
                 None => return Poll::Ready(None),
             }
