@@ -45,6 +45,10 @@ impl SchemaCache {
 
 /// Checks `arguments`; the error lists every violation with where it is.
 pub(crate) fn check(validator: &Validator, tool: &str, arguments: &Value) -> Result<(), String> {
+    // The common case first: `is_valid` stops at once and builds no errors.
+    if validator.is_valid(arguments) {
+        return Ok(());
+    }
     let problems: Vec<String> = validator
         .iter_errors(arguments)
         .map(|error| {

@@ -3,28 +3,13 @@
 
 use memchr::memchr;
 
-use super::emit::Ctx;
-use crate::natural::scan::json::{Path, Sax, Skim, Step as JsonStep, Treat, Visitor};
+use super::calls::{BlockContext, BlockStep};
+use crate::natural::scan::is_space;
+use crate::natural::scan::json::{Path, Sax, Scanned, Verbatim, Visit, Visitor};
 use crate::natural::scan::marker::{Found, MarkerFinder};
 use crate::{Error, InvalidCallKind};
 
 const CLOSE: &str = "</tool_call>";
-
-pub(super) fn is_space(byte: u8) -> bool {
-    matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
-}
-
-/// What a block parser did with a piece.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) enum Step {
-    /// Used it all; the block goes on.
-    More,
-    /// The block ended after this many bytes.
-    Done(usize),
-    /// Not a call after all: the block's raw text up to `replay_from` is text;
-    /// the rest, up to byte `at` of the piece, is read again as prose.
-    NotACall { at: usize, replay_from: usize },
-}
 
 /// Matches one expected literal, byte by byte, across pieces.
 #[derive(Debug)]
@@ -66,7 +51,7 @@ impl Expect {
 /// Runs `scan` with a sink that passes argument text to the call, then reports
 /// the first error the call raised (an arguments limit).
 fn with_args<T>(
-    ctx: &mut Ctx<'_>,
+    ctx: &mut BlockContext<'_>,
     scan: impl FnOnce(&mut dyn FnMut(&str)) -> T,
 ) -> Result<T, Error> {
     let mut failed = None;
@@ -82,7 +67,10 @@ fn with_args<T>(
 
 /// Completes arguments cut short by at most one missing bracket, else marks the
 /// call truncated.
-fn close_arguments(closers: Result<Vec<u8>, &'static str>, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+fn close_arguments(
+    closers: Result<Vec<u8>, &'static str>,
+    ctx: &mut BlockContext<'_>,
+) -> Result<(), Error> {
     match closers {
         Ok(closers) if closers.len() <= 1 => {
             ctx.args(std::str::from_utf8(&closers).expect("closers are ASCII"))
@@ -115,7 +103,7 @@ enum Tail {
 }
 
 impl Tail {
-    fn junk(ctx: &mut Ctx<'_>, message: &str) -> Tail {
+    fn junk(ctx: &mut BlockContext<'_>, message: &str) -> Tail {
         ctx.fault(InvalidCallKind::MalformedArguments, message);
         Tail::Junk(MarkerFinder::new([CLOSE]))
     }
@@ -125,9 +113,9 @@ impl Tail {
         &mut self,
         input: &str,
         mut pos: usize,
-        ctx: &mut Ctx<'_>,
-        on_close: &mut dyn FnMut(&mut Ctx<'_>) -> Result<(), Error>,
-    ) -> Result<Step, Error> {
+        ctx: &mut BlockContext<'_>,
+        on_close: &mut dyn FnMut(&mut BlockContext<'_>) -> Result<(), Error>,
+    ) -> Result<BlockStep, Error> {
         let bytes = input.as_bytes();
         while pos < bytes.len() {
             match self {
@@ -148,7 +136,7 @@ impl Tail {
                         pos += used;
                         on_close(ctx)?;
                         ctx.end(ctx.pos(pos))?;
-                        return Ok(Step::Done(pos));
+                        return Ok(BlockStep::Done(pos));
                     }
                     Expected::Mismatch(at) => {
                         pos += at;
@@ -160,12 +148,12 @@ impl Tail {
                     Found::Marker { end, .. } => {
                         pos += end;
                         ctx.end(ctx.pos(pos))?;
-                        return Ok(Step::Done(pos));
+                        return Ok(BlockStep::Done(pos));
                     }
                 },
             }
         }
-        Ok(Step::More)
+        Ok(BlockStep::More)
     }
 }
 
@@ -189,11 +177,11 @@ enum TaggedState {
     FenceInfo,
     /// After the fence line, before the JSON.
     BeforeJson,
-    Json(Skim),
+    Json(Verbatim),
     /// After the JSON: a closing fence, whitespace, `</tool_call>`.
     After(Tail),
     /// `</tool_call>` came before the JSON closed.
-    Cut(Skim, Tail),
+    Cut(Verbatim, Tail),
 }
 
 impl Tagged {
@@ -204,19 +192,23 @@ impl Tagged {
         }
     }
 
-    pub(super) fn feed(&mut self, input: &str, ctx: &mut Ctx<'_>) -> Result<Step, Error> {
+    pub(super) fn feed(
+        &mut self,
+        input: &str,
+        ctx: &mut BlockContext<'_>,
+    ) -> Result<BlockStep, Error> {
         let bytes = input.as_bytes();
         let mut pos = 0;
         while pos < bytes.len() {
             match &mut self.state {
                 TaggedState::Start | TaggedState::BeforeJson => {
                     let Some(offset) = bytes[pos..].iter().position(|&b| !is_space(b)) else {
-                        return Ok(Step::More);
+                        return Ok(BlockStep::More);
                     };
                     pos += offset;
                     let start = matches!(self.state, TaggedState::Start);
                     self.state = match bytes[pos] {
-                        b'{' | b'[' => TaggedState::Json(Skim::default()),
+                        b'{' | b'[' => TaggedState::Json(Verbatim::default()),
                         b'`' if start => TaggedState::Fence {
                             ticks: 0,
                             closing: false,
@@ -230,7 +222,7 @@ impl Tagged {
                     *ticks += run;
                     pos += run;
                     if pos == bytes.len() {
-                        return Ok(Step::More);
+                        return Ok(BlockStep::More);
                     }
                     self.state = match (*ticks >= 3, *closing) {
                         (true, false) => {
@@ -245,25 +237,26 @@ impl Tagged {
                     };
                 }
                 TaggedState::FenceInfo => match memchr(b'\n', &bytes[pos..]) {
-                    None => return Ok(Step::More),
+                    None => return Ok(BlockStep::More),
                     Some(offset) => {
                         pos += offset + 1;
                         self.state = TaggedState::BeforeJson;
                     }
                 },
-                TaggedState::Json(skim) => {
-                    match with_args(ctx, |sink| skim.feed(&input[pos..], &mut |p| sink(p)))? {
-                        JsonStep::More => return Ok(Step::More),
-                        JsonStep::Done(used) => {
+                TaggedState::Json(verbatim) => {
+                    match with_args(ctx, |sink| verbatim.feed(&input[pos..], &mut |p| sink(p)))? {
+                        Scanned::More => return Ok(BlockStep::More),
+                        Scanned::Done(used) => {
                             pos += used;
                             self.state = TaggedState::After(Tail::Space);
                         }
-                        JsonStep::Stray(at) => {
+                        Scanned::Stray(at) => {
                             pos += at;
-                            let skim = std::mem::take(skim);
-                            self.state = TaggedState::Cut(skim, Tail::Close(Expect::new(CLOSE)));
+                            let verbatim = std::mem::take(verbatim);
+                            self.state =
+                                TaggedState::Cut(verbatim, Tail::Close(Expect::new(CLOSE)));
                         }
-                        JsonStep::Invalid(_, message) => {
+                        Scanned::Invalid(_, message) => {
                             self.state = TaggedState::After(Tail::junk(ctx, &message));
                         }
                     }
@@ -271,7 +264,7 @@ impl Tagged {
                 TaggedState::After(tail) => {
                     if self.fenced && matches!(tail, Tail::Space) {
                         match bytes[pos..].iter().position(|&b| !is_space(b)) {
-                            None => return Ok(Step::More),
+                            None => return Ok(BlockStep::More),
                             Some(offset) if bytes[pos + offset] == b'`' => {
                                 pos += offset;
                                 self.state = TaggedState::Fence {
@@ -285,18 +278,19 @@ impl Tagged {
                     }
                     return tail.feed(input, pos, ctx, &mut |_| Ok(()));
                 }
-                TaggedState::Cut(skim, tail) => {
-                    let closers = skim.unclosed();
-                    let mut repair = |ctx: &mut Ctx<'_>| close_arguments(closers.clone(), ctx);
+                TaggedState::Cut(verbatim, tail) => {
+                    let closers = verbatim.unclosed();
+                    let mut repair =
+                        |ctx: &mut BlockContext<'_>| close_arguments(closers.clone(), ctx);
                     return tail.feed(input, pos, ctx, &mut repair);
                 }
             }
         }
-        Ok(Step::More)
+        Ok(BlockStep::More)
     }
 
     /// The text ended inside the block.
-    pub(super) fn end(&mut self, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    pub(super) fn end(&mut self, ctx: &mut BlockContext<'_>) -> Result<(), Error> {
         match &self.state {
             TaggedState::Start
             | TaggedState::Fence { closing: false, .. }
@@ -307,8 +301,8 @@ impl Tagged {
                     "the text ended before the arguments",
                 );
             }
-            TaggedState::Json(skim) | TaggedState::Cut(skim, _) => {
-                close_arguments(skim.unclosed(), ctx)?
+            TaggedState::Json(verbatim) | TaggedState::Cut(verbatim, _) => {
+                close_arguments(verbatim.unclosed(), ctx)?
             }
             TaggedState::Fence { closing: true, .. } | TaggedState::After(_) => {}
         }
@@ -344,28 +338,28 @@ enum Field {
 
 struct HermesVisitor<'a, 'b> {
     fields: &'a mut Fields,
-    ctx: &'a mut Ctx<'b>,
+    ctx: &'a mut BlockContext<'b>,
     failed: Option<Error>,
 }
 
 impl Visitor for HermesVisitor<'_, '_> {
-    fn value(&mut self, path: Path<'_>, first: u8, _at: usize) -> Treat {
+    fn value(&mut self, path: Path<'_>, first: u8, _at: usize) -> Visit {
         self.fields.current = Field::Other;
         match (path.depth(), path.key(1)) {
-            (0, _) => Treat::Descend,
+            (0, _) => Visit::Descend,
             (1, Some("name")) if first == b'"' => {
                 self.fields.current = Field::Name;
-                Treat::Decode
+                Visit::Decode
             }
             (1, Some("id")) if first == b'"' => {
                 self.fields.current = Field::Id;
-                Treat::Decode
+                Visit::Decode
             }
             (1, Some("arguments" | "parameters")) => {
                 self.fields.current = Field::Arguments;
-                Treat::Decode
+                Visit::Decode
             }
-            _ => Treat::Skip,
+            _ => Visit::Skip,
         }
     }
 
@@ -397,7 +391,11 @@ impl Visitor for HermesVisitor<'_, '_> {
 }
 
 impl Hermes {
-    pub(super) fn feed(&mut self, input: &str, ctx: &mut Ctx<'_>) -> Result<Step, Error> {
+    pub(super) fn feed(
+        &mut self,
+        input: &str,
+        ctx: &mut BlockContext<'_>,
+    ) -> Result<BlockStep, Error> {
         let mut pos = 0;
         if self.tail.is_none() {
             let mut visitor = HermesVisitor {
@@ -410,26 +408,26 @@ impl Hermes {
                 return Err(error);
             }
             match step {
-                JsonStep::More => return Ok(Step::More),
-                JsonStep::Done(used) => {
+                Scanned::More => return Ok(BlockStep::More),
+                Scanned::Done(used) => {
                     pos = used;
                     self.tail = Some(Tail::Space);
                 }
-                JsonStep::Stray(at) => {
+                Scanned::Stray(at) => {
                     pos = at;
                     self.tail = Some(Tail::Close(Expect::new(CLOSE)));
                 }
-                JsonStep::Invalid(_, message) => self.tail = Some(Tail::junk(ctx, &message)),
+                Scanned::Invalid(_, message) => self.tail = Some(Tail::junk(ctx, &message)),
             }
         }
         let Hermes { sax, fields, tail } = self;
         let tail = tail.as_mut().expect("set above");
-        let mut close = |ctx: &mut Ctx<'_>| close_json(sax, fields, ctx);
+        let mut close = |ctx: &mut BlockContext<'_>| close_json(sax, fields, ctx);
         tail.feed(input, pos, ctx, &mut close)
     }
 
     /// The text ended inside the block.
-    pub(super) fn end(&mut self, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    pub(super) fn end(&mut self, ctx: &mut BlockContext<'_>) -> Result<(), Error> {
         if !matches!(self.tail, Some(Tail::Junk(_))) {
             close_json(&mut self.sax, &mut self.fields, ctx)?;
         }
@@ -438,7 +436,7 @@ impl Hermes {
 }
 
 /// Completes the Hermes object when at most one bracket is missing.
-fn close_json(sax: &mut Sax, fields: &mut Fields, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+fn close_json(sax: &mut Sax, fields: &mut Fields, ctx: &mut BlockContext<'_>) -> Result<(), Error> {
     let mut visitor = HermesVisitor {
         fields,
         ctx,

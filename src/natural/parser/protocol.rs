@@ -11,9 +11,9 @@
 
 use memchr::memchr;
 
-use super::emit::Ctx;
-use super::json_block::{Step, is_space};
-use crate::natural::scan::json::{Path, Sax, Step as JsonStep, Treat, Visitor};
+use super::calls::{BlockContext, BlockStep};
+use crate::natural::scan::is_space;
+use crate::natural::scan::json::{Path, Sax, Scanned, Visit, Visitor};
 use crate::{Error, InvalidCallKind};
 
 /// The longest fence info line (` ```json `).
@@ -89,7 +89,11 @@ impl Protocol {
         }
     }
 
-    pub(super) fn feed(&mut self, input: &str, ctx: &mut Ctx<'_>) -> Result<Step, Error> {
+    pub(super) fn feed(
+        &mut self,
+        input: &str,
+        ctx: &mut BlockContext<'_>,
+    ) -> Result<BlockStep, Error> {
         let bytes = input.as_bytes();
         let mut pos = 0;
         while pos < bytes.len() {
@@ -99,7 +103,7 @@ impl Protocol {
                     *ticks += run;
                     pos += run;
                     if pos == bytes.len() {
-                        return Ok(Step::More);
+                        return Ok(BlockStep::More);
                     }
                     if *ticks < 3 {
                         return Ok(self.reject(pos, ctx));
@@ -135,7 +139,7 @@ impl Protocol {
                     let spaces = bytes[pos..].iter().take_while(|&&b| is_space(b)).count();
                     pos += spaces;
                     if pos == bytes.len() {
-                        return Ok(Step::More);
+                        return Ok(BlockStep::More);
                     }
                     if bytes[pos] != b'{' {
                         return Ok(self.reject(pos, ctx));
@@ -155,23 +159,21 @@ impl Protocol {
                         return Err(error);
                     }
                     match step {
-                        JsonStep::More => return Ok(Step::More),
-                        JsonStep::Done(used) => {
+                        Scanned::More => return Ok(BlockStep::More),
+                        Scanned::Done(used) => {
                             pos += used;
                             if !self.fields.confirmed {
                                 return Ok(self.reject(pos, ctx));
                             }
                             if !self.fenced {
-                                return Ok(Step::Done(pos));
+                                return Ok(BlockStep::Done(pos));
                             }
                             self.state = State::FenceClose { ticks: 0 };
                         }
-                        JsonStep::Stray(at) | JsonStep::Invalid(at, _)
-                            if !self.fields.confirmed =>
-                        {
+                        Scanned::Stray(at) | Scanned::Invalid(at, _) if !self.fields.confirmed => {
                             return Ok(self.reject(pos + at, ctx));
                         }
-                        JsonStep::Stray(at) | JsonStep::Invalid(at, _) => {
+                        Scanned::Stray(at) | Scanned::Invalid(at, _) => {
                             // A confirmed object that breaks off: end it here.
                             pos += at;
                             ctx.fault(
@@ -179,7 +181,7 @@ impl Protocol {
                                 "the protocol object is not valid JSON",
                             );
                             ctx.end(ctx.pos(pos))?;
-                            return Ok(Step::Done(pos));
+                            return Ok(BlockStep::Done(pos));
                         }
                     }
                 }
@@ -188,25 +190,25 @@ impl Protocol {
                         let spaces = bytes[pos..].iter().take_while(|&&b| is_space(b)).count();
                         pos += spaces;
                         if pos == bytes.len() {
-                            return Ok(Step::More);
+                            return Ok(BlockStep::More);
                         }
                     }
                     let run = bytes[pos..].iter().take_while(|&&b| b == b'`').count();
                     *ticks += run;
                     pos += run;
                     if pos == bytes.len() && *ticks < 3 {
-                        return Ok(Step::More);
+                        return Ok(BlockStep::More);
                     }
-                    return Ok(Step::Done(pos));
+                    return Ok(BlockStep::Done(pos));
                 }
             }
         }
-        Ok(Step::More)
+        Ok(BlockStep::More)
     }
 
     /// The text ended inside the candidate; false when it was not a protocol
     /// object (its raw text is then text).
-    pub(super) fn end(&mut self, ctx: &mut Ctx<'_>) -> Result<bool, Error> {
+    pub(super) fn end(&mut self, ctx: &mut BlockContext<'_>) -> Result<bool, Error> {
         if let State::Object = self.state {
             let mut visitor = ProtocolVisitor {
                 fields: &mut self.fields,
@@ -238,10 +240,10 @@ impl Protocol {
 
     /// Not a protocol object: everything held back is dropped and the raw text
     /// up to byte `at` is text.
-    fn reject(&mut self, at: usize, ctx: &mut Ctx<'_>) -> Step {
+    fn reject(&mut self, at: usize, ctx: &mut BlockContext<'_>) -> BlockStep {
         ctx.emit.discard();
         ctx.abandon_call();
-        Step::NotACall {
+        BlockStep::NotACall {
             at,
             replay_from: ctx.pos(at),
         }
@@ -250,7 +252,7 @@ impl Protocol {
 
 struct ProtocolVisitor<'a, 'b> {
     fields: &'a mut Fields,
-    ctx: &'a mut Ctx<'b>,
+    ctx: &'a mut BlockContext<'b>,
     /// The block's raw offset of the object's byte 0.
     base: usize,
     failed: Option<Error>,
@@ -280,7 +282,7 @@ impl ProtocolVisitor<'_, '_> {
 }
 
 impl Visitor for ProtocolVisitor<'_, '_> {
-    fn value(&mut self, path: Path<'_>, first: u8, at: usize) -> Treat {
+    fn value(&mut self, path: Path<'_>, first: u8, at: usize) -> Visit {
         let call_item = path.depth() == 2 && path.key(1) == Some("tool_uses");
         if path.depth() == 0 || (path.depth() == 1 && path.key(1) == Some("tool_uses")) || call_item
         {
@@ -288,18 +290,18 @@ impl Visitor for ProtocolVisitor<'_, '_> {
                 self.fields.produced = true;
                 self.ctx.begin(self.base + at);
             }
-            return Treat::Descend;
+            return Visit::Descend;
         }
         let field = self.field(path);
         self.fields.decoding = field;
         self.fields.partial.clear();
         match field {
-            Some(Field::Kind | Field::Name) if first == b'"' => Treat::Decode,
-            Some(Field::Text) if first == b'"' => Treat::Decode,
-            Some(Field::Params) => Treat::Decode,
+            Some(Field::Kind | Field::Name) if first == b'"' => Visit::Decode,
+            Some(Field::Text) if first == b'"' => Visit::Decode,
+            Some(Field::Params) => Visit::Decode,
             _ => {
                 self.fields.decoding = None;
-                Treat::Skip
+                Visit::Skip
             }
         }
     }

@@ -1,8 +1,7 @@
 //! `<tool_response>` blocks, read in transcript mode only: results written by
 //! the transformer (or by hand in its format) come back as tool results.
 
-use super::emit::Ctx;
-use super::json_block::Step;
+use super::calls::{BlockContext, BlockStep};
 use crate::natural::format::{self, RESPONSE_CLOSE};
 use crate::natural::scan::marker::{Found, MarkerFinder};
 use crate::natural::scan::tag::Tag;
@@ -44,15 +43,15 @@ impl Response {
         })
     }
 
-    pub(super) fn feed(&mut self, input: &str, ctx: &mut Ctx<'_>) -> Step {
+    pub(super) fn feed(&mut self, input: &str, ctx: &mut BlockContext<'_>) -> BlockStep {
         let body = &mut self.body;
         match self.finder.find(input, &mut |text| body.push_str(text)) {
-            Found::More => Step::More,
+            Found::More => BlockStep::More,
             Found::Marker { end, .. } => {
                 let result = self.result();
                 let message = Message::tool_results(vec![result]);
                 ctx.emit.event(Event::message(message), ctx.out);
-                Step::Done(end)
+                BlockStep::Done(end)
             }
         }
     }

@@ -1,9 +1,12 @@
-//! The request's tools as the parser sees them: names, schemas and validators.
+//! The request's tools as the parser sees them: names, schemas and validators,
+//! and the checks of a call's arguments against them.
 
 use std::sync::Arc;
 
 use jsonschema::Validator;
+use serde_json::Value;
 
+use crate::message::InvalidCallKind;
 use crate::schema::SchemaCache;
 use crate::{Error, ToolSpec};
 
@@ -61,6 +64,39 @@ impl ToolTable {
 
     pub(super) fn entry(&self, index: usize) -> &Entry {
         &self.entries[index]
+    }
+
+    /// Checks a call's arguments: JSON, an object, and — for a call of the
+    /// tool at index `tool` — the tool's schema.
+    pub(super) fn check(
+        &self,
+        tool: Option<usize>,
+        args: &str,
+    ) -> Result<(), (InvalidCallKind, String)> {
+        let arguments = if args.trim().is_empty() {
+            Value::Object(Default::default())
+        } else {
+            serde_json::from_str(args).map_err(|error| {
+                (
+                    InvalidCallKind::MalformedArguments,
+                    format!("the arguments are not valid JSON: {error}"),
+                )
+            })?
+        };
+        if !arguments.is_object() {
+            return Err((
+                InvalidCallKind::MalformedArguments,
+                "the arguments are not a JSON object".into(),
+            ));
+        }
+        let Some(entry) = tool.map(|tool| self.entry(tool)) else {
+            return Ok(());
+        };
+        match &entry.validator {
+            Some(validator) => crate::schema::check(validator, &entry.spec.name, &arguments)
+                .map_err(|message| (InvalidCallKind::SchemaViolation, message)),
+            None => Ok(()),
+        }
     }
 
     /// The tool names, for error messages.

@@ -11,15 +11,12 @@
 
 use memchr::memchr;
 
-use super::emit::{Ctx, STAGE};
-use super::json_block::{Step, is_space};
+use super::calls::{BlockContext, BlockStep, STAGE};
+use crate::natural::scan::is_space;
 use crate::natural::scan::string::escape_into;
-use crate::natural::scan::tag::{Tag, TagReader, TagStep};
+use crate::natural::scan::tag::{TAG_LIMIT, Tag, TagReader, TagStep};
 use crate::schema::ParamKind;
 use crate::{Error, InvalidCallKind};
-
-/// The longest tag read inside a block.
-const TAG_LIMIT: usize = 1024;
 
 /// The tag names of one flavour, namespace prefix included.
 #[derive(Debug)]
@@ -86,7 +83,7 @@ struct Param {
 
 impl Xml {
     /// A Qwen3-Coder block whose call `<function=name>` was read: the call has begun.
-    pub(super) fn qwen3(name: &str, ctx: &mut Ctx<'_>) -> Self {
+    pub(super) fn qwen3(name: &str, ctx: &mut BlockContext<'_>) -> Self {
         ctx.begin(0);
         ctx.name(name);
         let mut block = Self::with(Names {
@@ -120,7 +117,11 @@ impl Xml {
         }
     }
 
-    pub(super) fn feed(&mut self, input: &str, ctx: &mut Ctx<'_>) -> Result<Step, Error> {
+    pub(super) fn feed(
+        &mut self,
+        input: &str,
+        ctx: &mut BlockContext<'_>,
+    ) -> Result<BlockStep, Error> {
         let bytes = input.as_bytes();
         let mut pos = 0;
         while pos < bytes.len() {
@@ -135,7 +136,7 @@ impl Xml {
                         );
                     }
                     let Some(at) = found else {
-                        return Ok(Step::More);
+                        return Ok(BlockStep::More);
                     };
                     pos = at + 1;
                     self.state = State::Tag {
@@ -149,11 +150,11 @@ impl Xml {
                     self.space.push_str(&input[pos..pos + spaces]);
                     pos += spaces;
                     if pos == bytes.len() {
-                        return Ok(Step::More);
+                        return Ok(BlockStep::More);
                     }
                     if bytes[pos] != b'<' {
                         if !self.seen_call {
-                            return Ok(Step::NotACall {
+                            return Ok(BlockStep::NotACall {
                                 at: pos,
                                 replay_from: ctx.pos(pos),
                             });
@@ -177,7 +178,7 @@ impl Xml {
                     raw_start,
                     in_call,
                 } => match reader.feed(&input[pos..]) {
-                    TagStep::More => return Ok(Step::More),
+                    TagStep::More => return Ok(BlockStep::More),
                     TagStep::NotATag(at) => {
                         pos += at;
                         let (in_call, raw_start) = (*in_call, *raw_start);
@@ -189,7 +190,7 @@ impl Xml {
                             );
                             self.state = State::InCall;
                         } else if !self.seen_call {
-                            return Ok(Step::NotACall {
+                            return Ok(BlockStep::NotACall {
                                 at: pos,
                                 replay_from: raw_start,
                             });
@@ -218,13 +219,13 @@ impl Xml {
                             && !tag.closes(&self.names.block)
                         {
                             // The first thing in the block is not a call: it is not a block.
-                            return Ok(Step::NotACall {
+                            return Ok(BlockStep::NotACall {
                                 at: pos,
                                 replay_from: raw_start,
                             });
                         }
                         if self.structure(&tag, &raw, raw_start, in_call, ctx.pos(pos), ctx)? {
-                            return Ok(Step::Done(pos));
+                            return Ok(BlockStep::Done(pos));
                         }
                     }
                 },
@@ -259,7 +260,7 @@ impl Xml {
                         return Err(error);
                     }
                     match step {
-                        ValueStep::More => return Ok(Step::More),
+                        ValueStep::More => return Ok(BlockStep::More),
                         ValueStep::End { used, tag } => {
                             pos += used;
                             self.end_value(ctx)?;
@@ -267,7 +268,7 @@ impl Xml {
                             if let Some((tag, raw)) = tag {
                                 // Inside a call a tag never starts a call: no start offset.
                                 if self.structure(&tag, &raw, 0, true, ctx.pos(pos), ctx)? {
-                                    return Ok(Step::Done(pos));
+                                    return Ok(BlockStep::Done(pos));
                                 }
                             }
                         }
@@ -275,7 +276,7 @@ impl Xml {
                 }
             }
         }
-        Ok(Step::More)
+        Ok(BlockStep::More)
     }
 
     /// Acts on a tag read between calls or parameters; true when the block ended.
@@ -286,7 +287,7 @@ impl Xml {
         raw_start: usize,
         in_call: bool,
         raw_end: usize,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut BlockContext<'_>,
     ) -> Result<bool, Error> {
         let names = &self.names;
         let ends_block = tag.closes(&names.block);
@@ -343,7 +344,7 @@ impl Xml {
         &mut self,
         param: &str,
         kind: ParamKind,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut BlockContext<'_>,
     ) -> Result<(), Error> {
         let mut prefix = String::from(if ctx.args_empty() { "{" } else { ", " });
         prefix.push('"');
@@ -361,7 +362,7 @@ impl Xml {
         Ok(())
     }
 
-    fn end_value(&mut self, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    fn end_value(&mut self, ctx: &mut BlockContext<'_>) -> Result<(), Error> {
         let State::Param(param) = &mut self.state else {
             return Ok(());
         };
@@ -374,7 +375,7 @@ impl Xml {
 
     /// The text ended inside the block; false when it held no call (it was not
     /// a block: its raw text is text).
-    pub(super) fn end(&mut self, ctx: &mut Ctx<'_>) -> Result<bool, Error> {
+    pub(super) fn end(&mut self, ctx: &mut BlockContext<'_>) -> Result<bool, Error> {
         if !self.seen_call {
             return Ok(false);
         }
@@ -393,7 +394,7 @@ impl Xml {
     }
 
     /// Completes the current call's arguments.
-    fn close_args(&mut self, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    fn close_args(&mut self, ctx: &mut BlockContext<'_>) -> Result<(), Error> {
         if ctx.in_call() && !self.args_closed {
             self.args_closed = true;
             ctx.args(if ctx.args_empty() { "{}" } else { "}" })?;
@@ -402,7 +403,7 @@ impl Xml {
     }
 
     /// Ends the current call, if any, its markup ending at `raw_end`.
-    fn end_call(&mut self, raw_end: usize, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    fn end_call(&mut self, raw_end: usize, ctx: &mut BlockContext<'_>) -> Result<(), Error> {
         self.close_args(ctx)?;
         self.args_closed = false;
         if ctx.in_call() {

@@ -1,6 +1,6 @@
-//! Incremental JSON scanning: [`Skim`] passes a container's text on as it arrives
-//! (dropping trailing commas), and [`Sax`] follows an object's structure to hand
-//! chosen values to a [`Visitor`] — captured verbatim, decoded, or skipped.
+//! Incremental JSON scanning: [`Verbatim`] passes a container's text on as it
+//! arrives (dropping trailing commas), and [`Sax`] follows an object's structure to
+//! hand chosen values to a [`Visitor`] — captured verbatim, decoded, or skipped.
 //!
 //! Neither validates JSON fully (the final text is parsed by `serde_json` once);
 //! they find where values start and end, respecting strings, so that an end
@@ -8,11 +8,12 @@
 
 use memchr::memchr2;
 
+use super::is_space;
 use super::string::{BadEscape, Decoded, StringDecoder};
 
 /// What a scanner found in a piece of input.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Step {
+pub(crate) enum Scanned {
     /// The piece was used up; the value goes on.
     More,
     /// The value ended: this many bytes of the piece belong to it.
@@ -25,30 +26,32 @@ pub(crate) enum Step {
     Invalid(usize, String),
 }
 
-fn is_space(byte: u8) -> bool {
-    matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
-}
-
-/// Skims one JSON object, array or string from its opening byte, passing its
+/// Reads one JSON object, array or string from its opening byte, passing its
 /// text on verbatim except for trailing commas (`[1, 2,]`), which it drops.
 #[derive(Debug, Default)]
-pub(crate) struct Skim {
+pub(crate) struct Verbatim {
     /// The closers the open containers expect, innermost last.
     closers: Vec<u8>,
     in_string: bool,
     escaped: bool,
-    /// A comma, and the whitespace after it, not passed on yet.
+    /// A comma, and the whitespace after it, that ended an earlier piece: not
+    /// passed on yet.
     held: String,
     /// The last significant byte outside strings.
     last: u8,
 }
 
-impl Skim {
-    /// Scans `input`, passing the value's text to `emit`.
-    pub(crate) fn feed(&mut self, input: &str, emit: &mut impl FnMut(&str)) -> Step {
+impl Verbatim {
+    /// Scans `input`, passing the value's text to `emit`: one piece per run of
+    /// text, cut only where a trailing comma is left out.
+    pub(crate) fn feed(&mut self, input: &str, emit: &mut impl FnMut(&str)) -> Scanned {
         let bytes = input.as_bytes();
         let mut pos = 0;
         let mut from = 0;
+        // Where a comma, and the whitespace after it, started in this piece: it
+        // is passed on if something other than a closer follows. A comma held
+        // from an earlier piece starts the piece so.
+        let mut comma = (!self.held.is_empty()).then_some(0);
         while pos < bytes.len() {
             if self.in_string {
                 if self.escaped {
@@ -68,7 +71,7 @@ impl Skim {
                             self.last = b'"';
                             if self.closers.is_empty() {
                                 emit(&input[from..pos]);
-                                return Step::Done(pos);
+                                return Scanned::Done(pos);
                             }
                         }
                     }
@@ -77,38 +80,34 @@ impl Skim {
             }
             let byte = bytes[pos];
             match byte {
-                _ if is_space(byte) => {
-                    if !self.held.is_empty() {
-                        self.held.push(byte as char);
-                        from = pos + 1;
+                _ if is_space(byte) => {}
+                b'}' | b']' | b'<' => {
+                    if let Some(at) = comma.take() {
+                        // A trailing comma (or one cut off by a tag): left out.
+                        emit(&input[from..at]);
+                        self.held.clear();
+                        from = pos;
                     }
-                }
-                b'}' | b']' => {
-                    self.held.clear();
+                    if byte == b'<' {
+                        emit(&input[from..pos]);
+                        return Scanned::Stray(pos);
+                    }
                     if self.closers.pop() != Some(byte) {
                         emit(&input[from..pos]);
-                        return Step::Invalid(pos, format!("unexpected `{}`", byte as char));
+                        return Scanned::Invalid(pos, format!("unexpected `{}`", byte as char));
                     }
                     self.last = byte;
                     if self.closers.is_empty() {
                         emit(&input[from..=pos]);
-                        return Step::Done(pos + 1);
+                        return Scanned::Done(pos + 1);
                     }
                 }
-                b',' => {
-                    self.release(emit);
-                    emit(&input[from..pos]);
-                    from = pos + 1;
-                    self.held.push(',');
-                    self.last = byte;
-                }
-                b'<' => {
-                    emit(&input[from..pos]);
-                    return Step::Stray(pos);
-                }
                 _ => {
-                    self.release(emit);
+                    if comma.take().is_some() {
+                        self.release(emit);
+                    }
                     match byte {
+                        b',' => comma = Some(pos),
                         b'"' => self.in_string = true,
                         b'{' => self.closers.push(b'}'),
                         b'[' => self.closers.push(b']'),
@@ -119,8 +118,14 @@ impl Skim {
             }
             pos += 1;
         }
-        emit(&input[from..]);
-        Step::More
+        match comma {
+            Some(at) => {
+                emit(&input[from..at]);
+                self.held.push_str(&input[at..]);
+            }
+            None => emit(&input[from..]),
+        }
+        Scanned::More
     }
 
     /// The closers that would complete the value now, innermost first, or why it
@@ -135,7 +140,8 @@ impl Skim {
         Ok(self.closers.iter().rev().copied().collect())
     }
 
-    /// Passes on a held comma: something other than a closer follows it.
+    /// Passes on a comma held from an earlier piece: something other than a
+    /// closer follows it.
     fn release(&mut self, emit: &mut impl FnMut(&str)) {
         if !self.held.is_empty() {
             emit(&self.held);
@@ -146,7 +152,7 @@ impl Skim {
 
 /// How a [`Visitor`] wants a value treated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Treat {
+pub(crate) enum Visit {
     /// Look inside it (objects and arrays; anything else is skipped).
     Descend,
     /// A string: pass its decoded contents on (to [`Visitor::decoded`]);
@@ -177,7 +183,7 @@ impl Path<'_> {
 pub(crate) trait Visitor {
     /// A value starts at `path`, at byte `at` of the scanned text; `first` is its
     /// first byte.
-    fn value(&mut self, path: Path<'_>, first: u8, at: usize) -> Treat;
+    fn value(&mut self, path: Path<'_>, first: u8, at: usize) -> Visit;
     /// Text of a captured value.
     fn captured(&mut self, piece: &str);
     /// Decoded text of a decoded string.
@@ -210,8 +216,8 @@ enum State {
     Key(StringDecoder),
     Colon,
     /// Inside a container or string, passed on (`capture`) or skipped.
-    Skim {
-        skim: Skim,
+    Verbatim {
+        verbatim: Verbatim,
         capture: bool,
     },
     CaptureScalar,
@@ -246,53 +252,55 @@ impl Default for Sax {
 
 impl Sax {
     /// Scans `input`. Whitespace before the root value is skipped.
-    pub(crate) fn feed(&mut self, input: &str, visitor: &mut impl Visitor) -> Step {
+    pub(crate) fn feed(&mut self, input: &str, visitor: &mut impl Visitor) -> Scanned {
         let step = self.scan(input, visitor);
         self.offset += match step {
-            Step::More => input.len(),
-            Step::Done(used) | Step::Stray(used) => used,
-            Step::Invalid(..) => 0,
+            Scanned::More => input.len(),
+            Scanned::Done(used) | Scanned::Stray(used) => used,
+            Scanned::Invalid(..) => 0,
         };
         step
     }
 
-    fn scan(&mut self, input: &str, visitor: &mut impl Visitor) -> Step {
+    fn scan(&mut self, input: &str, visitor: &mut impl Visitor) -> Scanned {
         let bytes = input.as_bytes();
         let mut pos = 0;
         while pos < bytes.len() {
             let byte = bytes[pos];
             match &mut self.state {
-                State::Done => return Step::Done(pos),
-                State::Skim { skim, capture } => {
+                State::Done => return Scanned::Done(pos),
+                State::Verbatim { verbatim, capture } => {
                     let capture = *capture;
                     let mut emit = |piece: &str| {
                         if capture && !piece.is_empty() {
                             visitor.captured(piece)
                         }
                     };
-                    match skim.feed(&input[pos..], &mut emit) {
-                        Step::More => return Step::More,
-                        Step::Done(used) => {
+                    match verbatim.feed(&input[pos..], &mut emit) {
+                        Scanned::More => return Scanned::More,
+                        Scanned::Done(used) => {
                             pos += used;
                             if capture {
                                 visitor.ended(Path(&self.frames), self.offset + pos);
                             }
                             self.value_done();
                         }
-                        Step::Stray(at) => return Step::Stray(pos + at),
-                        Step::Invalid(at, message) => return Step::Invalid(pos + at, message),
+                        Scanned::Stray(at) => return Scanned::Stray(pos + at),
+                        Scanned::Invalid(at, message) => {
+                            return Scanned::Invalid(pos + at, message);
+                        }
                     }
                     continue;
                 }
                 State::Key(decoder) => {
                     let frame = self.frames.last_mut().expect("keys are inside objects");
                     match decoder.feed(&input[pos..], &mut |piece| frame.key.push_str(piece)) {
-                        Ok(Decoded::More) => return Step::More,
+                        Ok(Decoded::More) => return Scanned::More,
                         Ok(Decoded::End(used)) => {
                             pos += used;
                             self.state = State::Colon;
                         }
-                        Err(BadEscape(message)) => return Step::Invalid(pos, message),
+                        Err(BadEscape(message)) => return Scanned::Invalid(pos, message),
                     }
                     continue;
                 }
@@ -304,7 +312,7 @@ impl Sax {
                         }
                     });
                     match result {
-                        Ok(Decoded::More) => return Step::More,
+                        Ok(Decoded::More) => return Scanned::More,
                         Ok(Decoded::End(used)) => {
                             pos += used;
                             if decode {
@@ -312,7 +320,7 @@ impl Sax {
                             }
                             self.value_done();
                         }
-                        Err(BadEscape(message)) => return Step::Invalid(pos, message),
+                        Err(BadEscape(message)) => return Scanned::Invalid(pos, message),
                     }
                     continue;
                 }
@@ -325,7 +333,7 @@ impl Sax {
                         visitor.captured(&input[pos..end]);
                     }
                     if end == bytes.len() {
-                        return Step::More;
+                        return Scanned::More;
                     }
                     if matches!(self.state, State::CaptureScalar) {
                         visitor.ended(Path(&self.frames), self.offset + end);
@@ -335,13 +343,13 @@ impl Sax {
                     continue;
                 }
                 _ if is_space(byte) => {}
-                _ if byte == b'<' => return Step::Stray(pos),
+                _ if byte == b'<' => return Scanned::Stray(pos),
                 State::Value | State::FirstItem | State::NextItem => {
                     if byte == b']' && !matches!(self.state, State::Value) {
                         self.close_container(visitor, self.offset + pos + 1);
                     } else {
                         self.start_value(byte, visitor, self.offset + pos);
-                        if matches!(self.state, State::Skim { .. } | State::CaptureScalar) {
+                        if matches!(self.state, State::Verbatim { .. } | State::CaptureScalar) {
                             // The first byte belongs to the value: let its scanner see it.
                             continue;
                         }
@@ -358,7 +366,7 @@ impl Sax {
                     }
                     b'}' => self.close_container(visitor, self.offset + pos + 1),
                     _ => {
-                        return Step::Invalid(
+                        return Scanned::Invalid(
                             pos,
                             format!("expected a key, found `{}`", byte as char),
                         );
@@ -366,7 +374,7 @@ impl Sax {
                 },
                 State::Colon => {
                     if byte != b':' {
-                        return Step::Invalid(
+                        return Scanned::Invalid(
                             pos,
                             format!("expected `:`, found `{}`", byte as char),
                         );
@@ -383,7 +391,7 @@ impl Sax {
                         self.close_container(visitor, self.offset + pos + 1)
                     }
                     _ => {
-                        return Step::Invalid(
+                        return Scanned::Invalid(
                             pos,
                             format!(
                                 "expected `,` or a closing bracket, found `{}`",
@@ -396,8 +404,8 @@ impl Sax {
             pos += 1;
         }
         match self.state {
-            State::Done => Step::Done(pos),
-            _ => Step::More,
+            State::Done => Scanned::Done(pos),
+            _ => Scanned::More,
         }
     }
 
@@ -410,7 +418,7 @@ impl Sax {
     ) -> Result<(), String> {
         let captured = match &self.state {
             State::Done => return Ok(()),
-            State::Skim { skim, .. } => skim.unclosed().map_err(str::to_owned)?,
+            State::Verbatim { verbatim, .. } => verbatim.unclosed().map_err(str::to_owned)?,
             State::CaptureScalar | State::SkipScalar | State::After => Vec::new(),
             State::FirstKey | State::NextKey | State::FirstItem | State::NextItem => Vec::new(),
             State::Value if self.frames.is_empty() => return Err("there is no value".into()),
@@ -425,7 +433,7 @@ impl Sax {
         }
         let capturing = matches!(
             self.state,
-            State::Skim { capture: true, .. } | State::CaptureScalar
+            State::Verbatim { capture: true, .. } | State::CaptureScalar
         );
         let at = self.offset;
         if capturing {
@@ -442,9 +450,9 @@ impl Sax {
     }
 
     fn start_value(&mut self, first: u8, visitor: &mut impl Visitor, at: usize) {
-        let treat = visitor.value(Path(&self.frames), first, at);
-        self.state = match (treat, first) {
-            (Treat::Descend, b'{' | b'[') => {
+        let visit = visitor.value(Path(&self.frames), first, at);
+        self.state = match (visit, first) {
+            (Visit::Descend, b'{' | b'[') => {
                 self.frames.push(Frame {
                     object: first == b'{',
                     ..Frame::default()
@@ -455,20 +463,20 @@ impl Sax {
                     State::FirstItem
                 }
             }
-            (Treat::Decode | Treat::Skip | Treat::Descend, b'"') => State::String {
+            (Visit::Decode | Visit::Skip | Visit::Descend, b'"') => State::String {
                 decoder: StringDecoder::default(),
-                decode: treat == Treat::Decode,
+                decode: visit == Visit::Decode,
             },
-            (Treat::Decode, b'{' | b'[') => State::Skim {
-                skim: Skim::default(),
+            (Visit::Decode, b'{' | b'[') => State::Verbatim {
+                verbatim: Verbatim::default(),
                 capture: true,
             },
-            (Treat::Skip, b'{' | b'[') => State::Skim {
-                skim: Skim::default(),
+            (Visit::Skip, b'{' | b'[') => State::Verbatim {
+                verbatim: Verbatim::default(),
                 capture: false,
             },
-            (Treat::Decode, _) => State::CaptureScalar,
-            (Treat::Skip | Treat::Descend, _) => State::SkipScalar,
+            (Visit::Decode, _) => State::CaptureScalar,
+            (Visit::Skip | Visit::Descend, _) => State::SkipScalar,
         };
     }
 
@@ -495,7 +503,11 @@ mod tests {
     use serde_json::{Value, json};
 
     /// Feeds `input` cut at `cuts`; returns the final step and the used length.
-    fn feed_cut<F: FnMut(&str) -> Step>(input: &str, cuts: &[usize], mut feed: F) -> (Step, usize) {
+    fn feed_cut<F: FnMut(&str) -> Scanned>(
+        input: &str,
+        cuts: &[usize],
+        mut feed: F,
+    ) -> (Scanned, usize) {
         let mut bounds: Vec<usize> = cuts
             .iter()
             .map(|c| c % (input.len() + 1))
@@ -507,13 +519,13 @@ mod tests {
         let mut start = 0;
         for end in bounds {
             match feed(&input[start..end]) {
-                Step::More => start = end,
-                Step::Done(used) => return (Step::Done(start + used), start + used),
-                Step::Stray(at) => return (Step::Stray(start + at), start + at),
+                Scanned::More => start = end,
+                Scanned::Done(used) => return (Scanned::Done(start + used), start + used),
+                Scanned::Stray(at) => return (Scanned::Stray(start + at), start + at),
                 invalid => return (invalid, start),
             }
         }
-        (Step::More, input.len())
+        (Scanned::More, input.len())
     }
 
     fn json_value() -> impl Strategy<Value = Value> {
@@ -552,12 +564,12 @@ mod tests {
     }
 
     impl Visitor for Recorder {
-        fn value(&mut self, path: Path<'_>, _first: u8, _at: usize) -> Treat {
+        fn value(&mut self, path: Path<'_>, _first: u8, _at: usize) -> Visit {
             match (path.depth(), path.key(1)) {
-                (0, _) => Treat::Descend,
-                (1, Some(key)) if key == self.capture_key => Treat::Decode,
-                (1, Some(key)) if key == self.decode_key => Treat::Decode,
-                _ => Treat::Skip,
+                (0, _) => Visit::Descend,
+                (1, Some(key)) if key == self.capture_key => Visit::Decode,
+                (1, Some(key)) if key == self.decode_key => Visit::Decode,
+                _ => Visit::Skip,
             }
         }
         fn captured(&mut self, piece: &str) {
@@ -573,13 +585,13 @@ mod tests {
 
     proptest! {
         #[test]
-        fn skim_passes_any_container_on_whole(value in container(), pretty in any::<bool>(), cuts in prop::collection::vec(any::<usize>(), 0..8)) {
+        fn verbatim_passes_any_container_on_whole(value in container(), pretty in any::<bool>(), cuts in prop::collection::vec(any::<usize>(), 0..8)) {
             let text = if pretty { serde_json::to_string_pretty(&value).unwrap() } else { value.to_string() };
             let input = format!("{text}</tool_call>");
-            let mut skim = Skim::default();
+            let mut verbatim = Verbatim::default();
             let mut out = String::new();
-            let (step, used) = feed_cut(&input, &cuts, |piece| skim.feed(piece, &mut |p| out.push_str(p)));
-            prop_assert_eq!(step, Step::Done(text.len()));
+            let (step, used) = feed_cut(&input, &cuts, |piece| verbatim.feed(piece, &mut |p| out.push_str(p)));
+            prop_assert_eq!(step, Scanned::Done(text.len()));
             prop_assert_eq!(used, text.len());
             prop_assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), value);
         }
@@ -604,7 +616,7 @@ mod tests {
             let mut sax = Sax::default();
             let mut recorder = Recorder { capture_key: "arguments", decode_key: "name", ..Recorder::default() };
             let (step, _) = feed_cut(&input, &cuts, |piece| sax.feed(piece, &mut recorder));
-            prop_assert_eq!(step, Step::Done(text.len()));
+            prop_assert_eq!(step, Scanned::Done(text.len()));
             prop_assert_eq!(serde_json::from_str::<Value>(&recorder.captured).unwrap(), arguments);
             prop_assert_eq!(recorder.decoded, name);
             prop_assert_eq!(recorder.ended.len(), 3);
@@ -612,12 +624,48 @@ mod tests {
         }
     }
 
+    /// `value` as JSON text with a trailing comma, and whitespace around it,
+    /// after the last item of every non-empty container.
+    fn with_trailing_commas(value: &Value) -> String {
+        match value {
+            Value::Array(items) if !items.is_empty() => {
+                let items: Vec<String> = items.iter().map(with_trailing_commas).collect();
+                format!("[{} ,\n ]", items.join(","))
+            }
+            Value::Object(fields) if !fields.is_empty() => {
+                let fields: Vec<String> = fields
+                    .iter()
+                    .map(|(k, v)| {
+                        format!("{}: {}", Value::from(k.as_str()), with_trailing_commas(v))
+                    })
+                    .collect();
+                format!("{{{},\t}}", fields.join(", "))
+            }
+            other => other.to_string(),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn verbatim_drops_trailing_commas_however_the_text_is_cut(
+            value in container(),
+            cuts in prop::collection::vec(any::<usize>(), 0..12),
+        ) {
+            let text = with_trailing_commas(&value);
+            let mut verbatim = Verbatim::default();
+            let mut out = String::new();
+            let (step, _) = feed_cut(&text, &cuts, |piece| verbatim.feed(piece, &mut |p| out.push_str(p)));
+            prop_assert_eq!(step, Scanned::Done(text.len()));
+            prop_assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), value);
+        }
+    }
+
     #[test]
-    fn skim_drops_trailing_commas() {
-        let mut skim = Skim::default();
+    fn verbatim_drops_trailing_commas() {
+        let mut verbatim = Verbatim::default();
         let mut out = String::new();
-        let step = skim.feed("{\"a\": [1, 2, ], \"b\": 3,\n}", &mut |p| out.push_str(p));
-        assert!(matches!(step, Step::Done(_)));
+        let step = verbatim.feed("{\"a\": [1, 2, ], \"b\": 3,\n}", &mut |p| out.push_str(p));
+        assert!(matches!(step, Scanned::Done(_)));
         assert_eq!(
             serde_json::from_str::<Value>(&out).unwrap(),
             json!({"a": [1, 2], "b": 3})
@@ -625,23 +673,23 @@ mod tests {
     }
 
     #[test]
-    fn skim_stops_at_a_stray_tag_outside_strings_only() {
-        let mut skim = Skim::default();
+    fn verbatim_stops_at_a_stray_tag_outside_strings_only() {
+        let mut verbatim = Verbatim::default();
         let mut out = String::new();
         let input = "{\"a\": \"x</tool_call>y\", \"b\": 1</tool_call>";
-        let step = skim.feed(input, &mut |p| out.push_str(p));
-        assert_eq!(step, Step::Stray(input.rfind('<').unwrap()));
-        assert_eq!(skim.unclosed().unwrap(), b"}");
+        let step = verbatim.feed(input, &mut |p| out.push_str(p));
+        assert_eq!(step, Scanned::Stray(input.rfind('<').unwrap()));
+        assert_eq!(verbatim.unclosed().unwrap(), b"}");
     }
 
     #[test]
     fn unclosable_values_say_why() {
-        let mut skim = Skim::default();
-        skim.feed("{\"a\": \"unterminated", &mut |_| {});
-        assert_eq!(skim.unclosed(), Err("it ends inside a string"));
-        let mut skim = Skim::default();
-        skim.feed("{\"a\":", &mut |_| {});
-        assert!(skim.unclosed().is_err());
+        let mut verbatim = Verbatim::default();
+        verbatim.feed("{\"a\": \"unterminated", &mut |_| {});
+        assert_eq!(verbatim.unclosed(), Err("it ends inside a string"));
+        let mut verbatim = Verbatim::default();
+        verbatim.feed("{\"a\":", &mut |_| {});
+        assert!(verbatim.unclosed().is_err());
     }
 
     #[test]
@@ -654,7 +702,7 @@ mod tests {
         let mut sax = Sax::default();
         assert_eq!(
             sax.feed("{\"name\": \"x\", \"arguments\": {\"a\": 1}", &mut recorder),
-            Step::More
+            Scanned::More
         );
         sax.close(1, &mut recorder).unwrap();
         assert_eq!(recorder.captured, "{\"a\": 1}");
@@ -677,9 +725,12 @@ mod tests {
         let mut sax = Sax::default();
         assert!(matches!(
             sax.feed("{\"a\" 1}", &mut recorder),
-            Step::Invalid(..)
+            Scanned::Invalid(..)
         ));
         let mut sax = Sax::default();
-        assert!(matches!(sax.feed("{x}", &mut recorder), Step::Invalid(..)));
+        assert!(matches!(
+            sax.feed("{x}", &mut recorder),
+            Scanned::Invalid(..)
+        ));
     }
 }

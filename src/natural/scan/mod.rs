@@ -6,3 +6,8 @@ pub(crate) mod json;
 pub(crate) mod marker;
 pub(crate) mod string;
 pub(crate) mod tag;
+
+/// JSON's whitespace, which the dialects also skip around their markup.
+pub(crate) fn is_space(byte: u8) -> bool {
+    matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
+}

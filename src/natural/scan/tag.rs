@@ -1,6 +1,9 @@
 //! Reading one XML-like tag — `<name a="v">`, `<name=value>`, `</name>` — from
 //! text that arrives in pieces.
 
+/// The longest tag the parser reads; a longer one is text.
+pub(crate) const TAG_LIMIT: usize = 1024;
+
 /// A tag that was read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Tag {
@@ -87,6 +90,21 @@ fn name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')
 }
 
+impl Default for TagReader {
+    /// A reader of tags of up to [`TAG_LIMIT`] bytes, waiting for a `<`: call
+    /// [`restart`](Self::restart) when one is read.
+    fn default() -> Self {
+        TagReader {
+            tag: Tag::default(),
+            state: State::Open,
+            raw: String::new(),
+            limit: TAG_LIMIT,
+            attr: String::new(),
+            value: String::new(),
+        }
+    }
+}
+
 impl TagReader {
     /// A reader whose `<` was just read; gives up past `limit` bytes.
     pub(crate) fn new(limit: usize) -> Self {
@@ -103,9 +121,27 @@ impl TagReader {
         }
     }
 
+    /// Reads a new tag whose `<` was just read, keeping the memory of the last.
+    pub(crate) fn restart(&mut self) {
+        self.raw.clear();
+        self.raw.push('<');
+        self.tag.closing = false;
+        self.tag.name.clear();
+        self.tag.attrs.clear();
+        self.tag.inline = None;
+        self.state = State::Open;
+        self.attr.clear();
+        self.value.clear();
+    }
+
     /// The text read so far, `<` included.
     pub(crate) fn raw(&self) -> &str {
         &self.raw
+    }
+
+    /// The tag read, once [`feed`](Self::feed) said [`TagStep::Done`].
+    pub(crate) fn tag(&self) -> &Tag {
+        &self.tag
     }
 
     /// The tag read (after [`TagStep::Done`]) and its raw text.

@@ -1,0 +1,176 @@
+//! The tool-call block being read, whatever its dialect, and the decision after
+//! a bare `<tool_call>`: Hermes JSON, a Qwen3-Coder function, or not a call.
+
+use super::calls::{BlockContext, BlockStep};
+use super::json_block::{Hermes, Tagged};
+use super::protocol::Protocol;
+use super::response::Response;
+use super::xml_block::Xml;
+use crate::Error;
+use crate::natural::scan::is_space;
+use crate::natural::scan::tag::{TAG_LIMIT, TagReader, TagStep};
+
+/// The most whitespace between `<tool_call>` and its body.
+pub(super) const PENDING_LIMIT: usize = 4096;
+
+/// A tool-call block being read.
+#[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one block at a time, held in place by the scanner: moved once per block"
+)]
+pub(super) enum Block {
+    /// After a bare `<tool_call>`: Hermes JSON or a Qwen3-Coder function follows,
+    /// or it was not a call.
+    Pending(Pending),
+    Tagged(Tagged),
+    Hermes(Hermes),
+    Xml(Xml),
+    Protocol(Protocol),
+    /// A result, in transcript mode.
+    Response(Response),
+}
+
+#[derive(Debug)]
+pub(super) struct Pending {
+    /// A tag after `<tool_call>`, and where it started in the block.
+    reader: Option<(TagReader, usize)>,
+    hermes: bool,
+    qwen3: bool,
+}
+
+impl Pending {
+    /// After a bare `<tool_call>`, in a dialect that reads Hermes, Qwen3-Coder or
+    /// both.
+    pub(super) fn new(hermes: bool, qwen3: bool) -> Self {
+        Pending {
+            reader: None,
+            hermes,
+            qwen3,
+        }
+    }
+}
+
+impl Block {
+    pub(super) fn feed(
+        &mut self,
+        input: &str,
+        ctx: &mut BlockContext<'_>,
+    ) -> Result<BlockStep, Error> {
+        match self {
+            Block::Pending(pending) => match pending.decide(input, ctx) {
+                Decision::More => Ok(BlockStep::More),
+                Decision::NotACall { at, replay_from } => {
+                    Ok(BlockStep::NotACall { at, replay_from })
+                }
+                Decision::Become(block, used) => {
+                    *self = block;
+                    ctx.base += used;
+                    let step = self.feed(&input[used..], ctx);
+                    ctx.base -= used;
+                    Ok(match step? {
+                        BlockStep::Done(n) => BlockStep::Done(used + n),
+                        BlockStep::NotACall { at, replay_from } => BlockStep::NotACall {
+                            at: used + at,
+                            replay_from,
+                        },
+                        BlockStep::More => BlockStep::More,
+                    })
+                }
+            },
+            Block::Tagged(block) => block.feed(input, ctx),
+            Block::Hermes(block) => block.feed(input, ctx),
+            Block::Xml(block) => block.feed(input, ctx),
+            Block::Protocol(block) => block.feed(input, ctx),
+            Block::Response(block) => Ok(block.feed(input, ctx)),
+        }
+    }
+
+    /// The text ended inside the block; false when it was not a block after all
+    /// (its raw text is then text).
+    pub(super) fn end(&mut self, ctx: &mut BlockContext<'_>) -> Result<bool, Error> {
+        match self {
+            Block::Pending(_) | Block::Response(_) => Ok(false),
+            Block::Tagged(block) => block.end(ctx).map(|()| true),
+            Block::Hermes(block) => block.end(ctx).map(|()| true),
+            Block::Xml(block) => block.end(ctx),
+            Block::Protocol(block) => block.end(ctx),
+        }
+    }
+}
+
+/// What [`Pending::decide`] found.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "returned once per block, straight into place"
+)]
+enum Decision {
+    More,
+    /// The body is this block's, from byte `used` of the piece on.
+    Become(Block, usize),
+    /// Not a call: see [`BlockStep::NotACall`].
+    NotACall {
+        at: usize,
+        replay_from: usize,
+    },
+}
+
+impl Pending {
+    /// Reads on until the body shows which dialect it is.
+    fn decide(&mut self, input: &str, ctx: &mut BlockContext<'_>) -> Decision {
+        let bytes = input.as_bytes();
+        let mut pos = 0;
+        loop {
+            if let Some((reader, start)) = &mut self.reader {
+                let start = *start;
+                return match reader.feed(&input[pos..]) {
+                    TagStep::More => Decision::More,
+                    TagStep::Done(used) => {
+                        let (reader, _) = self.reader.take().expect("reading a tag");
+                        let (tag, _) = reader.finish();
+                        match tag.inline.as_deref() {
+                            Some(name) if self.qwen3 && tag.opens("function") => {
+                                Decision::Become(Block::Xml(Xml::qwen3(name, ctx)), pos + used)
+                            }
+                            // Another tag: it is read again as prose.
+                            _ => Decision::NotACall {
+                                at: pos + used,
+                                replay_from: start,
+                            },
+                        }
+                    }
+                    TagStep::NotATag(at) => Decision::NotACall {
+                        at: pos + at,
+                        replay_from: start,
+                    },
+                };
+            }
+            let Some(offset) = bytes[pos..].iter().position(|&b| !is_space(b)) else {
+                if ctx.pos(bytes.len()) > PENDING_LIMIT {
+                    return Decision::NotACall {
+                        at: bytes.len(),
+                        replay_from: ctx.pos(bytes.len()),
+                    };
+                }
+                return Decision::More;
+            };
+            pos += offset;
+            match bytes[pos] {
+                b'{' if self.hermes => {
+                    ctx.begin(0);
+                    return Decision::Become(Block::Hermes(Hermes::default()), pos);
+                }
+                b'<' if self.qwen3 => {
+                    self.reader = Some((TagReader::new(TAG_LIMIT), ctx.pos(pos)));
+                    pos += 1;
+                }
+                _ => {
+                    return Decision::NotACall {
+                        at: pos,
+                        replay_from: ctx.pos(pos),
+                    };
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,596 @@
+//! The parser's scanner: one pass over the model's text, finding the markup of
+//! every dialect it reads and handing blocks to their readers.
+
+use memchr::{memchr, memchr2, memchr3, memrchr};
+
+use super::block::{Block, PENDING_LIMIT, Pending};
+use super::calls::{BlockContext, BlockStep, Calls, STAGE};
+use super::emit::Emitter;
+use super::json_block::Tagged;
+use super::protocol::Protocol;
+use super::response::Response;
+use super::tools::ToolTable;
+use super::xml_block::Xml;
+use crate::Error;
+use crate::message::{Event, Message, Role};
+use crate::natural::dialect::Dialect;
+use crate::natural::scan::is_space;
+use crate::natural::scan::marker::{Found, MarkerFinder};
+use crate::natural::scan::tag::{self, Tag, TagReader, TagStep};
+use crate::service::{Machine, Output};
+
+/// The parser's state machine for one reply: assistant text in (deltas or whole
+/// messages), text, reasoning and tool-call events out. Other events pass
+/// through, each ending the text before it.
+#[derive(Debug)]
+pub struct ParserMachine {
+    tools: ToolTable,
+    dialect: Dialect,
+    code_fences: bool,
+    transcript: bool,
+    calls: Calls,
+    emit: Emitter,
+    mode: Mode,
+    /// Reads the tags found in the prose; one reader, kept with its memory.
+    tags: TagReader,
+    line: LineState,
+    /// Whitespace after a tool-call block, dropped if another block follows
+    /// (so that consecutive calls stay one run) or the text ends.
+    space: Option<String>,
+}
+
+#[derive(Debug, Default)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per parser, held in place: a block is not boxed per block"
+)]
+enum Mode {
+    /// Text, watching for markers.
+    #[default]
+    Prose,
+    /// Inside a code fence of `ticks` backticks: text, watching for its end.
+    Fence { ticks: usize },
+    /// A tag that started in the prose.
+    Tag,
+    /// Inside `<think>`.
+    Think(MarkerFinder),
+    /// Inside a tool-call block.
+    Block(Block),
+}
+
+/// Where the prose stands relative to the start of a line, for code fences.
+#[derive(Debug, Clone, Copy)]
+struct LineState {
+    /// `Some(n)`: at the start of a line after `n` spaces (at most 3).
+    indent: Option<usize>,
+    /// Backticks of a run that started a line, still going at the end of a piece.
+    ticks: usize,
+}
+
+impl LineState {
+    const START: LineState = LineState {
+        indent: Some(0),
+        ticks: 0,
+    };
+    const MID_LINE: LineState = LineState {
+        indent: None,
+        ticks: 0,
+    };
+
+    /// The indent after `text`.
+    fn after(&self, text: &str) -> Option<usize> {
+        let spaces =
+            |tail: &str| (tail.len() <= 3 && tail.bytes().all(|b| b == b' ')).then_some(tail.len());
+        let bytes = text.as_bytes();
+        let newline = if bytes.len() < SHORT {
+            bytes.iter().rposition(|&b| b == b'\n')
+        } else {
+            memrchr(b'\n', bytes)
+        };
+        match newline {
+            Some(newline) => spaces(&text[newline + 1..]),
+            None => {
+                let indent = self.indent? + spaces(text)?;
+                (indent <= 3).then_some(indent)
+            }
+        }
+    }
+}
+
+impl Machine for ParserMachine {
+    type In = Event;
+    type Out = Event;
+
+    fn push(&mut self, event: Event, out: &mut Output) -> Result<(), Error> {
+        match event {
+            Event::TextDelta(delta) if self.passes_through(&delta.text) => {
+                self.emit.pass(delta, out);
+            }
+            Event::TextDelta(delta) => {
+                self.emit.add_metadata(&delta.metadata);
+                self.feed(&delta.text, out)?;
+                self.emit.flush(out);
+                self.emit.recycle(delta.text);
+            }
+            Event::Message {
+                message: Message::Text(text),
+            } if text.role == Role::Assistant => {
+                self.emit.add_metadata(&text.metadata);
+                self.feed(&text.text, out)?;
+                self.end_text(out)?;
+            }
+            other => {
+                self.end_text(out)?;
+                out.push(other);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, out: &mut Output) -> Result<(), Error> {
+        self.end_text(out)
+    }
+}
+
+impl ParserMachine {
+    /// A machine reading `dialect` with `tools`, its calls numbered and checked
+    /// by `calls`.
+    pub(super) fn new(
+        tools: ToolTable,
+        dialect: Dialect,
+        code_fences: bool,
+        transcript: bool,
+        calls: Calls,
+    ) -> Self {
+        ParserMachine {
+            tools,
+            dialect,
+            code_fences,
+            transcript,
+            calls,
+            emit: Emitter::default(),
+            mode: Mode::Prose,
+            tags: TagReader::default(),
+            line: LineState::START,
+            space: None,
+        }
+    }
+
+    /// True when `text` is plain text where the scanner stands: nothing is
+    /// gathered or held, and no byte of it could start markup. Its line state is
+    /// then taken as [`prose`](Self::prose) would, and the piece can go out as it
+    /// came, without a copy.
+    fn passes_through(&mut self, text: &str) -> bool {
+        if text.is_empty() || self.space.is_some() || self.line.ticks > 0 || !self.emit.is_idle() {
+            return false;
+        }
+        let stops: &[u8] = match (&self.mode, self.dialect) {
+            (Mode::Prose, Dialect::Json) => b"<{`",
+            (Mode::Prose, _) if self.code_fences => b"<`",
+            (Mode::Prose, _) => b"<",
+            (Mode::Fence { .. }, _) => b"`",
+            _ => return false,
+        };
+        if holds_any(text.as_bytes(), stops) {
+            return false;
+        }
+        self.line.indent = self.line.after(text);
+        true
+    }
+
+    fn feed(&mut self, mut input: &str, out: &mut Output) -> Result<(), Error> {
+        // A step may use no input only when it changes mode; a few in a row
+        // would be a loop, so they end the reply with an error instead.
+        let mut idle = 0;
+        while !input.is_empty() {
+            let used = match self.mode {
+                Mode::Prose if self.space.is_some() => self.space_after_block(input),
+                Mode::Prose | Mode::Fence { .. } => self.prose(input, out)?,
+                Mode::Tag => self.tag(input, out)?,
+                Mode::Think(_) => self.think(input, out),
+                Mode::Block(_) => self.block(input, out)?,
+            };
+            idle = if used == 0 { idle + 1 } else { 0 };
+            if idle > 3 {
+                return Err(Error::stage(
+                    STAGE,
+                    "internal error: the parser made no progress",
+                ));
+            }
+            input = &input[used..];
+        }
+        Ok(())
+    }
+
+    /// Whitespace after a block, with at most one `---` line in it: held until a
+    /// tag shows whether another block follows (then it is a separator, and
+    /// dropped) or not (then it is text).
+    fn space_after_block(&mut self, input: &str) -> usize {
+        let space = self.space.as_mut().expect("called after a block");
+        let bytes = input.as_bytes();
+        let mut used = 0;
+        while let Some(&byte) = bytes.get(used) {
+            if !(is_space(byte) || (byte == b'-' && separator_grows(space))) {
+                break;
+            }
+            space.push(char::from(byte));
+            used += 1;
+        }
+        let within = space.len() <= PENDING_LIMIT;
+        match bytes.get(used) {
+            None if within => used,
+            Some(b'<') if within && self.dialect != Dialect::Json && separator_done(space) => {
+                self.start_tag();
+                used + 1
+            }
+            _ => {
+                let space = self.space.take().unwrap_or_default();
+                self.line.indent = self.line.after(&space);
+                self.emit.text(&space);
+                used
+            }
+        }
+    }
+
+    /// The whitespace held after a block is text after all.
+    fn release_space(&mut self) {
+        if let Some(space) = self.space.take() {
+            self.emit.text(&space);
+        }
+    }
+
+    /// Text outside any markup: finds the next tag, and follows code fences.
+    fn prose(&mut self, input: &str, out: &mut Output) -> Result<usize, Error> {
+        if self.dialect == Dialect::Json {
+            return self.json_prose(input, out);
+        }
+        let bytes = input.as_bytes();
+        let mut pos = 0;
+        let mut noted = 0;
+        if self.line.ticks > 0 {
+            let run = bytes.iter().take_while(|&&b| b == b'`').count();
+            self.line.ticks += run;
+            pos = run;
+            noted = run;
+            if pos == bytes.len() {
+                self.emit.text(input);
+                return Ok(input.len());
+            }
+            self.end_tick_run();
+        }
+        loop {
+            let fenced = matches!(self.mode, Mode::Fence { .. });
+            let next = match (fenced, self.code_fences) {
+                (true, _) => memchr(b'`', &bytes[pos..]),
+                (false, true) => memchr2(b'<', b'`', &bytes[pos..]),
+                (false, false) => memchr(b'<', &bytes[pos..]),
+            };
+            let Some(offset) = next else {
+                self.line.indent = self.line.after(&input[noted..]);
+                self.emit.text(input);
+                return Ok(input.len());
+            };
+            let at = pos + offset;
+            if bytes[at] == b'<' {
+                if !opens_tag(bytes, at) {
+                    self.line = LineState::MID_LINE;
+                    pos = at + 1;
+                    noted = pos;
+                    continue;
+                }
+                self.emit.text(&input[..at]);
+                self.start_tag();
+                return Ok(at + 1);
+            }
+            let run = bytes[at..].iter().take_while(|&&b| b == b'`').count();
+            let indent = self.line.after(&input[noted..at]);
+            self.line.indent = indent;
+            pos = at + run;
+            noted = pos;
+            if indent.is_none() {
+                self.line.indent = None;
+                continue;
+            }
+            self.line.ticks = run;
+            if pos == bytes.len() {
+                self.emit.text(input);
+                return Ok(input.len());
+            }
+            self.end_tick_run();
+        }
+    }
+
+    /// Prose of the JSON protocol dialect: `<think>` and protocol candidates — a
+    /// `{`, or a code fence at the start of a line.
+    fn json_prose(&mut self, input: &str, out: &mut Output) -> Result<usize, Error> {
+        let bytes = input.as_bytes();
+        let mut pos = 0;
+        let mut noted = 0;
+        loop {
+            let Some(offset) = memchr3(b'<', b'{', b'`', &bytes[pos..]) else {
+                self.line.indent = self.line.after(&input[noted..]);
+                self.emit.text(input);
+                return Ok(input.len());
+            };
+            let at = pos + offset;
+            let candidate = match bytes[at] {
+                b'<' if !opens_tag(bytes, at) => {
+                    self.line = LineState::MID_LINE;
+                    pos = at + 1;
+                    noted = pos;
+                    continue;
+                }
+                b'<' => {
+                    self.emit.text(&input[..at]);
+                    self.start_tag();
+                    return Ok(at + 1);
+                }
+                b'{' => Protocol::bare(),
+                _ => {
+                    self.line.indent = self.line.after(&input[noted..at]);
+                    noted = at;
+                    if self.line.indent.is_none() {
+                        pos = at + bytes[at..].iter().take_while(|&&b| b == b'`').count();
+                        continue;
+                    }
+                    Protocol::fenced()
+                }
+            };
+            self.emit.text(&input[..at]);
+            self.emit.hold(out);
+            self.calls.start_block("")?;
+            self.mode = Mode::Block(Block::Protocol(candidate));
+            self.line = LineState::MID_LINE;
+            return Ok(at);
+        }
+    }
+
+    /// A run of backticks that started a line ended: it may open or close a fence.
+    fn end_tick_run(&mut self) {
+        let ticks = std::mem::take(&mut self.line.ticks);
+        self.line.indent = None;
+        if ticks < 3 {
+            return;
+        }
+        self.mode = match self.mode {
+            Mode::Fence { ticks: open } if ticks >= open => Mode::Prose,
+            Mode::Prose => Mode::Fence { ticks },
+            _ => return,
+        };
+    }
+
+    /// Starts reading a tag whose `<` was just read in the prose.
+    fn start_tag(&mut self) {
+        self.tags.restart();
+        self.mode = Mode::Tag;
+        self.line = LineState::MID_LINE;
+    }
+
+    /// A tag that started in the prose.
+    fn tag(&mut self, input: &str, out: &mut Output) -> Result<usize, Error> {
+        match self.tags.feed(input) {
+            TagStep::More => Ok(input.len()),
+            TagStep::NotATag(at) => {
+                self.release_space();
+                self.emit.text(self.tags.raw());
+                self.mode = Mode::Prose;
+                Ok(at)
+            }
+            TagStep::Done(used) => {
+                self.mode = Mode::Prose;
+                // The reader is lent out while its tag is acted on, then kept for
+                // the next tag with its memory.
+                let tags = std::mem::take(&mut self.tags);
+                let opened = self.open(tags.tag(), tags.raw(), out);
+                self.tags = tags;
+                opened.map(|()| used)
+            }
+        }
+    }
+
+    /// Acts on a complete tag read in the prose.
+    fn open(&mut self, tag: &Tag, raw: &str, out: &mut Output) -> Result<(), Error> {
+        let bare = tag.attrs.is_empty() && tag.inline.is_none() && !tag.closing;
+        let dialect = self.dialect;
+        let response = self.transcript.then(|| Response::open(tag)).flatten();
+        let opens_block = tag.opens("tool_call")
+            || (bare && tag.name.ends_with("function_calls"))
+            || response.is_some();
+        if opens_block {
+            self.space = None;
+        } else {
+            self.release_space();
+        }
+        if bare && tag.name == "think" {
+            self.emit.flush(out);
+            self.mode = Mode::Think(MarkerFinder::new(["</think>"]));
+            return Ok(());
+        }
+        let tagged_attrs = tag
+            .attrs
+            .iter()
+            .all(|(key, _)| key == "name" || key == "id");
+        let block = if let Some(response) = response {
+            Some(Block::Response(response))
+        } else if tag.opens("tool_call") && tag.inline.is_none() {
+            match (tag.attrs.as_slice(), tag.attr("name")) {
+                (_, Some(name)) if tagged_attrs && dialect.reads(Dialect::Tagged) => {
+                    self.calls.start_block(raw)?;
+                    let mut ctx = self.ctx(out, 0);
+                    ctx.begin(0);
+                    if let Some(id) = tag.attr("id") {
+                        ctx.written_id(id);
+                    }
+                    ctx.name(name);
+                    Some(Block::Tagged(Tagged::new()))
+                }
+                ([], _) if dialect.reads(Dialect::Hermes) || dialect.reads(Dialect::Qwen3Coder) => {
+                    self.calls.start_block(raw)?;
+                    Some(Block::Pending(Pending::new(
+                        dialect.reads(Dialect::Hermes),
+                        dialect.reads(Dialect::Qwen3Coder),
+                    )))
+                }
+                _ => None,
+            }
+        } else if bare && dialect.reads(Dialect::ClaudeXml) {
+            tag.name
+                .strip_suffix("function_calls")
+                .filter(|prefix| prefix.is_empty() || prefix.ends_with(':'))
+                .map(|prefix| Block::Xml(Xml::claude(prefix)))
+        } else {
+            None
+        };
+        match block {
+            Some(block) => {
+                if self.calls.raw.is_empty() {
+                    self.calls.start_block(raw)?;
+                }
+                self.mode = Mode::Block(block);
+            }
+            None => self.emit.text(raw),
+        }
+        Ok(())
+    }
+
+    /// Inside `<think>`: reasoning until `</think>`.
+    fn think(&mut self, input: &str, out: &mut Output) -> usize {
+        let Mode::Think(finder) = &mut self.mode else {
+            unreachable!("called in think mode")
+        };
+        let emit = &mut self.emit;
+        match finder.find(input, &mut |text| emit.reasoning(text, out)) {
+            Found::More => input.len(),
+            Found::Marker { end, .. } => {
+                self.mode = Mode::Prose;
+                end
+            }
+        }
+    }
+
+    /// Inside a tool-call block.
+    fn block(&mut self, input: &str, out: &mut Output) -> Result<usize, Error> {
+        let Mode::Block(block) = &mut self.mode else {
+            unreachable!("called in block mode")
+        };
+        let mut ctx = BlockContext {
+            base: self.calls.raw.len(),
+            calls: &mut self.calls,
+            emit: &mut self.emit,
+            out,
+            tools: &self.tools,
+            piece: input,
+        };
+        let step = block.feed(input, &mut ctx)?;
+        self.calls.flush_args(&mut self.emit, out);
+        let used = match step {
+            BlockStep::More => input.len(),
+            BlockStep::Done(used) | BlockStep::NotACall { at: used, .. } => used,
+        };
+        self.calls.raw.push_str(&input[..used]);
+        if self.calls.raw.len() > self.calls.limit {
+            return Err(Error::LimitExceeded {
+                stage: STAGE,
+                what: "a tool-call block",
+                limit: self.calls.limit,
+            });
+        }
+        match step {
+            BlockStep::More => {}
+            BlockStep::Done(_) => {
+                self.calls.raw.clear();
+                self.mode = Mode::Prose;
+                self.space = Some(String::new());
+            }
+            BlockStep::NotACall { replay_from, .. } => {
+                let raw = std::mem::take(&mut self.calls.raw);
+                self.emit.text(&raw[..replay_from]);
+                self.mode = Mode::Prose;
+                self.feed(&raw[replay_from..], out)?;
+            }
+        }
+        Ok(used)
+    }
+
+    fn ctx<'a>(&'a mut self, out: &'a mut Output, base: usize) -> BlockContext<'a> {
+        BlockContext {
+            calls: &mut self.calls,
+            emit: &mut self.emit,
+            out,
+            tools: &self.tools,
+            piece: "",
+            base,
+        }
+    }
+
+    /// The text ended (end of reply, or another kind of event): completes or
+    /// releases whatever is open.
+    fn end_text(&mut self, out: &mut Output) -> Result<(), Error> {
+        // Trailing whitespace goes; a separator line with nothing after it stays.
+        if let Some(space) = self.space.take().filter(|space| space.contains('-')) {
+            self.emit.text(&space);
+        }
+        match std::mem::take(&mut self.mode) {
+            Mode::Prose | Mode::Fence { .. } => {}
+            Mode::Tag => self.emit.text(self.tags.raw()),
+            Mode::Think(mut finder) => {
+                let emit = &mut self.emit;
+                finder.flush(&mut |text| emit.reasoning(text, out));
+            }
+            Mode::Block(mut block) => {
+                let base = self.calls.raw.len();
+                let mut ctx = self.ctx(out, base);
+                let was_block = block.end(&mut ctx)?;
+                let raw = std::mem::take(&mut self.calls.raw);
+                if !was_block {
+                    self.emit.text(&raw);
+                }
+            }
+        }
+        self.line = LineState::START;
+        self.emit.flush_metadata(out);
+        Ok(())
+    }
+}
+
+/// Below this length a piece is scanned byte by byte: for token-sized pieces
+/// the call into `memchr` costs more than the scan.
+const SHORT: usize = 16;
+
+/// True when `bytes` holds one of the (at most three) `stops`.
+fn holds_any(bytes: &[u8], stops: &[u8]) -> bool {
+    if bytes.len() < SHORT {
+        return bytes.iter().any(|byte| stops.contains(byte));
+    }
+    match *stops {
+        [a] => memchr(a, bytes).is_some(),
+        [a, b] => memchr2(a, b, bytes).is_some(),
+        [a, b, c] => memchr3(a, b, c, bytes).is_some(),
+        _ => bytes.iter().any(|byte| stops.contains(byte)),
+    }
+}
+
+/// True when a `-` may extend the space held after a block: the space may hold
+/// one line of three dashes.
+fn separator_grows(space: &str) -> bool {
+    match space.bytes().filter(|&b| b == b'-').count() {
+        0 => space.ends_with('\n'),
+        1 | 2 => space.ends_with('-'),
+        _ => false,
+    }
+}
+
+/// True when the space held after a block is whitespace, or holds a whole `---`
+/// line.
+fn separator_done(space: &str) -> bool {
+    match space.find('-') {
+        None => true,
+        Some(at) => space[at..].starts_with("---") && space[at + 3..].contains('\n'),
+    }
+}
+
+/// False when the `<` at `at` is text for sure: the next byte is in the piece and
+/// starts no tag (`a < b`, `<=`), so reading a tag would only give it back.
+fn opens_tag(bytes: &[u8], at: usize) -> bool {
+    bytes.get(at + 1).is_none_or(|&byte| tag::may_open(byte))
+}
