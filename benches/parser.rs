@@ -147,10 +147,10 @@ impl Parsers {
         let mut out = Output::new();
         let mut calls = 0;
         let mut take = |out: &mut Output| {
-            for event in out.drain() {
+            while let Some(event) = out.pop() {
                 if let Event::ToolCallDelta(delta) = &event {
-                    assert!(delta.invalid.is_none(), "an invalid call: {delta:?}");
-                    calls += usize::from(delta.name.is_some());
+                    assert!(delta.invalid().is_none(), "an invalid call: {delta:?}");
+                    calls += usize::from(delta.name().is_some());
                 }
                 black_box(&event);
             }

@@ -55,7 +55,8 @@ pub use error::{BoxError, Error};
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 pub use message::{
-    ContentBlock, Event, FinishReason, InvalidCall, InvalidCallKind, Joiner, Media, MediaSource,
-    Message, Metadata, ReasoningDelta, Role, TextDelta, ToolCall, ToolCallDelta, ToolResult, Usage,
+    CallDetails, ContentBlock, Event, FinishReason, InvalidCall, InvalidCallKind, Joiner, Media,
+    MediaSource, Message, Metadata, ReasoningDelta, Role, TextDelta, ToolCall, ToolCallDelta,
+    ToolResult, Usage,
 };
 pub use service::{ChatOptions, ChatRequest, Reply, ToolChoice, ToolSpec};

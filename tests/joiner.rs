@@ -237,13 +237,10 @@ fn missing_ids_and_names_are_filled_stably() {
 fn call_delta_fields_reach_the_call() {
     let mut metadata = Metadata::default();
     metadata.insert("thought_signature", json!("sig"));
-    let messages = Joiner::join([Event::from(ToolCallDelta {
-        id: Some("ws".into()),
-        name: Some("web_search".into()),
-        provider_executed: true,
-        metadata: metadata.clone(),
-        ..ToolCallDelta::new(0)
-    })]);
+    let mut delta = ToolCallDelta::start(0, "ws", "web_search");
+    delta.details_mut().provider_executed = true;
+    delta.metadata = metadata.clone();
+    let messages = Joiner::join([Event::from(delta)]);
     let call = &messages[0].calls()[0];
     assert!(call.provider_executed);
     assert_eq!(call.metadata, metadata);

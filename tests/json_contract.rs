@@ -2,9 +2,9 @@
 //! these tests pin the exact field names and tags, both ways.
 
 use lmstack::{
-    ChatOptions, ChatRequest, ContentBlock, Event, FinishReason, InvalidCall, InvalidCallKind,
-    Media, Message, Metadata, ReasoningDelta, Role, TextDelta, ToolCall, ToolCallDelta, ToolChoice,
-    ToolResult, ToolSpec, Usage,
+    CallDetails, ChatOptions, ChatRequest, ContentBlock, Event, FinishReason, InvalidCall,
+    InvalidCallKind, Media, Message, Metadata, ReasoningDelta, Role, TextDelta, ToolCall,
+    ToolCallDelta, ToolChoice, ToolResult, ToolSpec, Usage,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -245,12 +245,15 @@ fn events() {
     );
     pin(
         Event::from(ToolCallDelta {
-            provider_executed: true,
-            invalid: Some(InvalidCall {
-                kind: InvalidCallKind::UnknownTool,
-                message: "no tool `x`".into(),
-                raw: None,
-            }),
+            details: Some(Box::new(CallDetails {
+                provider_executed: true,
+                invalid: Some(InvalidCall {
+                    kind: InvalidCallKind::UnknownTool,
+                    message: "no tool `x`".into(),
+                    raw: None,
+                }),
+                ..CallDetails::default()
+            })),
             ..ToolCallDelta::new(2)
         }),
         json!({"type": "tool_call_delta", "index": 2, "arguments_delta": "", "provider_executed": true,

@@ -107,8 +107,8 @@ fn assert_deltas_concatenate(events: &[Event], messages: &[Message]) {
     for event in events {
         if let Event::ToolCallDelta(delta) = event {
             let entry = by_index.entry(delta.index).or_default();
-            if let Some(id) = &delta.id {
-                entry.0 = id.clone();
+            if let Some(id) = delta.id() {
+                entry.0 = id.to_owned();
             }
             entry.1.push_str(&delta.arguments_delta);
         }

@@ -13,9 +13,8 @@ use super::{InvalidCall, Message, Metadata, Usage};
 /// folds any sequence of events into messages.
 ///
 /// An event is moved several times per streamed piece (producer, queue,
-/// consumer), so it is kept at 64 bytes at most: tool-call deltas, whose
-/// fields are mostly absent, are boxed, and empty [`Metadata`] is one null
-/// pointer.
+/// consumer), so it is kept at 64 bytes at most: what a tool call says once is
+/// boxed apart from its fragments, and empty [`Metadata`] is one null pointer.
 ///
 /// ```json
 /// {"type":"text_delta","text":"Hel"}
@@ -33,7 +32,7 @@ pub enum Event {
     /// A piece of reasoning text, or its signature.
     ReasoningDelta(ReasoningDelta),
     /// A piece of a tool call.
-    ToolCallDelta(Box<ToolCallDelta>),
+    ToolCallDelta(ToolCallDelta),
     /// A complete message.
     Message {
         /// The message.
@@ -68,19 +67,12 @@ impl Event {
 
     /// The first delta of a tool call: its index, id and name.
     pub fn call_start(index: u32, id: impl Into<String>, name: impl Into<String>) -> Self {
-        Event::from(ToolCallDelta {
-            id: Some(id.into()),
-            name: Some(name.into()),
-            ..ToolCallDelta::new(index)
-        })
+        Event::ToolCallDelta(ToolCallDelta::start(index, id, name))
     }
 
     /// A fragment of a tool call's arguments (JSON text).
     pub fn call_arguments(index: u32, arguments_delta: impl Into<String>) -> Self {
-        Event::from(ToolCallDelta {
-            arguments_delta: arguments_delta.into(),
-            ..ToolCallDelta::new(index)
-        })
+        Event::ToolCallDelta(ToolCallDelta::arguments(index, arguments_delta))
     }
 
     /// A complete message.
@@ -114,7 +106,7 @@ impl From<ReasoningDelta> for Event {
 
 impl From<ToolCallDelta> for Event {
     fn from(delta: ToolCallDelta) -> Self {
-        Event::ToolCallDelta(Box::new(delta))
+        Event::ToolCallDelta(delta)
     }
 }
 
@@ -149,28 +141,48 @@ pub struct ReasoningDelta {
 /// text. The deltas of one call are contiguous: a delta with another `index`, or
 /// with an `id` other than the current call's (some servers send every parallel
 /// call with index 0), completes the current call and starts the next one.
+///
+/// What a call says once — its id and name, whether the provider ran it,
+/// whether it is invalid — lives in [`details`](Self::details), boxed: most
+/// deltas are argument fragments, and they carry only their text. The JSON form
+/// is flat:
+///
+/// ```
+/// use lmstack::{Event, ToolCallDelta};
+/// let start = ToolCallDelta::start(0, "call_1", "add");
+/// assert_eq!((start.id(), start.name()), (Some("call_1"), Some("add")));
+/// assert_eq!(
+///     serde_json::to_string(&Event::from(start)).unwrap(),
+///     r#"{"type":"tool_call_delta","index":0,"id":"call_1","name":"add","arguments_delta":""}"#
+/// );
+/// let fragment = ToolCallDelta::arguments(0, "{\"a\":");
+/// assert!(fragment.details.is_none());
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(from = "WireCallDelta", into = "WireCallDelta")]
 pub struct ToolCallDelta {
     /// Which call of the current run this delta belongs to.
     pub index: u32,
+    /// A fragment of the arguments' JSON text.
+    pub arguments_delta: String,
+    /// The call's id, name and marks, when this delta carries any.
+    pub details: Option<Box<CallDetails>>,
+    /// Metadata merged into the call (first value wins).
+    pub metadata: Metadata,
+}
+
+/// The parts of a tool call that a [`ToolCallDelta`] carries once, rather than
+/// with every fragment.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CallDetails {
     /// The call's id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// The tool's name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// A fragment of the arguments' JSON text.
-    #[serde(default)]
-    pub arguments_delta: String,
     /// The provider executed this call itself.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub provider_executed: bool,
     /// Marks the call invalid (sent, at the latest, with the call's last delta).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invalid: Option<InvalidCall>,
-    /// Metadata merged into the call (first value wins).
-    #[serde(default, skip_serializing_if = "Metadata::is_empty")]
-    pub metadata: Metadata,
 }
 
 impl ToolCallDelta {
@@ -178,12 +190,103 @@ impl ToolCallDelta {
     pub fn new(index: u32) -> Self {
         ToolCallDelta {
             index,
-            id: None,
-            name: None,
             arguments_delta: String::new(),
-            provider_executed: false,
-            invalid: None,
+            details: None,
             metadata: Metadata::new(),
+        }
+    }
+
+    /// The first delta of a call: its index, id and name.
+    pub fn start(index: u32, id: impl Into<String>, name: impl Into<String>) -> Self {
+        let mut delta = Self::new(index);
+        let details = delta.details_mut();
+        details.id = Some(id.into());
+        details.name = Some(name.into());
+        delta
+    }
+
+    /// A fragment of the arguments' JSON text.
+    pub fn arguments(index: u32, fragment: impl Into<String>) -> Self {
+        ToolCallDelta {
+            arguments_delta: fragment.into(),
+            ..Self::new(index)
+        }
+    }
+
+    /// The call's id, if this delta carries it.
+    pub fn id(&self) -> Option<&str> {
+        self.details.as_ref()?.id.as_deref()
+    }
+
+    /// The tool's name, if this delta carries it.
+    pub fn name(&self) -> Option<&str> {
+        self.details.as_ref()?.name.as_deref()
+    }
+
+    /// True when the provider executed the call.
+    pub fn provider_executed(&self) -> bool {
+        self.details
+            .as_ref()
+            .is_some_and(|details| details.provider_executed)
+    }
+
+    /// Why the call is invalid, if this delta says it is.
+    pub fn invalid(&self) -> Option<&InvalidCall> {
+        self.details.as_ref()?.invalid.as_ref()
+    }
+
+    /// The details, created empty when the delta had none.
+    pub fn details_mut(&mut self) -> &mut CallDetails {
+        self.details.get_or_insert_default()
+    }
+}
+
+/// The flat JSON form of [`ToolCallDelta`].
+#[derive(Serialize, Deserialize)]
+struct WireCallDelta {
+    index: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    #[serde(default)]
+    arguments_delta: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    provider_executed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    invalid: Option<InvalidCall>,
+    #[serde(default, skip_serializing_if = "Metadata::is_empty")]
+    metadata: Metadata,
+}
+
+impl From<WireCallDelta> for ToolCallDelta {
+    fn from(wire: WireCallDelta) -> Self {
+        let details = CallDetails {
+            id: wire.id,
+            name: wire.name,
+            provider_executed: wire.provider_executed,
+            invalid: wire.invalid,
+        };
+        ToolCallDelta {
+            index: wire.index,
+            arguments_delta: wire.arguments_delta,
+            details: (details != CallDetails::default()).then(|| Box::new(details)),
+            metadata: wire.metadata,
+        }
+    }
+}
+
+impl From<ToolCallDelta> for WireCallDelta {
+    fn from(delta: ToolCallDelta) -> Self {
+        let details = delta.details.map(|details| *details).unwrap_or_default();
+        WireCallDelta {
+            index: delta.index,
+            id: details.id,
+            name: details.name,
+            arguments_delta: delta.arguments_delta,
+            provider_executed: details.provider_executed,
+            invalid: details.invalid,
+            metadata: delta.metadata,
         }
     }
 }

@@ -5,8 +5,9 @@ use std::mem;
 use serde_json::Value;
 
 use super::{
-    Event, FinishReason, InvalidCall, InvalidCallKind, Message, Metadata, ReasoningDelta,
-    ReasoningMessage, Role, TextDelta, TextMessage, ToolCall, ToolCallDelta, ToolCallsMessage,
+    CallDetails, Event, FinishReason, InvalidCall, InvalidCallKind, Message, Metadata,
+    ReasoningDelta, ReasoningMessage, Role, TextDelta, TextMessage, ToolCall, ToolCallDelta,
+    ToolCallsMessage,
 };
 
 /// Folds events into messages. Pure: no IO, no clock, no allocation per event
@@ -58,11 +59,8 @@ enum Pending {
 #[derive(Debug)]
 struct PartialCall {
     index: u32,
-    id: Option<String>,
-    name: Option<String>,
+    details: CallDetails,
     arguments: String,
-    provider_executed: bool,
-    invalid: Option<InvalidCall>,
     metadata: Metadata,
 }
 
@@ -92,7 +90,7 @@ impl Joiner {
         match event {
             Event::TextDelta(delta) => self.push_text(delta),
             Event::ReasoningDelta(delta) => self.push_reasoning(delta),
-            Event::ToolCallDelta(delta) => self.push_call(*delta),
+            Event::ToolCallDelta(delta) => self.push_call(delta),
             Event::Message { message } => {
                 self.flush();
                 self.messages.push(message);
@@ -187,7 +185,7 @@ impl Joiner {
 
     fn push_call(&mut self, delta: ToolCallDelta) {
         if let Pending::Calls { done, current } = &mut self.pending {
-            if current.index == delta.index && same_call(current.id.as_deref(), delta.id.as_deref())
+            if current.index == delta.index && same_call(current.details.id.as_deref(), delta.id())
             {
                 current.absorb(delta);
             } else {
@@ -231,32 +229,37 @@ impl PartialCall {
     fn start(delta: ToolCallDelta) -> Self {
         PartialCall {
             index: delta.index,
-            id: delta.id,
-            name: delta.name,
+            details: delta.details.map(|details| *details).unwrap_or_default(),
             arguments: delta.arguments_delta,
-            provider_executed: delta.provider_executed,
-            invalid: delta.invalid,
             metadata: delta.metadata,
         }
     }
 
     fn absorb(&mut self, delta: ToolCallDelta) {
-        if self.id.is_none() {
-            self.id = delta.id;
-        }
-        if self.name.is_none() {
-            self.name = delta.name;
+        if let Some(details) = delta.details {
+            let known = &mut self.details;
+            if known.id.is_none() {
+                known.id = details.id;
+            }
+            if known.name.is_none() {
+                known.name = details.name;
+            }
+            known.provider_executed |= details.provider_executed;
+            if known.invalid.is_none() {
+                known.invalid = details.invalid;
+            }
         }
         self.arguments.push_str(&delta.arguments_delta);
-        self.provider_executed |= delta.provider_executed;
-        if self.invalid.is_none() {
-            self.invalid = delta.invalid;
-        }
         self.metadata.merge_missing(&delta.metadata);
     }
 
     fn complete(self) -> ToolCall {
-        let mut invalid = self.invalid;
+        let CallDetails {
+            id,
+            name,
+            provider_executed,
+            mut invalid,
+        } = self.details;
         let arguments = if self.arguments.trim().is_empty() {
             Value::Object(Default::default())
         } else {
@@ -274,10 +277,10 @@ impl PartialCall {
             }
         };
         ToolCall {
-            id: self.id.unwrap_or_else(|| format!("call_{}", self.index)),
-            name: self.name.unwrap_or_default(),
+            id: id.unwrap_or_else(|| format!("call_{}", self.index)),
+            name: name.unwrap_or_default(),
             arguments,
-            provider_executed: self.provider_executed,
+            provider_executed,
             invalid,
             metadata: self.metadata,
         }

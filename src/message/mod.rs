@@ -22,7 +22,7 @@ mod metadata;
 mod tool;
 
 pub use content::{ContentBlock, Media, MediaSource};
-pub use event::{Event, FinishReason, ReasoningDelta, TextDelta, ToolCallDelta};
+pub use event::{CallDetails, Event, FinishReason, ReasoningDelta, TextDelta, ToolCallDelta};
 pub use joiner::Joiner;
 pub use metadata::Metadata;
 pub use tool::{InvalidCall, InvalidCallKind, ToolCall, ToolResult};

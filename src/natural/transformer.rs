@@ -201,7 +201,7 @@ impl Machine for TransformerMachine {
 
     fn push(&mut self, event: Event, out: &mut Output) -> Result<(), Error> {
         if let Event::ToolCallDelta(delta) = event {
-            return self.gather(*delta);
+            return self.gather(delta);
         }
         self.end_deltas(out)?;
         match event {

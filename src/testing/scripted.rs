@@ -272,14 +272,12 @@ pub fn stream_messages(messages: Vec<Message>, chunking: Chunking) -> Vec<Event>
             Message::ToolCalls(calls) if calls.metadata.is_empty() && !follows_same_kind => {
                 for (index, call) in (0u32..).zip(calls.calls) {
                     let arguments = call.arguments.to_string();
-                    events.push(Event::from(ToolCallDelta {
-                        id: Some(call.id),
-                        name: Some(call.name),
-                        provider_executed: call.provider_executed,
-                        invalid: call.invalid,
-                        metadata: call.metadata,
-                        ..ToolCallDelta::new(index)
-                    }));
+                    let mut start = ToolCallDelta::start(index, call.id, call.name);
+                    let details = start.details_mut();
+                    details.provider_executed = call.provider_executed;
+                    details.invalid = call.invalid;
+                    start.metadata = call.metadata;
+                    events.push(Event::from(start));
                     events.extend(
                         chunking
                             .split(&arguments)

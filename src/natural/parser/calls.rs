@@ -201,7 +201,7 @@ impl BlockContext<'_> {
         self.calls.next_index += 1;
         self.calls.current = Some(Current {
             index,
-            id: format!("call_{}", self.calls.id_base + index as usize + 1),
+            id: call_id(self.calls.id_base + index as usize + 1),
             name: None,
             tool: None,
             written_name: String::new(),
@@ -395,14 +395,41 @@ impl BlockContext<'_> {
     }
 
     fn emit_invalid(&mut self, index: u32, invalid: InvalidCall) {
-        let delta = ToolCallDelta {
-            invalid: Some(invalid),
-            ..ToolCallDelta::new(index)
-        };
+        let mut delta = ToolCallDelta::new(index);
+        delta.details_mut().invalid = Some(invalid);
         self.emit.event(Event::from(delta), self.out);
     }
 }
 
+/// `call_N`, written without `format!`'s machinery: it runs once per call.
+fn call_id(n: usize) -> String {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    let mut id = String::with_capacity(5 + digits.len() - at);
+    id.push_str("call_");
+    id.extend(digits[at..].iter().map(|&digit| char::from(digit)));
+    id
+}
+
 fn set_fault(call: &mut Current, kind: InvalidCallKind, message: String) {
     call.fault.get_or_insert((kind, message));
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn call_ids_are_call_and_the_number() {
+        for n in [0, 1, 9, 10, 42, 1_000_007, usize::MAX] {
+            assert_eq!(super::call_id(n), format!("call_{n}"));
+        }
+    }
 }

@@ -79,14 +79,19 @@ impl LineState {
 
     /// The indent after `text`.
     fn after(&self, text: &str) -> Option<usize> {
-        let spaces =
-            |tail: &str| (tail.len() <= 3 && tail.bytes().all(|b| b == b' ')).then_some(tail.len());
         let bytes = text.as_bytes();
         let newline = if bytes.len() < SHORT {
             bytes.iter().rposition(|&b| b == b'\n')
         } else {
             memrchr(b'\n', bytes)
         };
+        self.after_newline(text, newline)
+    }
+
+    /// The indent after `text`, whose last newline is at `newline`.
+    fn after_newline(&self, text: &str, newline: Option<usize>) -> Option<usize> {
+        let spaces =
+            |tail: &str| (tail.len() <= 3 && tail.bytes().all(|b| b == b' ')).then_some(tail.len());
         match newline {
             Some(newline) => spaces(&text[newline + 1..]),
             None => {
@@ -164,17 +169,33 @@ impl ParserMachine {
         if text.is_empty() || self.space.is_some() || self.line.ticks > 0 || !self.emit.is_idle() {
             return false;
         }
-        let stops: &[u8] = match (&self.mode, self.dialect) {
-            (Mode::Prose, Dialect::Json) => b"<{`",
-            (Mode::Prose, _) if self.code_fences => b"<`",
-            (Mode::Prose, _) => b"<",
-            (Mode::Fence { .. }, _) => b"`",
+        let stops = match (&self.mode, self.dialect) {
+            (Mode::Prose, Dialect::Json) => &JSON_PROSE,
+            (Mode::Prose, _) if self.code_fences => &PROSE,
+            (Mode::Prose, _) => &PROSE_WITHOUT_FENCES,
+            (Mode::Fence { .. }, _) => &FENCE,
             _ => return false,
         };
-        if holds_any(text.as_bytes(), stops) {
-            return false;
-        }
-        self.line.indent = self.line.after(text);
+        let bytes = text.as_bytes();
+        let newline = if bytes.len() < SHORT {
+            // One pass over a token-sized piece: its stops and its last newline.
+            let mut newline = None;
+            for (at, &byte) in bytes.iter().enumerate() {
+                if stops.holds(byte) {
+                    return false;
+                }
+                if byte == b'\n' {
+                    newline = Some(at);
+                }
+            }
+            newline
+        } else {
+            if stops.found_in(bytes) {
+                return false;
+            }
+            memrchr(b'\n', bytes)
+        };
+        self.line.indent = self.line.after_newline(text, newline);
         true
     }
 
@@ -557,18 +578,46 @@ impl ParserMachine {
 /// the call into `memchr` costs more than the scan.
 const SHORT: usize = 16;
 
-/// True when `bytes` holds one of the (at most three) `stops`.
-fn holds_any(bytes: &[u8], stops: &[u8]) -> bool {
-    if bytes.len() < SHORT {
-        return bytes.iter().any(|byte| stops.contains(byte));
+/// The bytes at which prose may stop being plain text, in one scanner state.
+struct Stops {
+    bytes: &'static [u8],
+    /// `bytes` as a table, for token-sized pieces.
+    table: [bool; 256],
+}
+
+impl Stops {
+    const fn new(bytes: &'static [u8]) -> Self {
+        let mut table = [false; 256];
+        let mut at = 0;
+        while at < bytes.len() {
+            table[bytes[at] as usize] = true;
+            at += 1;
+        }
+        Stops { bytes, table }
     }
-    match *stops {
-        [a] => memchr(a, bytes).is_some(),
-        [a, b] => memchr2(a, b, bytes).is_some(),
-        [a, b, c] => memchr3(a, b, c, bytes).is_some(),
-        _ => bytes.iter().any(|byte| stops.contains(byte)),
+
+    fn holds(&self, byte: u8) -> bool {
+        self.table[usize::from(byte)]
+    }
+
+    fn found_in(&self, haystack: &[u8]) -> bool {
+        match *self.bytes {
+            [a] => memchr(a, haystack).is_some(),
+            [a, b] => memchr2(a, b, haystack).is_some(),
+            [a, b, c] => memchr3(a, b, c, haystack).is_some(),
+            _ => haystack.iter().any(|&byte| self.holds(byte)),
+        }
     }
 }
+
+/// Prose: a tag or a code fence may start.
+const PROSE: Stops = Stops::new(b"<`");
+/// Prose when code fences are not followed.
+const PROSE_WITHOUT_FENCES: Stops = Stops::new(b"<");
+/// Prose of the JSON protocol dialect: a tag, an object, a fence.
+const JSON_PROSE: Stops = Stops::new(b"<{`");
+/// Inside a code fence: its end may come.
+const FENCE: Stops = Stops::new(b"`");
 
 /// True when a `-` may extend the space held after a block: the space may hold
 /// one line of three dashes.

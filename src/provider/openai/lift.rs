@@ -278,16 +278,16 @@ impl Lifter {
                 ordinal,
             });
             self.function_calls |= !server_side;
-            ToolCallDelta {
-                id: Some(canonical_id),
-                name: if server_side {
-                    Some(kind.to_owned())
-                } else {
-                    name
-                },
-                provider_executed: server_side,
-                ..ToolCallDelta::new(ordinal)
-            }
+            let mut delta = ToolCallDelta::new(ordinal);
+            let details = delta.details_mut();
+            details.id = Some(canonical_id);
+            details.name = if server_side {
+                Some(kind.to_owned())
+            } else {
+                name
+            };
+            details.provider_executed = server_side;
+            delta
         } else {
             let open = self.call.as_mut().expect("a call is open when none starts");
             if open.wire_id.is_none() {
@@ -295,10 +295,11 @@ impl Lifter {
             }
             let named = open.named;
             open.named |= name.is_some();
-            ToolCallDelta {
-                name: if named { None } else { name },
-                ..ToolCallDelta::new(open.ordinal)
+            let mut delta = ToolCallDelta::new(open.ordinal);
+            if let Some(name) = name.filter(|_| !named) {
+                delta.details_mut().name = Some(name);
             }
+            delta
         };
         delta.arguments_delta = if server_side {
             call.rest
