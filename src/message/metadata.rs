@@ -127,12 +127,17 @@ impl Metadata {
     /// assert_eq!(first.generation_id(), Some("gen-1"));
     /// assert_eq!(first.get("agent_step"), Some(&3.into()));
     /// ```
+    #[inline]
     pub fn merge_missing(&mut self, other: &Metadata) {
-        let Some(theirs) = &other.0 else {
-            return;
-        };
+        // Streamed pieces nearly always carry none: that case costs one test.
+        if let Some(theirs) = &other.0 {
+            self.merge_fields(theirs);
+        }
+    }
+
+    fn merge_fields(&mut self, theirs: &Fields) {
         let Some(ours) = &mut self.0 else {
-            self.0 = Some(theirs.clone());
+            self.0 = Some(Box::new(theirs.clone()));
             return;
         };
         if ours.generation_id.is_none() {

@@ -37,16 +37,19 @@ pub(super) struct Pending {
     reader: Option<(TagReader, usize)>,
     hermes: bool,
     qwen3: bool,
+    /// A reader of an earlier Hermes block, reused with its memory.
+    spare: Option<Hermes>,
 }
 
 impl Pending {
     /// After a bare `<tool_call>`, in a dialect that reads Hermes, Qwen3-Coder or
-    /// both.
-    pub(super) fn new(hermes: bool, qwen3: bool) -> Self {
+    /// both; `spare` is the reader of an earlier Hermes block, if one is kept.
+    pub(super) fn new(hermes: bool, qwen3: bool, spare: Option<Hermes>) -> Self {
         Pending {
             reader: None,
             hermes,
             qwen3,
+            spare,
         }
     }
 }
@@ -158,7 +161,8 @@ impl Pending {
             match bytes[pos] {
                 b'{' if self.hermes => {
                     ctx.begin(0);
-                    return Decision::Become(Block::Hermes(Hermes::default()), pos);
+                    let hermes = self.spare.take().map(Hermes::reset).unwrap_or_default();
+                    return Decision::Become(Block::Hermes(hermes), pos);
                 }
                 b'<' if self.qwen3 => {
                     self.reader = Some((TagReader::new(TAG_LIMIT), ctx.pos(pos)));

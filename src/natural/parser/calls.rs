@@ -122,18 +122,31 @@ impl Calls {
         Ok(())
     }
 
-    /// Hands out what the streaming call's arguments gained since the last
-    /// time, as one delta: one per call and input piece, however the block
-    /// parser cut the text.
-    pub(super) fn flush_args(&mut self, emit: &mut Emitter, out: &mut Output) {
-        if let Some(call) = &mut self.current
-            && call.started
-            && call.streamed < call.args.len()
-        {
-            let delta = call.args[call.streamed..].to_owned();
-            call.streamed = call.args.len();
-            emit.event(Event::call_arguments(call.index, delta), out);
+    /// Hands out what the streaming call's arguments gained from the input
+    /// piece `piece`, as one delta: one per call and piece, however the block
+    /// parser cut the text. When the arguments gained the whole piece as it
+    /// was, its `String` is moved into the delta; otherwise it is handed back.
+    pub(super) fn flush_args(
+        &mut self,
+        piece: String,
+        emit: &mut Emitter,
+        out: &mut Output,
+    ) -> Option<String> {
+        let Some(call) = self.current.as_mut().filter(|call| call.started) else {
+            return Some(piece);
+        };
+        let gained = &call.args[call.streamed..];
+        if gained.is_empty() {
+            return Some(piece);
         }
+        let (delta, unused) = if gained == piece {
+            (piece, None)
+        } else {
+            (gained.to_owned(), Some(piece))
+        };
+        call.streamed = call.args.len();
+        emit.event(Event::call_arguments(call.index, delta), out);
+        unused
     }
 }
 
@@ -262,7 +275,8 @@ impl BlockContext<'_> {
     }
 
     /// A piece of the arguments' JSON text. It goes out with the rest of the
-    /// piece's arguments (see [`Calls::flush_args`]).
+    /// input piece's arguments (see [`Calls::flush_args`]), or when the call
+    /// ends.
     pub(super) fn args(&mut self, piece: &str) -> Result<(), Error> {
         let limit = self.calls.limit;
         let Some(call) = self.calls.current.as_mut() else {

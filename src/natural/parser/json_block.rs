@@ -391,6 +391,16 @@ impl Visitor for HermesVisitor<'_, '_> {
 }
 
 impl Hermes {
+    /// The reader ready for a new block, its memory kept.
+    pub(super) fn reset(mut self) -> Self {
+        self.sax.reset();
+        self.fields.current = Field::Other;
+        self.fields.name.clear();
+        self.fields.id.clear();
+        self.tail = None;
+        self
+    }
+
     pub(super) fn feed(
         &mut self,
         input: &str,

@@ -6,7 +6,7 @@ use memchr::{memchr, memchr2, memchr3, memrchr};
 use super::block::{Block, PENDING_LIMIT, Pending};
 use super::calls::{BlockContext, BlockStep, Calls, STAGE};
 use super::emit::Emitter;
-use super::json_block::Tagged;
+use super::json_block::{Hermes, Tagged};
 use super::protocol::Protocol;
 use super::response::Response;
 use super::tools::ToolTable;
@@ -34,9 +34,16 @@ pub struct ParserMachine {
     /// Reads the tags found in the prose; one reader, kept with its memory.
     tags: TagReader,
     line: LineState,
+    /// Right after a tool-call block: the whitespace that follows it is held
+    /// in `space`.
+    after_block: bool,
     /// Whitespace after a tool-call block, dropped if another block follows
-    /// (so that consecutive calls stay one run) or the text ends.
-    space: Option<String>,
+    /// (so that consecutive calls stay one run) or the text ends. One buffer,
+    /// kept with its memory.
+    space: String,
+    /// The reader of the last Hermes block, kept for the next one with its
+    /// memory.
+    spare_hermes: Option<Hermes>,
 }
 
 #[derive(Debug, Default)]
@@ -114,8 +121,11 @@ impl Machine for ParserMachine {
             Event::TextDelta(delta) => {
                 self.emit.add_metadata(&delta.metadata);
                 self.feed(&delta.text, out)?;
+                let unused = self.calls.flush_args(delta.text, &mut self.emit, out);
                 self.emit.flush(out);
-                self.emit.recycle(delta.text);
+                if let Some(text) = unused {
+                    self.emit.recycle(text);
+                }
             }
             Event::Message {
                 message: Message::Text(text),
@@ -157,7 +167,9 @@ impl ParserMachine {
             mode: Mode::Prose,
             tags: TagReader::default(),
             line: LineState::START,
-            space: None,
+            after_block: false,
+            space: String::new(),
+            spare_hermes: None,
         }
     }
 
@@ -166,7 +178,7 @@ impl ParserMachine {
     /// then taken as [`prose`](Self::prose) would, and the piece can go out as it
     /// came, without a copy.
     fn passes_through(&mut self, text: &str) -> bool {
-        if text.is_empty() || self.space.is_some() || self.line.ticks > 0 || !self.emit.is_idle() {
+        if text.is_empty() || self.after_block || self.line.ticks > 0 || !self.emit.is_idle() {
             return false;
         }
         let stops = match (&self.mode, self.dialect) {
@@ -205,7 +217,7 @@ impl ParserMachine {
         let mut idle = 0;
         while !input.is_empty() {
             let used = match self.mode {
-                Mode::Prose if self.space.is_some() => self.space_after_block(input),
+                Mode::Prose if self.after_block => self.space_after_block(input),
                 Mode::Prose | Mode::Fence { .. } => self.prose(input, out)?,
                 Mode::Tag => self.tag(input, out)?,
                 Mode::Think(_) => self.think(input, out),
@@ -227,7 +239,7 @@ impl ParserMachine {
     /// tag shows whether another block follows (then it is a separator, and
     /// dropped) or not (then it is text).
     fn space_after_block(&mut self, input: &str) -> usize {
-        let space = self.space.as_mut().expect("called after a block");
+        let space = &mut self.space;
         let bytes = input.as_bytes();
         let mut used = 0;
         while let Some(&byte) = bytes.get(used) {
@@ -245,9 +257,8 @@ impl ParserMachine {
                 used + 1
             }
             _ => {
-                let space = self.space.take().unwrap_or_default();
-                self.line.indent = self.line.after(&space);
-                self.emit.text(&space);
+                self.line.indent = self.line.after(&self.space);
+                self.release_space();
                 used
             }
         }
@@ -255,9 +266,16 @@ impl ParserMachine {
 
     /// The whitespace held after a block is text after all.
     fn release_space(&mut self) {
-        if let Some(space) = self.space.take() {
-            self.emit.text(&space);
+        if std::mem::take(&mut self.after_block) {
+            self.emit.text(&self.space);
+            self.space.clear();
         }
+    }
+
+    /// The whitespace held after a block is dropped.
+    fn drop_space(&mut self) {
+        self.after_block = false;
+        self.space.clear();
     }
 
     /// Text outside any markup: finds the next tag, and follows code fences.
@@ -418,7 +436,7 @@ impl ParserMachine {
             || (bare && tag.name.ends_with("function_calls"))
             || response.is_some();
         if opens_block {
-            self.space = None;
+            self.drop_space();
         } else {
             self.release_space();
         }
@@ -450,6 +468,7 @@ impl ParserMachine {
                     Some(Block::Pending(Pending::new(
                         dialect.reads(Dialect::Hermes),
                         dialect.reads(Dialect::Qwen3Coder),
+                        self.spare_hermes.take(),
                     )))
                 }
                 _ => None,
@@ -503,7 +522,6 @@ impl ParserMachine {
             piece: input,
         };
         let step = block.feed(input, &mut ctx)?;
-        self.calls.flush_args(&mut self.emit, out);
         let used = match step {
             BlockStep::More => input.len(),
             BlockStep::Done(used) | BlockStep::NotACall { at: used, .. } => used,
@@ -520,8 +538,11 @@ impl ParserMachine {
             BlockStep::More => {}
             BlockStep::Done(_) => {
                 self.calls.raw.clear();
-                self.mode = Mode::Prose;
-                self.space = Some(String::new());
+                if let Mode::Block(Block::Hermes(hermes)) = std::mem::take(&mut self.mode) {
+                    self.spare_hermes = Some(hermes);
+                }
+                self.drop_space();
+                self.after_block = true;
             }
             BlockStep::NotACall { replay_from, .. } => {
                 let raw = std::mem::take(&mut self.calls.raw);
@@ -548,9 +569,10 @@ impl ParserMachine {
     /// releases whatever is open.
     fn end_text(&mut self, out: &mut Output) -> Result<(), Error> {
         // Trailing whitespace goes; a separator line with nothing after it stays.
-        if let Some(space) = self.space.take().filter(|space| space.contains('-')) {
-            self.emit.text(&space);
+        if self.space.contains('-') {
+            self.release_space();
         }
+        self.drop_space();
         match std::mem::take(&mut self.mode) {
             Mode::Prose | Mode::Fence { .. } => {}
             Mode::Tag => self.emit.text(self.tags.raw()),

@@ -6,10 +6,8 @@
 //! they find where values start and end, respecting strings, so that an end
 //! marker inside a string never ends a value.
 
-use memchr::memchr2;
-
-use super::is_space;
 use super::string::{BadEscape, Decoded, StringDecoder};
+use super::{find_quote_or_escape, is_space};
 
 /// What a scanner found in a piece of input.
 #[derive(Debug, PartialEq, Eq)]
@@ -59,7 +57,7 @@ impl Verbatim {
                     pos += 1;
                     continue;
                 }
-                match memchr2(b'"', b'\\', &bytes[pos..]) {
+                match find_quote_or_escape(&bytes[pos..]) {
                     None => pos = bytes.len(),
                     Some(offset) => {
                         let at = pos + offset;
@@ -251,6 +249,13 @@ impl Default for Sax {
 }
 
 impl Sax {
+    /// Ready for a new value, its memory kept.
+    pub(crate) fn reset(&mut self) {
+        self.frames.clear();
+        self.state = State::Value;
+        self.offset = 0;
+    }
+
     /// Scans `input`. Whitespace before the root value is skipped.
     pub(crate) fn feed(&mut self, input: &str, visitor: &mut impl Visitor) -> Scanned {
         let step = self.scan(input, visitor);

@@ -7,6 +7,17 @@ pub(crate) mod marker;
 pub(crate) mod string;
 pub(crate) mod tag;
 
+/// The first `"` or `\\` in `bytes`: where a JSON string may end or escape.
+/// Token-sized pieces are scanned directly: for them the call into `memchr`
+/// costs more than the scan.
+pub(crate) fn find_quote_or_escape(bytes: &[u8]) -> Option<usize> {
+    if bytes.len() < 16 {
+        bytes.iter().position(|&b| b == b'"' || b == b'\\')
+    } else {
+        memchr::memchr2(b'"', b'\\', bytes)
+    }
+}
+
 /// JSON's whitespace, which the dialects also skip around their markup.
 pub(crate) fn is_space(byte: u8) -> bool {
     matches!(byte, b' ' | b'\t' | b'\n' | b'\r')

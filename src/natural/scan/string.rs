@@ -1,6 +1,6 @@
 //! JSON string contents: an incremental decoder and an escaper.
 
-use memchr::memchr2;
+use super::find_quote_or_escape;
 
 /// Decodes the inside of a JSON string (after its opening quote) piece by piece.
 /// Escapes split across pieces are completed when the rest arrives. Lenient where
@@ -48,7 +48,7 @@ impl StringDecoder {
         let mut pos = 0;
         while pos < bytes.len() {
             match self.state {
-                DecodeState::Plain => match memchr2(b'"', b'\\', &bytes[pos..]) {
+                DecodeState::Plain => match find_quote_or_escape(&bytes[pos..]) {
                     None => {
                         self.flush_high(out);
                         out(&input[pos..]);
