@@ -15,10 +15,6 @@ pub(super) const PENDING_LIMIT: usize = 4096;
 
 /// A tool-call block being read.
 #[derive(Debug)]
-#[expect(
-    clippy::large_enum_variant,
-    reason = "one block at a time, held in place by the scanner: moved once per block"
-)]
 pub(super) enum Block {
     /// After a bare `<tool_call>`: Hermes JSON or a Qwen3-Coder function follows,
     /// or it was not a call.
