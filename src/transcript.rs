@@ -1,5 +1,6 @@
 //! Transcripts: a layer that records every request and reply event as JSON lines
-//! with timestamps, and a replay of a recorded transcript for tests without a model.
+//! with timestamps, and a reader for what it wrote. The replay of a transcript,
+//! for tests without a model, is [`testing::replay`](crate::testing::replay).
 //!
 //! Each line is one [`Entry`]: a timestamp, the number of the exchange (one request
 //! and its reply), and what happened:
@@ -17,7 +18,7 @@
 //! exchange number keeps them apart.
 //!
 //! ```
-//! use lmstack::testing::ScriptedModel;
+//! use lmstack::testing::{self, ScriptedModel};
 //! use lmstack::transcript::{self, TranscriptLayer};
 //! use lmstack::{ChatRequest, Message};
 //! use std::sync::{Arc, Mutex};
@@ -31,7 +32,7 @@
 //! let live = model.oneshot(request.clone()).await?.collect().await?;
 //!
 //! // Replay it: the same reply, without the model.
-//! let replay = transcript::replay(buffer.contents().as_slice())?;
+//! let replay = testing::replay(buffer.contents().as_slice())?;
 //! let replayed = replay.oneshot(request).await?.collect().await?;
 //! assert_eq!(live, replayed);
 //! # Ok::<(), lmstack::Error>(())
@@ -53,7 +54,6 @@ use futures::stream::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 use tower::{Layer, Service};
 
-use crate::testing::{ScriptedModel, Turn};
 use crate::{ChatRequest, Error, Event, Reply};
 
 /// One line of a transcript.
@@ -284,18 +284,6 @@ pub struct Exchange {
     pub complete: bool,
 }
 
-impl Exchange {
-    /// The exchange as a scripted turn: its events, then its error if it had one (an
-    /// error with no event before it replays as a failed call).
-    pub fn turn(&self) -> Turn {
-        match &self.error {
-            Some(message) if self.events.is_empty() => Turn::Fail(message.clone()),
-            Some(message) => Turn::Break(self.events.clone(), message.clone()),
-            None => Turn::Events(self.events.clone()),
-        }
-    }
-}
-
 /// Reads a transcript into its exchanges, in the order of their requests.
 pub fn read(reader: impl BufRead) -> Result<Vec<Exchange>, Error> {
     let mut exchanges: Vec<Exchange> = Vec::new();
@@ -342,18 +330,6 @@ pub fn read(reader: impl BufRead) -> Result<Vec<Exchange>, Error> {
         }
     }
     Ok(exchanges)
-}
-
-/// A model that replays a transcript: the n-th request gets the n-th recorded reply,
-/// streamed as recorded in streaming mode, joined in non-streaming mode. The
-/// [`ScriptedModel`] records the requests it receives, to compare with
-/// [`read`]'s.
-pub fn replay(reader: impl BufRead) -> Result<ScriptedModel, Error> {
-    Ok(read(reader)?
-        .iter()
-        .fold(ScriptedModel::new(), |model, exchange| {
-            model.turn(exchange.turn())
-        }))
 }
 
 /// A writer into shared memory, for recording a transcript in tests.

@@ -5,7 +5,7 @@ use std::convert::Infallible;
 use std::time::{Duration, SystemTime};
 
 use lmstack::function::{FunctionCallLayer, Tool, ToolLoopLayer, ToolRegistry};
-use lmstack::testing::{Chunking, ScriptedModel, Turn};
+use lmstack::testing::{self, Chunking, ScriptedModel, Turn};
 use lmstack::transcript::{self, Entry, Record, SharedBuffer, TranscriptLayer};
 use lmstack::{ChatRequest, Error, Event, Message, ToolCall};
 use serde_json::{Value, json};
@@ -117,7 +117,7 @@ async fn errors_are_written_and_replayed() {
     assert_eq!(exchanges[1].events, vec![Event::text("partial")]);
     assert!(exchanges.iter().all(|e| e.complete));
 
-    let replay = transcript::replay(buffer.contents().as_slice()).unwrap();
+    let replay = testing::replay(buffer.contents().as_slice()).unwrap();
     let error = replay
         .clone()
         .oneshot(request("a", true))
@@ -196,7 +196,7 @@ async fn a_tool_conversation_recorded_at_the_model_replays_without_it() {
     ));
 
     for stream in [true, false] {
-        let replay = transcript::replay(text.as_bytes()).unwrap();
+        let replay = testing::replay(text.as_bytes()).unwrap();
         let replayed = tool_stack(replay.clone())
             .oneshot(request("2 + 3?", stream))
             .await
