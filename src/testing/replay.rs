@@ -24,6 +24,9 @@ impl From<&Exchange> for Turn {
 /// non-streaming mode. The [`ScriptedModel`] records the requests it receives, to
 /// compare with those of [`transcript::read`].
 ///
+/// A transcript with records missing (a `dropped` line) is refused: its replies
+/// could be cut short, or answer the wrong requests.
+///
 /// ```
 /// use lmstack::testing;
 /// use lmstack::{ChatRequest, Message};
@@ -43,7 +46,17 @@ impl From<&Exchange> for Turn {
 /// # }).unwrap();
 /// ```
 pub fn replay(reader: impl BufRead) -> Result<ScriptedModel, Error> {
-    Ok(transcript::read(reader)?
+    let (exchanges, missing) = transcript::read_with_gaps(reader)?;
+    if missing > 0 {
+        return Err(Error::stage(
+            "replay",
+            format!(
+                "the transcript lacks {missing} records (see its `dropped` lines); \
+                 replaying it would give wrong replies"
+            ),
+        ));
+    }
+    Ok(exchanges
         .iter()
         .fold(ScriptedModel::new(), |model, exchange| {
             model.turn(Turn::from(exchange))
