@@ -30,10 +30,11 @@
 //!   the parser, the transformer and the `NaturalToolUse` layer;
 //! - [`function`]: tools, the function-call layer and the tool loop (feature
 //!   `function`, on by default);
-//! - [`transcript`]: a layer that records conversations as JSON lines, and their
-//!   replay;
+//! - [`transcript`]: a layer that records conversations as JSON lines, written on
+//!   a thread of its own behind a bounded queue, and a reader for them;
 //! - [`provider`]: the wire layer (SSE, HTTP, retry) and the provider adapters;
-//! - [`testing`]: a scripted model and helpers to unit-test your own middleware.
+//! - [`testing`]: a scripted model, the replay of a transcript, and helpers to
+//!   unit-test your own middleware.
 
 #![warn(missing_docs)]
 

@@ -1,5 +1,6 @@
 //! Helpers to unit-test middleware built on lmstack: a scripted model service,
-//! ways to cut text into deltas, and a check that both modes agree.
+//! ways to cut text into deltas, a check that both modes agree, and the replay of
+//! a recorded [transcript](crate::transcript).
 //!
 //! ```
 //! use lmstack::testing::{Chunking, ScriptedModel, collect_both};
@@ -16,9 +17,11 @@
 //! ```
 
 mod chunking;
+mod replay;
 mod scripted;
 
 pub use chunking::Chunking;
+pub use replay::replay;
 pub use scripted::{ScriptedModel, Turn, stream_messages};
 
 use tower::{Service, ServiceExt};
