@@ -110,19 +110,18 @@ async fn an_http_error_is_a_typed_provider_error() {
         &[("x-request-id", "req_abc")],
     )])
     .await;
-    match provider(&server).oneshot(request(true)).await {
-        Err(Error::Provider(error)) => {
-            assert_eq!(error.status, 400);
-            assert_eq!(error.code.as_deref(), Some("unsupported_parameter"));
-            assert_eq!(error.request_id.as_deref(), Some("req_abc"));
-            let text = error.to_string();
-            assert!(
-                text.starts_with("openai: HTTP 400 (invalid_request_error, unsupported_parameter)"),
-                "{text}"
-            );
-        }
-        other => panic!("expected a provider error, got {other:?}"),
-    }
+    let result = provider(&server).oneshot(request(true)).await;
+    let Some(error) = result.as_ref().err().and_then(Error::provider_error) else {
+        panic!("expected a provider error, got {result:?}");
+    };
+    assert_eq!(error.status, 400);
+    assert_eq!(error.code.as_deref(), Some("unsupported_parameter"));
+    assert_eq!(error.request_id.as_deref(), Some("req_abc"));
+    let text = error.to_string();
+    assert!(
+        text.starts_with("openai: HTTP 400 (invalid_request_error, unsupported_parameter)"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -149,18 +148,17 @@ async fn a_connection_refused_is_a_connect_error() {
     let addr = listener.local_addr().unwrap();
     drop(listener);
     let provider = OpenAi::new(OpenAiConfig::new(format!("http://{addr}/v1"))).unwrap();
-    match provider.oneshot(request(true)).await {
-        Err(Error::Transport(error)) => {
-            assert_eq!(error.kind, TransportErrorKind::Connect);
-            assert!(
-                error
-                    .to_string()
-                    .contains(&format!("POST http://{addr}/v1/chat/completions")),
-                "{error}"
-            );
-        }
-        other => panic!("expected a connect error, got {other:?}"),
-    }
+    let result = provider.oneshot(request(true)).await;
+    let Some(error) = result.as_ref().err().and_then(Error::transport_error) else {
+        panic!("expected a connect error, got {result:?}");
+    };
+    assert_eq!(error.kind, TransportErrorKind::Connect);
+    assert!(
+        error
+            .to_string()
+            .contains(&format!("POST http://{addr}/v1/chat/completions")),
+        "{error}"
+    );
 }
 
 fn quick_retries() -> RetryLayer {
@@ -247,12 +245,11 @@ async fn a_stream_that_breaks_after_its_first_event_is_not_retried() {
         })
         .collect();
     assert_eq!(text, "The sum of");
-    match items.last() {
-        Some(Err(Error::Transport(error))) => {
-            assert_eq!(error.kind, TransportErrorKind::Interrupted, "{error}")
-        }
-        other => panic!("expected the stream to end with a transport error, got {other:?}"),
-    }
+    let end = items.last().and_then(|item| item.as_ref().err());
+    let Some(error) = end.and_then(Error::transport_error) else {
+        panic!("expected the stream to end with a transport error, got {end:?}");
+    };
+    assert_eq!(error.kind, TransportErrorKind::Interrupted, "{error}");
     assert_eq!(
         server.requests().len(),
         1,
@@ -275,12 +272,11 @@ async fn a_stalled_stream_times_out() {
         .oneshot(request(true))
         .await
         .unwrap();
-    match reply.collect().await {
-        Err(Error::Transport(error)) => {
-            assert_eq!(error.kind, TransportErrorKind::Timeout, "{error}")
-        }
-        other => panic!("expected a timeout, got {other:?}"),
-    }
+    let result = reply.collect().await;
+    let Some(error) = result.as_ref().err().and_then(Error::transport_error) else {
+        panic!("expected a timeout, got {result:?}");
+    };
+    assert_eq!(error.kind, TransportErrorKind::Timeout, "{error}");
 }
 
 /// GLM-style multi-round tool calling over HTTP: round one streams the recorded

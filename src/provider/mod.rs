@@ -9,7 +9,9 @@
 //!   streaming or a non-streaming reply (feature `http`);
 //! - [`retry`]: the error classifier and a layer that retries a call only before
 //!   its first event was delivered, honouring `Retry-After` (feature `http`);
-//! - [`ProviderError`] and [`TransportError`]: what went wrong, and where;
+//! - [`ProviderError`] and [`TransportError`]: what went wrong, and where (read
+//!   from an [`Error`](crate::Error) with `provider_error()` and
+//!   `transport_error()`);
 //! - [`ApiKey`]: a key from the environment or configuration that never prints.
 //!
 //! Each adapter is a pure lowering (canonical request → wire request), a pure

@@ -90,9 +90,7 @@ impl RetryPolicy {
         if retry >= self.max_retries || !is_retryable(error) {
             return None;
         }
-        if let Error::Provider(error) = error
-            && let Some(wait) = error.retry_after
-        {
+        if let Some(wait) = error.provider_error().and_then(|error| error.retry_after) {
             return (wait <= self.max_retry_after).then_some(wait);
         }
         let backoff = self
@@ -116,21 +114,22 @@ impl RetryPolicy {
 ///   responses (not malformed ones, nor requests that could not be built);
 /// - anything else: no.
 pub fn is_retryable(error: &Error) -> bool {
-    match error {
-        Error::Provider(error) => error.should_retry.unwrap_or_else(|| {
+    if let Some(error) = error.provider_error() {
+        return error.should_retry.unwrap_or_else(|| {
             matches!(status_of(error), 408 | 409 | 429 | 500..=599)
                 || error.is_overloaded()
                 || error.error_type.as_deref() == Some("server_error")
-        }),
-        Error::Transport(error) => matches!(
+        });
+    }
+    error.transport_error().is_some_and(|error| {
+        matches!(
             error.kind,
             TransportErrorKind::Connect
                 | TransportErrorKind::Timeout
                 | TransportErrorKind::Interrupted
                 | TransportErrorKind::Truncated
-        ),
-        _ => false,
-    }
+        )
+    })
 }
 
 /// The HTTP status `error` stands for: its response's, or for an error sent
@@ -251,7 +250,8 @@ mod tests {
     use crate::provider::TransportError;
 
     fn answered(status: u16, headers: &[(&str, &str)], body: &str) -> Error {
-        ProviderError::from_response("openai", status, headers, body.as_bytes()).into()
+        let now = std::time::SystemTime::UNIX_EPOCH;
+        ProviderError::from_response("openai", status, headers, body.as_bytes(), now).into()
     }
 
     fn transport(kind: TransportErrorKind) -> Error {
