@@ -32,7 +32,10 @@
 //!   `function`, on by default);
 //! - [`transcript`]: a layer that records conversations as JSON lines, and their
 //!   replay;
-//! - [`provider`]: the wire layer (SSE, HTTP, retry) and the provider adapters;
+//! - [`provider`]: the wire layer (SSE, HTTP, typed errors) and the provider
+//!   adapters;
+//! - [`retry`]: a layer that retries any model call failing before its first
+//!   event (feature `retry`, on by default through `cli`);
 //! - [`testing`]: a scripted model and helpers to unit-test your own middleware.
 
 #![warn(missing_docs)]
@@ -43,6 +46,8 @@ pub mod function;
 pub mod message;
 pub mod natural;
 pub mod provider;
+#[cfg(feature = "retry")]
+pub mod retry;
 mod schema;
 pub mod service;
 pub mod testing;

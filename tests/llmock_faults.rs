@@ -10,14 +10,14 @@
 //! Every test uses its own model name, and its scripted faults match only that
 //! model, so the tests share one server while running in parallel.
 
-#![cfg(feature = "openai")]
+#![cfg(all(feature = "openai", feature = "retry"))]
 
 use std::time::Duration;
 
 use lmstack::provider::openai::{OpenAi, OpenAiConfig};
-use lmstack::provider::retry::{Retry, RetryLayer, RetryPolicy};
 use lmstack::provider::transport::HttpConfig;
 use lmstack::provider::{ProviderError, TransportErrorKind};
+use lmstack::retry::{Retry, RetryLayer};
 use lmstack::{ChatRequest, Error, Event, Message};
 use serde_json::{Value, json};
 use tower::{Layer, ServiceExt};
@@ -86,8 +86,9 @@ fn unique(name: &str) -> String {
 fn model(read_timeout: Duration) -> Retry<OpenAi> {
     let config = OpenAiConfig::new(format!("{}/v1", llmock()))
         .http(HttpConfig::default().read_timeout(read_timeout));
-    let policy = RetryPolicy::default().initial_backoff(Duration::from_millis(50));
-    RetryLayer::new(policy).layer(OpenAi::new(config).unwrap())
+    RetryLayer::new()
+        .initial_backoff(Duration::from_millis(50))
+        .layer(OpenAi::new(config).unwrap())
 }
 
 fn ask(model: &str, stream: bool) -> ChatRequest {

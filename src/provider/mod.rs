@@ -7,8 +7,6 @@
 //!   connect and read timeouts (feature `http`);
 //! - [`decode`]: runs a provider's pure body decoder over an HTTP body, as a
 //!   streaming or a non-streaming reply (feature `http`);
-//! - [`retry`]: the error classifier and a layer that retries a call only before
-//!   its first event was delivered, honouring `Retry-After` (feature `http`);
 //! - [`ProviderError`] and [`TransportError`]: what went wrong, and where (read
 //!   from an [`Error`](crate::Error) with `provider_error()` and
 //!   `transport_error()`);
@@ -29,8 +27,6 @@ pub mod sse;
 pub mod decode;
 #[cfg(feature = "openai")]
 pub mod openai;
-#[cfg(feature = "http")]
-pub mod retry;
 #[cfg(feature = "http")]
 pub mod transport;
 
