@@ -44,7 +44,7 @@ pub enum Error {
         /// The layer, for example `natural tool use parser`.
         stage: &'static str,
         /// What was wrong, with the raw text.
-        invalid: crate::InvalidCall,
+        invalid: crate::message::InvalidCall,
     },
 
     /// A tool call and its result do not pair up: a result whose call is not
@@ -88,13 +88,19 @@ pub enum Error {
     /// The provider answered with an error (an HTTP error status, or an error
     /// object inside a stream): status, error type and code, message, request id
     /// and `Retry-After`.
+    ///
+    /// It holds a [`provider::ProviderError`](crate::provider::ProviderError)
+    /// (made by its `From` conversion); [`Error::provider_error`] reads it.
     #[error(transparent)]
-    Provider(Box<crate::provider::ProviderError>),
+    Provider(BoxError),
 
     /// The connection to the provider failed, timed out or broke, or its response
     /// was truncated or malformed.
+    ///
+    /// It holds a [`provider::TransportError`](crate::provider::TransportError)
+    /// (made by its `From` conversion); [`Error::transport_error`] reads it.
     #[error(transparent)]
-    Transport(Box<crate::provider::TransportError>),
+    Transport(BoxError),
 
     /// Any other error, from a service or middleware outside this crate.
     #[error(transparent)]

@@ -32,7 +32,10 @@
 //!   `function`, on by default);
 //! - [`transcript`]: a layer that records conversations as JSON lines, written on
 //!   a thread of its own behind a bounded queue, and a reader for them;
-//! - [`provider`]: the wire layer (SSE, HTTP, retry) and the provider adapters;
+//! - [`provider`]: the wire layer (SSE, the shared body decoder, HTTP, typed
+//!   errors) and the provider adapters;
+//! - [`retry`]: a layer that retries any model call failing before its first
+//!   event (feature `retry`, on by default through `cli`);
 //! - [`testing`]: a scripted model, the replay of a transcript, and helpers to
 //!   unit-test your own middleware.
 
@@ -44,6 +47,8 @@ pub mod function;
 pub mod message;
 pub mod natural;
 pub mod provider;
+#[cfg(feature = "retry")]
+pub mod retry;
 mod schema;
 pub mod service;
 pub mod testing;

@@ -5,7 +5,7 @@
 //! plain `cargo test` lists these tests as ignored; run with `--include-ignored`
 //! and without the variable, they fail and say why.
 
-#![cfg(all(feature = "openai", feature = "function"))]
+#![cfg(all(feature = "openai", feature = "function", feature = "retry"))]
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -14,8 +14,8 @@ use std::time::Duration;
 use lmstack::function::{FunctionCallLayer, Tool, ToolLoopLayer, ToolRegistry};
 use lmstack::natural::NaturalToolUse;
 use lmstack::provider::openai::{LowerOptions, OpenAi, OpenAiConfig, lower};
-use lmstack::provider::retry::{Retry, RetryLayer};
 use lmstack::provider::transport::HttpConfig;
+use lmstack::retry::{Retry, RetryLayer};
 use lmstack::{
     ChatRequest, Event, FinishReason, Joiner, Message, Role, ToolCall, ToolResult, Usage,
 };

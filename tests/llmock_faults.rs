@@ -10,14 +10,14 @@
 //! Every test uses its own model name, and its scripted faults match only that
 //! model, so the tests share one server while running in parallel.
 
-#![cfg(feature = "openai")]
+#![cfg(all(feature = "openai", feature = "retry"))]
 
 use std::time::Duration;
 
 use lmstack::provider::openai::{OpenAi, OpenAiConfig};
-use lmstack::provider::retry::{Retry, RetryLayer, RetryPolicy};
 use lmstack::provider::transport::HttpConfig;
-use lmstack::provider::{TransportError, TransportErrorKind};
+use lmstack::provider::{ProviderError, TransportErrorKind};
+use lmstack::retry::{Retry, RetryLayer};
 use lmstack::{ChatRequest, Error, Event, Message};
 use serde_json::{Value, json};
 use tower::{Layer, ServiceExt};
@@ -86,8 +86,9 @@ fn unique(name: &str) -> String {
 fn model(read_timeout: Duration) -> Retry<OpenAi> {
     let config = OpenAiConfig::new(format!("{}/v1", llmock()))
         .http(HttpConfig::default().read_timeout(read_timeout));
-    let policy = RetryPolicy::default().initial_backoff(Duration::from_millis(50));
-    RetryLayer::new(policy).layer(OpenAi::new(config).unwrap())
+    RetryLayer::new()
+        .initial_backoff(Duration::from_millis(50))
+        .layer(OpenAi::new(config).unwrap())
 }
 
 fn ask(model: &str, stream: bool) -> ChatRequest {
@@ -127,11 +128,25 @@ async fn stream_through(
     read(model(read_timeout).oneshot(ask(name, true)).await.unwrap()).await
 }
 
-/// The transport error a reply ended with.
-fn transport_error(end: Result<(), Error>) -> TransportError {
-    match end {
-        Err(Error::Transport(error)) => *error,
-        other => panic!("expected a transport error, got {other:?}"),
+/// The error a reply ended with, checked to be a transport error; read it with
+/// `.transport_error()`.
+fn transport_error(end: Result<(), Error>) -> Error {
+    let error = end.expect_err("expected a transport error, the reply ended well");
+    assert!(
+        error.transport_error().is_some(),
+        "expected a transport error, got {error:?}"
+    );
+    error
+}
+
+/// The provider error a call failed with.
+fn provider_error(result: Result<lmstack::Reply, Error>) -> ProviderError {
+    match result {
+        Err(error) => match error.provider_error() {
+            Some(provider) => provider.clone(),
+            None => panic!("expected a provider error, got {error:?}"),
+        },
+        Ok(reply) => panic!("expected a provider error, got {reply:?}"),
     }
 }
 
@@ -174,17 +189,14 @@ async fn a_5xx_is_retried_and_reported_once_retries_run_out() {
         json!([{"type": "fail", "status": 503, "retry_after": 0.1, "times": 3}]),
     )
     .await;
-    match model(Duration::from_secs(10))
-        .oneshot(ask(name, false))
-        .await
-    {
-        Err(Error::Provider(error)) => {
-            assert_eq!(error.status, 503);
-            assert!(error.to_string().starts_with("openai: HTTP 503"), "{error}");
-            assert_eq!(error.retry_after, Some(Duration::from_millis(100)));
-        }
-        other => panic!("expected the 503, got {other:?}"),
-    }
+    let error = provider_error(
+        model(Duration::from_secs(10))
+            .oneshot(ask(name, false))
+            .await,
+    );
+    assert_eq!(error.status, 503);
+    assert!(error.to_string().starts_with("openai: HTTP 503"), "{error}");
+    assert_eq!(error.retry_after, Some(Duration::from_millis(100)));
     assert_eq!(attempts(name).await.len(), 3, "one attempt and two retries");
 
     let name = &unique("fault-500-once");
@@ -204,17 +216,14 @@ async fn a_5xx_is_retried_and_reported_once_retries_run_out() {
 async fn a_4xx_is_not_retried() {
     let name = &unique("fault-400");
     script(name, json!([{"type": "fail", "status": 400, "message": "Bad things in the request", "code": "bad_thing"}])).await;
-    match model(Duration::from_secs(10))
-        .oneshot(ask(name, true))
-        .await
-    {
-        Err(Error::Provider(error)) => {
-            assert_eq!(error.status, 400);
-            assert_eq!(error.code.as_deref(), Some("bad_thing"));
-            assert_eq!(error.message, "Bad things in the request");
-        }
-        other => panic!("expected the 400, got {other:?}"),
-    }
+    let error = provider_error(
+        model(Duration::from_secs(10))
+            .oneshot(ask(name, true))
+            .await,
+    );
+    assert_eq!(error.status, 400);
+    assert_eq!(error.code.as_deref(), Some("bad_thing"));
+    assert_eq!(error.message, "Bad things in the request");
     assert_eq!(attempts(name).await.len(), 1);
 }
 
@@ -228,16 +237,13 @@ async fn a_retry_after_longer_than_allowed_is_not_waited_out() {
     )
     .await;
     let started = std::time::Instant::now();
-    match model(Duration::from_secs(10))
-        .oneshot(ask(name, true))
-        .await
-    {
-        Err(Error::Provider(error)) => {
-            assert_eq!(error.retry_after, Some(Duration::from_secs(600)));
-            assert!(error.to_string().contains("retry after 600s"), "{error}");
-        }
-        other => panic!("expected the 429, got {other:?}"),
-    }
+    let error = provider_error(
+        model(Duration::from_secs(10))
+            .oneshot(ask(name, true))
+            .await,
+    );
+    assert_eq!(error.retry_after, Some(Duration::from_secs(600)));
+    assert!(error.to_string().contains("retry after 600s"), "{error}");
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(attempts(name).await.len(), 1);
 }
@@ -261,7 +267,8 @@ async fn a_disconnect_mid_stream_ends_the_reply_with_a_clear_error() {
     let fault = json!({"type": "stream_fault", "kind": "disconnect", "after_chunks": 4});
     let (text, end) = stream_through(name, fault, Duration::from_secs(10)).await;
     assert_eq!(text, "one two three ");
-    let error = transport_error(end);
+    let end = transport_error(end);
+    let error = end.transport_error().unwrap();
     assert_eq!(error.kind, TransportErrorKind::Interrupted, "{error}");
     assert!(
         error
@@ -283,7 +290,8 @@ async fn a_truncated_stream_is_an_error_not_an_answer() {
     let fault = json!({"type": "stream_fault", "kind": "truncate", "after_chunks": 3});
     let (text, end) = stream_through(name, fault, Duration::from_secs(10)).await;
     assert_eq!(text, "one two ");
-    let error = transport_error(end);
+    let end = transport_error(end);
+    let error = end.transport_error().unwrap();
     assert_eq!(error.kind, TransportErrorKind::Truncated);
     assert!(
         error
@@ -301,7 +309,8 @@ async fn a_malformed_chunk_is_an_error_naming_the_chunk() {
     let fault = json!({"type": "stream_fault", "kind": "malformed", "after_chunks": 2});
     let (text, end) = stream_through(name, fault, Duration::from_secs(10)).await;
     assert_eq!(text, "one ");
-    let error = transport_error(end);
+    let end = transport_error(end);
+    let error = end.transport_error().unwrap();
     assert_eq!(error.kind, TransportErrorKind::Malformed);
     assert!(
         error
@@ -327,7 +336,11 @@ async fn a_stalled_stream_times_out_and_is_retried_only_before_its_first_event()
         json!({"type": "stream_fault", "kind": "stall", "after_chunks": 3, "stall_seconds": 5});
     let (text, end) = stream_through(name, fault, Duration::from_millis(800)).await;
     assert_eq!(text, "one two ");
-    assert_eq!(transport_error(end).kind, TransportErrorKind::Timeout);
+    let end = transport_error(end);
+    assert_eq!(
+        end.transport_error().unwrap().kind,
+        TransportErrorKind::Timeout
+    );
     assert_eq!(attempts(name).await.len(), 1);
 }
 

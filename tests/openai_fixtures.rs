@@ -189,7 +189,9 @@ fn openai_python_parallel_tools_streamed_and_whole() {
 #[test]
 fn an_error_body_is_a_typed_provider_error() {
     let body = fixture("openai/vercel-ai/unsupported-parameter-error.json");
-    let error = ProviderError::from_response("openai", 400, &[("x-request-id", "req_7")], &body);
+    let now = std::time::SystemTime::UNIX_EPOCH;
+    let error =
+        ProviderError::from_response("openai", 400, &[("x-request-id", "req_7")], &body, now);
     assert_eq!(error.status, 400);
     assert_eq!(error.error_type.as_deref(), Some("invalid_request_error"));
     assert_eq!(error.code.as_deref(), Some("unsupported_parameter"));
@@ -201,12 +203,11 @@ fn an_error_body_is_a_typed_provider_error() {
             .starts_with("Unsupported parameter: 'max_tokens'")
     );
     // The same object in a 200 body (some servers do that) is the same error.
-    match lift_json(&body) {
-        Err(Error::Provider(error)) => {
-            assert_eq!(error.code.as_deref(), Some("unsupported_parameter"))
-        }
-        other => panic!("expected a provider error, got {other:?}"),
-    }
+    let result = lift_json(&body);
+    let Some(error) = result.as_ref().err().and_then(Error::provider_error) else {
+        panic!("expected a provider error, got {result:?}");
+    };
+    assert_eq!(error.code.as_deref(), Some("unsupported_parameter"));
 }
 
 #[test]

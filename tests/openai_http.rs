@@ -11,11 +11,10 @@ use std::time::Duration;
 use common::server::{Answer, Server};
 use common::*;
 use lmstack::provider::openai::{OpenAi, OpenAiConfig};
-use lmstack::provider::retry::{RetryLayer, RetryPolicy};
 use lmstack::provider::transport::HttpConfig;
 use lmstack::provider::{ApiKey, TransportErrorKind};
 use lmstack::{ChatRequest, Error, Event, Message};
-use tower::{Layer, ServiceExt};
+use tower::ServiceExt;
 
 fn provider(server: &Server) -> OpenAi {
     OpenAi::new(OpenAiConfig::new(server.base_url()).model("test-model")).unwrap()
@@ -110,19 +109,18 @@ async fn an_http_error_is_a_typed_provider_error() {
         &[("x-request-id", "req_abc")],
     )])
     .await;
-    match provider(&server).oneshot(request(true)).await {
-        Err(Error::Provider(error)) => {
-            assert_eq!(error.status, 400);
-            assert_eq!(error.code.as_deref(), Some("unsupported_parameter"));
-            assert_eq!(error.request_id.as_deref(), Some("req_abc"));
-            let text = error.to_string();
-            assert!(
-                text.starts_with("openai: HTTP 400 (invalid_request_error, unsupported_parameter)"),
-                "{text}"
-            );
-        }
-        other => panic!("expected a provider error, got {other:?}"),
-    }
+    let result = provider(&server).oneshot(request(true)).await;
+    let Some(error) = result.as_ref().err().and_then(Error::provider_error) else {
+        panic!("expected a provider error, got {result:?}");
+    };
+    assert_eq!(error.status, 400);
+    assert_eq!(error.code.as_deref(), Some("unsupported_parameter"));
+    assert_eq!(error.request_id.as_deref(), Some("req_abc"));
+    let text = error.to_string();
+    assert!(
+        text.starts_with("openai: HTTP 400 (invalid_request_error, unsupported_parameter)"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -149,115 +147,142 @@ async fn a_connection_refused_is_a_connect_error() {
     let addr = listener.local_addr().unwrap();
     drop(listener);
     let provider = OpenAi::new(OpenAiConfig::new(format!("http://{addr}/v1"))).unwrap();
-    match provider.oneshot(request(true)).await {
-        Err(Error::Transport(error)) => {
-            assert_eq!(error.kind, TransportErrorKind::Connect);
-            assert!(
-                error
-                    .to_string()
-                    .contains(&format!("POST http://{addr}/v1/chat/completions")),
-                "{error}"
-            );
-        }
-        other => panic!("expected a connect error, got {other:?}"),
-    }
-}
-
-fn quick_retries() -> RetryLayer {
-    RetryLayer::new(RetryPolicy::default().initial_backoff(Duration::from_millis(5)))
-}
-
-/// Asks `server` through the retry layer; the reply's messages.
-async fn messages_with_retries(server: &Server) -> Vec<Message> {
-    let service = quick_retries().layer(provider(server));
-    service
-        .oneshot(request(true))
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap()
-}
-
-#[tokio::test]
-async fn retry_honours_retry_after_and_succeeds() {
-    let body = cassette("openai/fantasy/gpt-4o-multi_tool_streaming.yaml")[1]
-        .response
-        .clone();
-    let server = Server::start(vec![
-        Answer::error(
-            429,
-            br#"{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}"#,
-            &[("retry-after-ms", "300")],
-        ),
-        Answer::ok("text/event-stream", body.as_bytes(), &[13]),
-    ])
-    .await;
-    let started = std::time::Instant::now();
-    let messages = messages_with_retries(&server).await;
+    let result = provider.oneshot(request(true)).await;
+    let Some(error) = result.as_ref().err().and_then(Error::transport_error) else {
+        panic!("expected a connect error, got {result:?}");
+    };
+    assert_eq!(error.kind, TransportErrorKind::Connect);
     assert!(
-        started.elapsed() >= Duration::from_millis(300),
-        "waited {:?}",
-        started.elapsed()
+        error
+            .to_string()
+            .contains(&format!("POST http://{addr}/v1/chat/completions")),
+        "{error}"
     );
-    assert_eq!(messages, lift_sse(body.as_bytes()).unwrap());
-    assert_eq!(server.requests().len(), 2);
 }
 
-#[tokio::test]
-async fn a_stream_that_breaks_before_its_first_event_is_retried() {
-    let body = cassette("openai/fantasy/gpt-4o-multi_tool_streaming.yaml")[1]
-        .response
-        .clone();
-    // Only the role chunk (no event) arrives before the connection drops.
-    let role_chunk = body.split("\n\n").next().unwrap().to_owned() + "\n\n";
-    let mut broken = Answer::ok("text/event-stream", role_chunk.as_bytes(), &[1000]);
-    broken.break_after = true;
-    let server = Server::start(vec![
-        broken,
-        Answer::ok("text/event-stream", body.as_bytes(), &[50]),
-    ])
-    .await;
-    let messages = messages_with_retries(&server).await;
-    assert_eq!(messages, lift_sse(body.as_bytes()).unwrap());
-    assert_eq!(server.requests().len(), 2);
-}
+/// The retry layer over the real transport, with its clock and jitter injected:
+/// the waits are recorded (and not slept), so they can be checked exactly.
+#[cfg(feature = "retry")]
+mod through_retry {
+    use std::sync::{Arc, Mutex};
 
-#[tokio::test]
-async fn a_stream_that_breaks_after_its_first_event_is_not_retried() {
-    let body = cassette("openai/fantasy/gpt-4o-multi_tool_streaming.yaml")[1]
-        .response
-        .clone();
-    let head: String = body
-        .split("\n\n")
-        .take(4)
-        .map(|chunk| format!("{chunk}\n\n"))
-        .collect();
-    let mut broken = Answer::ok("text/event-stream", head.as_bytes(), &[usize::MAX]);
-    broken.break_after = true;
-    let server = Server::start(vec![broken]).await;
-    let service = quick_retries().layer(provider(&server));
-    let reply = service.oneshot(request(true)).await.unwrap();
-    let items: Vec<Result<Event, Error>> = futures::StreamExt::collect(reply).await;
-    let text: String = items
-        .iter()
-        .filter_map(|item| match item {
-            Ok(Event::TextDelta(delta)) => Some(delta.text.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(text, "The sum of");
-    match items.last() {
-        Some(Err(Error::Transport(error))) => {
-            assert_eq!(error.kind, TransportErrorKind::Interrupted, "{error}")
-        }
-        other => panic!("expected the stream to end with a transport error, got {other:?}"),
+    use lmstack::retry::RetryLayer;
+    use tower::Layer;
+
+    use super::*;
+
+    type Waits = Arc<Mutex<Vec<Duration>>>;
+
+    /// 100 ms of initial backoff, jitter 0 (so the first backoff is 50 ms), and
+    /// a sleep that records each wait and returns at once.
+    fn recorded_retries() -> (RetryLayer, Waits) {
+        let waits = Waits::default();
+        let slept = waits.clone();
+        let layer = RetryLayer::new()
+            .initial_backoff(Duration::from_millis(100))
+            .jitter(|| 0.0)
+            .sleep(move |wait| {
+                slept.lock().unwrap().push(wait);
+                std::future::ready(())
+            });
+        (layer, waits)
     }
-    assert_eq!(
-        server.requests().len(),
-        1,
-        "not replayed after the first event"
-    );
+
+    /// Asks `server` through the retry layer: the reply's messages, and the waits.
+    async fn messages_with_retries(server: &Server) -> (Vec<Message>, Vec<Duration>) {
+        let (layer, waits) = recorded_retries();
+        let messages = layer
+            .layer(provider(server))
+            .oneshot(request(true))
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let waits = waits.lock().unwrap().clone();
+        (messages, waits)
+    }
+
+    #[tokio::test]
+    async fn retry_honours_retry_after_exactly_and_succeeds() {
+        let body = cassette("openai/fantasy/gpt-4o-multi_tool_streaming.yaml")[1]
+            .response
+            .clone();
+        let server = Server::start(vec![
+            Answer::error(
+                429,
+                br#"{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}"#,
+                &[("retry-after-ms", "300")],
+            ),
+            Answer::ok("text/event-stream", body.as_bytes(), &[13]),
+        ])
+        .await;
+        let (messages, waits) = messages_with_retries(&server).await;
+        assert_eq!(waits, vec![Duration::from_millis(300)]);
+        assert_eq!(messages, lift_sse(body.as_bytes()).unwrap());
+        assert_eq!(server.requests().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_breaks_before_its_first_event_is_retried() {
+        let body = cassette("openai/fantasy/gpt-4o-multi_tool_streaming.yaml")[1]
+            .response
+            .clone();
+        // Only the role chunk (no event) arrives before the connection drops.
+        let role_chunk = body.split("\n\n").next().unwrap().to_owned() + "\n\n";
+        let mut broken = Answer::ok("text/event-stream", role_chunk.as_bytes(), &[1000]);
+        broken.break_after = true;
+        let server = Server::start(vec![
+            broken,
+            Answer::ok("text/event-stream", body.as_bytes(), &[50]),
+        ])
+        .await;
+        let (messages, waits) = messages_with_retries(&server).await;
+        assert_eq!(messages, lift_sse(body.as_bytes()).unwrap());
+        assert_eq!(waits, vec![Duration::from_millis(50)]);
+        assert_eq!(server.requests().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_breaks_after_its_first_event_is_not_retried() {
+        let body = cassette("openai/fantasy/gpt-4o-multi_tool_streaming.yaml")[1]
+            .response
+            .clone();
+        let head: String = body
+            .split("\n\n")
+            .take(4)
+            .map(|chunk| format!("{chunk}\n\n"))
+            .collect();
+        let mut broken = Answer::ok("text/event-stream", head.as_bytes(), &[usize::MAX]);
+        broken.break_after = true;
+        let server = Server::start(vec![broken]).await;
+        let (layer, waits) = recorded_retries();
+        let reply = layer
+            .layer(provider(&server))
+            .oneshot(request(true))
+            .await
+            .unwrap();
+        let items: Vec<Result<Event, Error>> = futures::StreamExt::collect(reply).await;
+        let text: String = items
+            .iter()
+            .filter_map(|item| match item {
+                Ok(Event::TextDelta(delta)) => Some(delta.text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(text, "The sum of");
+        let end = items.last().and_then(|item| item.as_ref().err());
+        let Some(error) = end.and_then(Error::transport_error) else {
+            panic!("expected the stream to end with a transport error, got {end:?}");
+        };
+        assert_eq!(error.kind, TransportErrorKind::Interrupted, "{error}");
+        assert_eq!(
+            server.requests().len(),
+            1,
+            "not replayed after the first event"
+        );
+        assert!(waits.lock().unwrap().is_empty());
+    }
 }
 
 #[tokio::test]
@@ -275,12 +300,11 @@ async fn a_stalled_stream_times_out() {
         .oneshot(request(true))
         .await
         .unwrap();
-    match reply.collect().await {
-        Err(Error::Transport(error)) => {
-            assert_eq!(error.kind, TransportErrorKind::Timeout, "{error}")
-        }
-        other => panic!("expected a timeout, got {other:?}"),
-    }
+    let result = reply.collect().await;
+    let Some(error) = result.as_ref().err().and_then(Error::transport_error) else {
+        panic!("expected a timeout, got {result:?}");
+    };
+    assert_eq!(error.kind, TransportErrorKind::Timeout, "{error}");
 }
 
 /// GLM-style multi-round tool calling over HTTP: round one streams the recorded

@@ -104,13 +104,12 @@ fn fragments_that_go_back_to_an_earlier_call_are_an_error() {
         call(Some(0), None, None, ":1}"),
         finish("tool_calls"),
     ]);
-    match lift_sse(&body) {
-        Err(Error::Transport(error)) => {
-            assert_eq!(error.kind, TransportErrorKind::Malformed);
-            assert!(error.to_string().contains("interleave"), "{error}");
-        }
-        other => panic!("expected a malformed-stream error, got {other:?}"),
-    }
+    let result = lift_sse(&body);
+    let Some(error) = result.as_ref().err().and_then(Error::transport_error) else {
+        panic!("expected a malformed-stream error, got {result:?}");
+    };
+    assert_eq!(error.kind, TransportErrorKind::Malformed);
+    assert!(error.to_string().contains("interleave"), "{error}");
 }
 
 #[test]
@@ -301,18 +300,17 @@ fn an_error_inside_the_stream_ends_it_with_the_provider_error() {
     ]);
     let mut decoder = BodyDecoder::sse(Lifter::new());
     let mut events = Output::new();
-    match decoder.push(body.into(), &mut events) {
-        Err(Error::Provider(error)) => {
-            assert_eq!(error.error_type.as_deref(), Some("server_error"));
-            assert!(
-                error
-                    .to_string()
-                    .contains("error inside the response stream"),
-                "{error}"
-            );
-        }
-        other => panic!("expected a provider error, got {other:?}"),
-    }
+    let result = decoder.push(body.into(), &mut events);
+    let Some(error) = result.as_ref().err().and_then(Error::provider_error) else {
+        panic!("expected a provider error, got {result:?}");
+    };
+    assert_eq!(error.error_type.as_deref(), Some("server_error"));
+    assert!(
+        error
+            .to_string()
+            .contains("error inside the response stream"),
+        "{error}"
+    );
     assert_eq!(
         Joiner::join(events.drain()),
         vec![
@@ -326,13 +324,12 @@ fn an_error_inside_the_stream_ends_it_with_the_provider_error() {
 fn a_stream_cut_short_is_truncated_but_a_finished_one_needs_no_done() {
     let mut cut = String::from_utf8(sse(&[delta(json!({"content": "par"}))])).unwrap();
     cut.truncate(cut.find("data: [DONE]").unwrap());
-    match lift_sse(cut.as_bytes()) {
-        Err(Error::Transport(error)) => {
-            assert_eq!(error.kind, TransportErrorKind::Truncated);
-            assert!(error.to_string().contains("without `[DONE]`"), "{error}");
-        }
-        other => panic!("expected a truncated-stream error, got {other:?}"),
-    }
+    let result = lift_sse(cut.as_bytes());
+    let Some(error) = result.as_ref().err().and_then(Error::transport_error) else {
+        panic!("expected a truncated-stream error, got {result:?}");
+    };
+    assert_eq!(error.kind, TransportErrorKind::Truncated);
+    assert!(error.to_string().contains("without `[DONE]`"), "{error}");
     let mut finished =
         String::from_utf8(sse(&[delta(json!({"content": "ok"})), finish("stop")])).unwrap();
     finished.truncate(finished.find("data: [DONE]").unwrap());
@@ -345,14 +342,13 @@ fn a_stream_cut_short_is_truncated_but_a_finished_one_needs_no_done() {
 #[test]
 fn a_chunk_that_is_not_json_is_malformed_and_says_which() {
     let body = b"data: {\"choices\":[]}\n\ndata: {not json\n\n";
-    match lift_sse(body) {
-        Err(Error::Transport(error)) => {
-            assert_eq!(error.kind, TransportErrorKind::Malformed);
-            assert!(error.message.contains("chunk 2"), "{error}");
-            assert!(error.message.contains("{not json"), "{error}");
-        }
-        other => panic!("expected a malformed-stream error, got {other:?}"),
-    }
+    let result = lift_sse(body);
+    let Some(error) = result.as_ref().err().and_then(Error::transport_error) else {
+        panic!("expected a malformed-stream error, got {result:?}");
+    };
+    assert_eq!(error.kind, TransportErrorKind::Malformed);
+    assert!(error.message.contains("chunk 2"), "{error}");
+    assert!(error.message.contains("{not json"), "{error}");
 }
 
 #[test]

@@ -1,9 +1,11 @@
 //! What a provider call can fail with: the provider's own error answer
 //! ([`ProviderError`]) or a failure of the connection or of the stream
-//! ([`TransportError`]). Both travel inside [`Error`](crate::Error).
+//! ([`TransportError`]). Both travel inside [`Error`](crate::Error), boxed;
+//! [`Error::provider_error`](crate::Error::provider_error) and
+//! [`Error::transport_error`](crate::Error::transport_error) read them back.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 
@@ -46,10 +48,17 @@ const MAX_RAW_MESSAGE: usize = 512;
 impl ProviderError {
     /// Reads an error answer: its status, headers and body.
     ///
+    /// `now` is the time the answer came, used only to turn a `Retry-After` given
+    /// as an HTTP date into a wait (a date already past is no wait). This function
+    /// reads no clock: the IO driver that received the answer passes
+    /// `SystemTime::now()`.
+    ///
     /// ```
     /// use lmstack::provider::ProviderError;
+    /// use std::time::SystemTime;
     /// let body = br#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#;
-    /// let error = ProviderError::from_response("openai", 429, &[("x-request-id", "req_1"), ("retry-after", "2")], body);
+    /// let headers = [("x-request-id", "req_1"), ("retry-after", "2")];
+    /// let error = ProviderError::from_response("openai", 429, &headers, body, SystemTime::now());
     /// assert_eq!(error.code.as_deref(), Some("rate_limit_exceeded"));
     /// assert_eq!(error.retry_after, Some(std::time::Duration::from_secs(2)));
     /// assert_eq!(
@@ -62,6 +71,7 @@ impl ProviderError {
         status: u16,
         headers: &[(&str, &str)],
         body: &[u8],
+        now: SystemTime,
     ) -> Self {
         let header = |name: &str| {
             headers
@@ -80,7 +90,7 @@ impl ProviderError {
             .map(str::to_owned);
         error.retry_after = header("retry-after-ms")
             .and_then(|ms| seconds(ms.parse::<f64>().ok()? / 1000.0))
-            .or_else(|| header("retry-after").and_then(parse_retry_after));
+            .or_else(|| header("retry-after").and_then(|value| parse_retry_after(value, now)));
         error.should_retry = header("x-should-retry").and_then(|value| match value {
             "true" => Some(true),
             "false" => Some(false),
@@ -167,16 +177,14 @@ impl fmt::Display for ProviderError {
     }
 }
 
-/// `Retry-After`: seconds, or an HTTP date.
-fn parse_retry_after(value: &str) -> Option<Duration> {
+/// `Retry-After`: seconds, or an HTTP date (the wait from `now` until then; none
+/// when it is past).
+fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     if let Ok(number) = value.parse::<f64>() {
         return seconds(number);
     }
     let when = httpdate::parse_http_date(value).ok()?;
-    Some(
-        when.duration_since(std::time::SystemTime::now())
-            .unwrap_or_default(),
-    )
+    Some(when.duration_since(now).unwrap_or_default())
 }
 
 /// A wait of `seconds`; `None` for a value no `Duration` holds (negative, not
@@ -302,26 +310,67 @@ impl From<TransportError> for crate::Error {
     }
 }
 
+impl crate::Error {
+    /// The provider's error answer, when this is [`Error::Provider`](crate::Error::Provider).
+    ///
+    /// ```
+    /// use lmstack::provider::ProviderError;
+    /// use std::time::SystemTime;
+    /// let error: lmstack::Error =
+    ///     ProviderError::from_response("openai", 503, &[], b"busy", SystemTime::now()).into();
+    /// assert_eq!(error.provider_error().map(|error| error.status), Some(503));
+    /// assert!(error.transport_error().is_none());
+    /// ```
+    pub fn provider_error(&self) -> Option<&ProviderError> {
+        match self {
+            crate::Error::Provider(error) => error.downcast_ref(),
+            _ => None,
+        }
+    }
+
+    /// The transport failure, when this is [`Error::Transport`](crate::Error::Transport).
+    pub fn transport_error(&self) -> Option<&TransportError> {
+        match self {
+            crate::Error::Transport(error) => error.downcast_ref(),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// A fixed "now": Wed, 21 Oct 2015 07:28:00 GMT.
+    fn now() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480)
+    }
+
+    fn read(status: u16, headers: &[(&str, &str)], body: &[u8]) -> ProviderError {
+        ProviderError::from_response("openai", status, headers, body, now())
+    }
+
     #[test]
     fn reads_the_three_error_shapes() {
         let openai = br#"{"error":{"message":"Unsupported parameter","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}"#;
-        let error = ProviderError::from_response("openai", 400, &[], openai);
+        let error = read(400, &[], openai);
         assert_eq!(error.param.as_deref(), Some("max_tokens"));
         assert_eq!(error.error_type.as_deref(), Some("invalid_request_error"));
 
         let anthropic = br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_9"}"#;
-        let error =
-            ProviderError::from_response("anthropic", 529, &[("request-id", "req_9")], anthropic);
+        let error = ProviderError::from_response(
+            "anthropic",
+            529,
+            &[("request-id", "req_9")],
+            anthropic,
+            now(),
+        );
         assert!(error.is_overloaded());
         assert_eq!(error.request_id.as_deref(), Some("req_9"));
 
         let gemini =
             br#"{"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED"}}"#;
-        let error = ProviderError::from_response("gemini", 429, &[], gemini);
+        let error = ProviderError::from_response("gemini", 429, &[], gemini, now());
         assert_eq!(error.code.as_deref(), Some("429"));
         assert_eq!(error.error_type.as_deref(), Some("RESOURCE_EXHAUSTED"));
     }
@@ -329,35 +378,84 @@ mod tests {
     #[test]
     fn a_body_that_is_not_json_is_kept_short() {
         let body = "<html>".repeat(200);
-        let error = ProviderError::from_response("openai", 502, &[], body.as_bytes());
+        let error = read(502, &[], body.as_bytes());
         assert!(error.message.starts_with("<html>"));
         assert!(error.message.chars().count() <= MAX_RAW_MESSAGE + 1);
         assert!(error.to_string().contains("HTTP 502"));
     }
 
     #[test]
-    fn retry_after_ms_wins_over_seconds_and_dates_are_read() {
-        let error = ProviderError::from_response(
-            "openai",
+    fn retry_after_ms_wins_over_seconds() {
+        let error = read(
             429,
             &[("Retry-After", "1"), ("retry-after-ms", "250")],
             b"{}",
         );
         assert_eq!(error.retry_after, Some(Duration::from_millis(250)));
-        let past = ProviderError::from_response(
+    }
+
+    #[test]
+    fn a_retry_after_date_is_the_wait_from_the_given_now() {
+        let date = |value: &str| read(503, &[("retry-after", value)], b"").retry_after;
+        assert_eq!(
+            date("Wed, 21 Oct 2015 07:29:30 GMT"),
+            Some(Duration::from_secs(90))
+        );
+        assert_eq!(date("Wed, 21 Oct 2015 07:28:00 GMT"), Some(Duration::ZERO));
+        assert_eq!(
+            date("Wed, 21 Oct 2015 07:27:00 GMT"),
+            Some(Duration::ZERO),
+            "a date already past is no wait"
+        );
+        assert_eq!(date("not a date"), None);
+        // The same header read at another time gives another wait: no clock inside.
+        let later = now() + Duration::from_secs(30);
+        let error = ProviderError::from_response(
             "openai",
             503,
-            &[("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")],
+            &[("retry-after", "Wed, 21 Oct 2015 07:29:30 GMT")],
             b"",
+            later,
         );
-        assert_eq!(past.retry_after, Some(Duration::ZERO));
+        assert_eq!(error.retry_after, Some(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn the_accessors_read_the_boxed_errors_back() {
+        let provider: crate::Error = read(429, &[], b"slow down").into();
+        assert!(matches!(provider, crate::Error::Provider(_)));
+        assert_eq!(
+            provider.provider_error(),
+            Some(&read(429, &[], b"slow down"))
+        );
+        assert!(provider.transport_error().is_none());
+        assert_eq!(provider.to_string(), "openai: HTTP 429: slow down");
+
+        let transport: crate::Error =
+            TransportError::new("openai", TransportErrorKind::Timeout, "no data").into();
+        assert!(matches!(transport, crate::Error::Transport(_)));
+        assert_eq!(
+            transport.transport_error().map(|error| error.kind),
+            Some(TransportErrorKind::Timeout)
+        );
+        assert!(transport.provider_error().is_none());
+        assert_eq!(transport.to_string(), "openai: timed out: no data");
+
+        // Another error in these variants, or another variant, reads as none.
+        let stranger = crate::Error::Provider("not a provider error".into());
+        assert!(stranger.provider_error().is_none());
+        let stranger = crate::Error::Transport("not a transport error".into());
+        assert!(stranger.transport_error().is_none());
+        assert!(
+            crate::Error::stage("parser", "bad")
+                .provider_error()
+                .is_none()
+        );
     }
 
     #[test]
     fn a_wait_no_duration_holds_is_no_retry_after() {
-        let retry_after = |headers: &[(&str, &str)]| {
-            ProviderError::from_response("openai", 429, headers, b"{}").retry_after
-        };
+        let retry_after = |headers: &[(&str, &str)]| read(429, headers, b"{}").retry_after;
         for unusable in ["1e300", "-1", "NaN", "inf"] {
             assert_eq!(
                 retry_after(&[("retry-after", unusable)]),

@@ -8,9 +8,9 @@
 //! - [`body`]: the body decoder every provider shares — SSE or JSON framing,
 //!   with limits, around the provider's own [`Lift`](body::Lift) (feature
 //!   `http`);
-//! - [`retry`]: the error classifier and a layer that retries a call only before
-//!   its first event was delivered, honouring `Retry-After` (feature `http`);
-//! - [`ProviderError`] and [`TransportError`]: what went wrong, and where;
+//! - [`ProviderError`] and [`TransportError`]: what went wrong, and where (read
+//!   from an [`Error`](crate::Error) with `provider_error()` and
+//!   `transport_error()`);
 //! - [`ApiKey`]: a key from the environment or configuration that never prints.
 //!
 //! Each adapter is a pure lowering (canonical request → wire request), a pure
@@ -28,8 +28,6 @@ pub mod sse;
 pub mod body;
 #[cfg(feature = "openai")]
 pub mod openai;
-#[cfg(feature = "http")]
-pub mod retry;
 #[cfg(feature = "http")]
 pub mod transport;
 

@@ -212,8 +212,11 @@ async fn exchange(
             .iter()
             .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?)))
             .collect();
+        // The answer's time, for a `Retry-After` given as a date: the IO side reads
+        // the clock, `from_response` does not.
+        let now = std::time::SystemTime::now();
         return Err(
-            ProviderError::from_response(provider, status.as_u16(), &headers, &body).into(),
+            ProviderError::from_response(provider, status.as_u16(), &headers, &body, now).into(),
         );
     }
     let mut builder = http::Response::builder()

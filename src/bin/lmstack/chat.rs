@@ -9,7 +9,7 @@ use lmstack::function::{FunctionCallLayer, MediaPolicy, ToolLoopLayer, ToolRegis
 use lmstack::natural::{NaturalToolUse, RenderDialect};
 use lmstack::provider::ApiKey;
 use lmstack::provider::openai::{OpenAi, OpenAiConfig};
-use lmstack::provider::retry::RetryLayer;
+use lmstack::retry::RetryLayer;
 use lmstack::{ChatRequest, Error, Message};
 use tower::{ServiceBuilder, ServiceExt};
 

@@ -141,11 +141,13 @@ impl Lifter {
             let error =
                 ProviderError::from_body(PROVIDER, 200, &serde_json::json!({"error": error}))
                     .unwrap_or_else(|| {
+                        // No headers, so no `Retry-After` date: the time is unused.
                         ProviderError::from_response(
                             PROVIDER,
                             200,
                             &[],
                             error.to_string().as_bytes(),
+                            std::time::SystemTime::UNIX_EPOCH,
                         )
                     });
             return Err(error.into());

@@ -13,7 +13,7 @@
 //!
 //! ```no_run
 //! use lmstack::provider::openai::{OpenAi, OpenAiConfig};
-//! use lmstack::provider::retry::RetryLayer;
+//! use lmstack::retry::RetryLayer;
 //! use lmstack::{ChatRequest, Message};
 //! use tower::{ServiceBuilder, ServiceExt};
 //!
@@ -165,7 +165,7 @@ impl OpenAiConfig {
 /// [`Error::Provider`]; a stream that breaks ends the
 /// reply with [`Error::Transport`] (or `Provider` for an
 /// error object inside the stream). Wrap it in a
-/// [`RetryLayer`](crate::provider::retry::RetryLayer) to retry calls that fail
+/// `lmstack::retry::RetryLayer` (feature `retry`) to retry calls that fail
 /// before their first event.
 #[derive(Clone, Debug)]
 pub struct OpenAi<T = HttpTransport> {

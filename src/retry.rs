@@ -1,0 +1,1296 @@
+//! Retries a model call that failed **before its first event was delivered**.
+//!
+//! [`RetryLayer`] wraps any `Service<ChatRequest, Response = Reply>`: a provider,
+//! or a whole stack. A call is retried when it fails with an error the classifier
+//! accepts — by default [`is_retryable`]: HTTP 408, 409, 429 and 5xx, an
+//! overloaded provider, a failed connection, a timeout, a stream that broke or
+//! ended early — and only while nothing has been delivered: the returned future
+//! resolves once the first event is in hand, so a reply that breaks later ends
+//! with its error and is never replayed (the caller may already have shown or
+//! acted on its start). A non-streaming reply is complete by then; one whose first
+//! item is an error counts as a failed call.
+//!
+//! The wait before a retry is the provider's `Retry-After` when it gave one,
+//! exactly (a wait longer than [`RetryLayer::max_retry_after`] is not waited out:
+//! the error is returned at once), otherwise exponential backoff with equal
+//! jitter: between half the backoff and all of it.
+//!
+//! Everything is set on the layer: the limits, the classifier ([`Classify`], or
+//! any closure `Fn(&Error) -> bool`), the clock it sleeps on (tokio's timer by
+//! default) and the source of jitter (an RNG seeded per layer by default).
+//! [`RetryLayer::wait`] is the schedule as a pure function — no clock, no RNG —
+//! which the layer feeds with jitter samples from its source. Injecting both makes
+//! a test exact and instant:
+//!
+//! ```
+//! use std::sync::{Arc, Mutex};
+//! use std::time::Duration;
+//!
+//! use lmstack::retry::RetryLayer;
+//! use lmstack::testing::ScriptedModel;
+//! use lmstack::{ChatRequest, Error, Message};
+//! use tower::{Layer, ServiceExt};
+//!
+//! # futures::executor::block_on(async {
+//! // A model whose first call fails.
+//! let model = ScriptedModel::new().fail("busy").reply("hello");
+//! let waits = Arc::new(Mutex::new(Vec::new()));
+//! let slept = waits.clone();
+//! let service = RetryLayer::new()
+//!     .initial_backoff(Duration::from_millis(100))
+//!     // The scripted failure is a stage error, which `is_retryable` refuses.
+//!     .classifier(|error: &Error| matches!(error, Error::Stage { .. }))
+//!     .jitter(|| 0.5)
+//!     // Records each wait and returns at once.
+//!     .sleep(move |wait| {
+//!         slept.lock().unwrap().push(wait);
+//!         std::future::ready(())
+//!     })
+//!     .layer(model.clone());
+//!
+//! let request = ChatRequest::new(vec![Message::user("hi")]).streaming(true);
+//! let reply = service.oneshot(request).await.unwrap();
+//! assert_eq!(reply.collect().await.unwrap(), vec![Message::assistant("hello")]);
+//! assert_eq!(model.requests().len(), 2);
+//! // Half of the 100 ms backoff, plus the jitter sample (0.5) times the other half.
+//! assert_eq!(*waits.lock().unwrap(), vec![Duration::from_millis(75)]);
+//! # });
+//! ```
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use futures::stream::{Stream, StreamExt};
+use pin_project_lite::pin_project;
+use tower::{Layer, Service};
+
+use crate::provider::{ProviderError, TransportErrorKind};
+use crate::{ChatRequest, Error, Event, Reply};
+
+/// Decides whether a failed call is worth another attempt.
+///
+/// Implemented for every closure `Fn(&Error) -> bool + Send + Sync + 'static`;
+/// [`is_retryable`] is the default.
+pub trait Classify: Send + Sync + 'static {
+    /// True when a call that failed with `error` (before its first event) may
+    /// succeed if made again.
+    fn is_retryable(&self, error: &Error) -> bool;
+}
+
+impl<F> Classify for F
+where
+    F: Fn(&Error) -> bool + Send + Sync + 'static,
+{
+    fn is_retryable(&self, error: &Error) -> bool {
+        self(error)
+    }
+}
+
+/// The default classifier: true for failures worth another attempt.
+///
+/// - provider errors: the provider's own `x-should-retry` when it sent one;
+///   otherwise HTTP 408, 409, 429 and 5xx, an overloaded provider, and a
+///   `server_error` sent inside a stream. An error sent inside a stream counts
+///   as the HTTP status its numeric `code` names, if it has one (vLLM and Gemini
+///   send `"code": 503`);
+/// - transport errors: failed connections, timeouts, interrupted and truncated
+///   responses (not malformed ones, nor requests that could not be built);
+/// - anything else: no.
+pub fn is_retryable(error: &Error) -> bool {
+    if let Some(error) = error.provider_error() {
+        return error.should_retry.unwrap_or_else(|| {
+            matches!(status_of(error), 408 | 409 | 429 | 500..=599)
+                || error.is_overloaded()
+                || error.error_type.as_deref() == Some("server_error")
+        });
+    }
+    error.transport_error().is_some_and(|error| {
+        matches!(
+            error.kind,
+            TransportErrorKind::Connect
+                | TransportErrorKind::Timeout
+                | TransportErrorKind::Interrupted
+                | TransportErrorKind::Truncated
+        )
+    })
+}
+
+/// The HTTP status `error` stands for: its response's, or for an error sent
+/// inside a successful stream, the status its numeric `code` names.
+fn status_of(error: &ProviderError) -> u16 {
+    let named = || error.code.as_deref()?.parse::<u16>().ok();
+    match error.status {
+        200..=299 => named().unwrap_or(error.status),
+        status => status,
+    }
+}
+
+/// The limits of a [`RetryLayer`]: plain data, read by the pure schedule.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Limits {
+    max_retries: u32,
+    initial_backoff: Duration,
+    max_backoff: Duration,
+    max_retry_after: Duration,
+}
+
+/// What to do after a failed attempt that may be retried.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Wait {
+    /// Wait exactly this long (the provider's `Retry-After`).
+    Exactly(Duration),
+    /// Back off: this is the full backoff, before jitter.
+    Backoff(Duration),
+}
+
+impl Limits {
+    /// The plan after an attempt failed with `error`, `retry` retries having been
+    /// made already; `None` when the call must not be retried.
+    fn plan(&self, classifier: &dyn Classify, retry: u32, error: &Error) -> Option<Wait> {
+        if retry >= self.max_retries || !classifier.is_retryable(error) {
+            return None;
+        }
+        if let Some(wait) = error.provider_error().and_then(|error| error.retry_after) {
+            return (wait <= self.max_retry_after).then_some(Wait::Exactly(wait));
+        }
+        let backoff = self
+            .initial_backoff
+            .saturating_mul(1 << retry.min(16))
+            .min(self.max_backoff);
+        Some(Wait::Backoff(backoff))
+    }
+}
+
+/// "Equal jitter": half of `backoff`, plus `sample` (clamped to [0, 1]; not a
+/// number counts as 0) times the other half, rounded down to the nanosecond.
+fn jittered(backoff: Duration, sample: f64) -> Duration {
+    let half = backoff / 2;
+    let half_nanos = half.as_nanos();
+    // The cast from f64 saturates (a negative product or NaN gives 0), and
+    // `min` caps a sample above 1 (or a product rounded up) at the whole half.
+    let extra_nanos = ((half_nanos as f64 * sample) as u128).min(half_nanos);
+    let extra = Duration::new(
+        (extra_nanos / 1_000_000_000) as u64,
+        (extra_nanos % 1_000_000_000) as u32,
+    );
+    half.saturating_add(extra)
+}
+
+/// The future an injected sleep returns, boxed since the sleep is a `dyn Fn`.
+type SleepFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Everything a [`RetryLayer`] holds; shared by the services it makes.
+#[derive(Clone)]
+struct Config {
+    limits: Limits,
+    classifier: Arc<dyn Classify>,
+    sleep: Arc<dyn Fn(Duration) -> SleepFuture + Send + Sync>,
+    jitter: Arc<Mutex<dyn FnMut() -> f64 + Send>>,
+}
+
+impl Config {
+    /// The wait after an attempt failed with `error`, `retry` retries having been
+    /// made already, drawing a jitter sample from the source only when backing
+    /// off; `None` when not retried.
+    fn next_wait(&self, retry: u32, error: &Error) -> Option<Duration> {
+        match self.limits.plan(&*self.classifier, retry, error)? {
+            Wait::Exactly(wait) => Some(wait),
+            Wait::Backoff(backoff) => {
+                // A source that panicked once is still a source of numbers.
+                let mut source = self.jitter.lock().unwrap_or_else(|e| e.into_inner());
+                Some(jittered(backoff, (*source)()))
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("max_retries", &self.limits.max_retries)
+            .field("initial_backoff", &self.limits.initial_backoff)
+            .field("max_backoff", &self.limits.max_backoff)
+            .field("max_retry_after", &self.limits.max_retry_after)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The [`Layer`] that retries calls failing before their first event; see the
+/// [module docs](self). Built with [`RetryLayer::new`] and its setters; cheap to
+/// clone (clones share the classifier, the sleep and the jitter source).
+#[derive(Clone, Debug)]
+pub struct RetryLayer {
+    config: Arc<Config>,
+}
+
+impl Default for RetryLayer {
+    /// The same as [`RetryLayer::new`].
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RetryLayer {
+    /// Two retries; backoff from 500 ms, doubling up to 8 s; `Retry-After` waited
+    /// out up to 60 s; the [`is_retryable`] classifier; `tokio::time::sleep`
+    /// (so the calls need a tokio runtime with its timer); jitter from a
+    /// `fastrand` RNG seeded for this layer.
+    pub fn new() -> Self {
+        let mut rng = fastrand::Rng::new();
+        RetryLayer {
+            config: Arc::new(Config {
+                limits: Limits {
+                    max_retries: 2,
+                    initial_backoff: Duration::from_millis(500),
+                    max_backoff: Duration::from_secs(8),
+                    max_retry_after: Duration::from_secs(60),
+                },
+                classifier: Arc::new(is_retryable),
+                sleep: Arc::new(|wait| -> SleepFuture { Box::pin(tokio::time::sleep(wait)) }),
+                jitter: Arc::new(Mutex::new(move || rng.f64())),
+            }),
+        }
+    }
+
+    fn config(&mut self) -> &mut Config {
+        Arc::make_mut(&mut self.config)
+    }
+
+    /// Sets how many times a call is retried after its first attempt.
+    pub fn max_retries(mut self, retries: u32) -> Self {
+        self.config().limits.max_retries = retries;
+        self
+    }
+
+    /// Sets the backoff before the first retry; it doubles for each further one.
+    pub fn initial_backoff(mut self, backoff: Duration) -> Self {
+        self.config().limits.initial_backoff = backoff;
+        self
+    }
+
+    /// Sets the longest backoff.
+    pub fn max_backoff(mut self, backoff: Duration) -> Self {
+        self.config().limits.max_backoff = backoff;
+        self
+    }
+
+    /// Sets the longest `Retry-After` waited out; a provider that asks for more
+    /// gets its error returned at once.
+    pub fn max_retry_after(mut self, wait: Duration) -> Self {
+        self.config().limits.max_retry_after = wait;
+        self
+    }
+
+    /// Sets the classifier: a [`Classify`], such as a closure
+    /// `|error: &Error| -> bool`.
+    pub fn classifier(mut self, classifier: impl Classify) -> Self {
+        self.config().classifier = Arc::new(classifier);
+        self
+    }
+
+    /// Sets how to wait: `sleep(wait)` returns a future that completes once
+    /// `wait` has passed (the default is `tokio::time::sleep`). A test can record
+    /// the waits and return at once.
+    pub fn sleep<F, Fut>(mut self, sleep: F) -> Self
+    where
+        F: Fn(Duration) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.config().sleep = Arc::new(move |wait| -> SleepFuture { Box::pin(sleep(wait)) });
+        self
+    }
+
+    /// Sets the source of jitter: each call gives a sample in [0, 1), drawn once
+    /// per backoff (not for a `Retry-After` wait). Samples outside [0, 1] are
+    /// clamped. Services made by this layer (and its clones) share the source.
+    pub fn jitter<F>(mut self, source: F) -> Self
+    where
+        F: FnMut() -> f64 + Send + 'static,
+    {
+        self.config().jitter = Arc::new(Mutex::new(source));
+        self
+    }
+
+    /// The wait before the next attempt after one failed with `error`, when
+    /// `retry` retries were made already (0 after the first attempt), given the
+    /// jitter sample `jitter` in [0, 1); `None` when the call is not retried: the
+    /// retries are spent, the classifier refuses the error, or its `Retry-After`
+    /// is above [`max_retry_after`](Self::max_retry_after).
+    ///
+    /// This is the whole schedule, as a pure function: it reads no clock and draws
+    /// no random number.
+    ///
+    /// ```
+    /// use lmstack::provider::{TransportError, TransportErrorKind};
+    /// use lmstack::retry::RetryLayer;
+    /// use std::time::Duration;
+    ///
+    /// let layer = RetryLayer::new().initial_backoff(Duration::from_millis(100));
+    /// let error = TransportError::new("openai", TransportErrorKind::Connect, "refused").into();
+    /// assert_eq!(layer.wait(0, &error, 0.0), Some(Duration::from_millis(50)));
+    /// assert_eq!(layer.wait(1, &error, 0.5), Some(Duration::from_millis(150)));
+    /// assert_eq!(layer.wait(2, &error, 0.5), None, "two retries by default");
+    /// ```
+    pub fn wait(&self, retry: u32, error: &Error, jitter: f64) -> Option<Duration> {
+        let config = &self.config;
+        match config.limits.plan(&*config.classifier, retry, error)? {
+            Wait::Exactly(wait) => Some(wait),
+            Wait::Backoff(backoff) => Some(jittered(backoff, jitter)),
+        }
+    }
+}
+
+impl<S> Layer<S> for RetryLayer {
+    type Service = Retry<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Retry {
+            inner,
+            config: self.config.clone(),
+        }
+    }
+}
+
+/// Retries calls of `S` that fail before their first event; made by
+/// [`RetryLayer`]. See the [module docs](self).
+#[derive(Clone, Debug)]
+pub struct Retry<S> {
+    inner: S,
+    config: Arc<Config>,
+}
+
+impl<S> Retry<S> {
+    crate::service::inner_service_accessors!();
+}
+
+impl<S> Service<ChatRequest> for Retry<S>
+where
+    S: Service<ChatRequest, Response = Reply> + Clone,
+    S::Error: Into<Error>,
+{
+    type Response = Reply;
+    type Error = Error;
+    type Future = ResponseFuture<S>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: ChatRequest) -> Self::Future {
+        // The service that was made ready takes this call; a clone stays behind.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let attempt = inner.call(request.clone());
+        ResponseFuture {
+            inner,
+            request,
+            config: self.config.clone(),
+            retry: 0,
+            state: State::Calling { attempt },
+        }
+    }
+}
+
+pin_project! {
+    /// The future of [`Retry`]: resolves with the reply once its first event is
+    /// in hand (or once it is complete, in non-streaming mode), or with the error
+    /// that ended the last attempt.
+    ///
+    /// A state machine over one call: an attempt, waiting for its first event,
+    /// the sleep before a retry, the inner service's readiness for the next
+    /// attempt. It boxes nothing but the injected sleep's future, which is a
+    /// `dyn Future` because the sleep is a `dyn Fn`. (A streaming reply it
+    /// resolves with is a [`Reply`], a boxed stream as every streaming reply is,
+    /// with its first event put back in front.)
+    pub struct ResponseFuture<S>
+    where
+        S: Service<ChatRequest>,
+    {
+        inner: S,
+        request: ChatRequest,
+        config: Arc<Config>,
+        retry: u32,
+        #[pin]
+        state: State<S::Future>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F> {
+        // An attempt is under way.
+        Calling { #[pin] attempt: F },
+        // A non-streaming reply is being read (it is in memory: this takes one poll).
+        Reading { reply: Reply, items: Vec<Result<Event, Error>> },
+        // A streaming reply: waiting for its first event.
+        FirstEvent { reply: Reply },
+        // Waiting before the next attempt.
+        Sleeping { sleep: SleepFuture },
+        // Waiting for the inner service to be ready for the next attempt.
+        Readying,
+        // The future has resolved.
+        Done,
+    }
+}
+
+impl<S> Future for ResponseFuture<S>
+where
+    S: Service<ChatRequest, Response = Reply>,
+    S::Error: Into<Error>,
+{
+    type Output = Result<Reply, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            // Each state either moves on (`continue`), resolves, or fails before
+            // delivery with `error`.
+            let error = match this.state.as_mut().project() {
+                StateProj::Calling { attempt } => match ready!(attempt.poll(cx)) {
+                    Err(error) => error.into(),
+                    Ok(reply) if reply.is_ready() => {
+                        let items = Vec::with_capacity(reply.size_hint().0);
+                        this.state.set(State::Reading { reply, items });
+                        continue;
+                    }
+                    Ok(reply) => {
+                        this.state.set(State::FirstEvent { reply });
+                        continue;
+                    }
+                },
+                StateProj::Reading { reply, items } => {
+                    while let Some(item) = ready!(reply.poll_next_unpin(cx)) {
+                        items.push(item);
+                    }
+                    match leading_error(std::mem::take(items)) {
+                        Ok(reply) => {
+                            this.state.set(State::Done);
+                            return Poll::Ready(Ok(reply));
+                        }
+                        Err(error) => error,
+                    }
+                }
+                StateProj::FirstEvent { reply } => match ready!(reply.poll_next_unpin(cx)) {
+                    Some(Err(error)) => error,
+                    Some(Ok(first)) => {
+                        let rest = std::mem::replace(reply, Reply::from_events([]));
+                        this.state.set(State::Done);
+                        return Poll::Ready(Ok(Reply::from_stream(Resumed {
+                            first: Some(first),
+                            rest,
+                        })));
+                    }
+                    None => {
+                        this.state.set(State::Done);
+                        return Poll::Ready(Ok(Reply::from_events([])));
+                    }
+                },
+                StateProj::Sleeping { sleep } => {
+                    ready!(sleep.as_mut().poll(cx));
+                    this.state.set(State::Readying);
+                    continue;
+                }
+                StateProj::Readying => {
+                    if let Err(error) = ready!(this.inner.poll_ready(cx)) {
+                        this.state.set(State::Done);
+                        return Poll::Ready(Err(error.into()));
+                    }
+                    let attempt = this.inner.call(this.request.clone());
+                    this.state.set(State::Calling { attempt });
+                    continue;
+                }
+                StateProj::Done => {
+                    return Poll::Ready(Err(Error::stage(
+                        "retry",
+                        "the response future was polled after it completed",
+                    )));
+                }
+            };
+            // The attempt failed before anything was delivered.
+            let Some(wait) = this.config.next_wait(*this.retry, &error) else {
+                this.state.set(State::Done);
+                return Poll::Ready(Err(error));
+            };
+            *this.retry += 1;
+            tracing::warn!(%error, retry = *this.retry, ?wait, "retrying the model call");
+            let sleep = (this.config.sleep)(wait);
+            this.state.set(State::Sleeping { sleep });
+        }
+    }
+}
+
+/// The items of a non-streaming reply, as a reply; an error as its first item
+/// is the error of the call instead.
+fn leading_error(mut items: Vec<Result<Event, Error>>) -> Result<Reply, Error> {
+    if items.first().is_some_and(Result::is_err) {
+        items.truncate(1);
+        if let Some(Err(error)) = items.pop() {
+            return Err(error);
+        }
+    }
+    Ok(Reply::from_results(items))
+}
+
+/// A streaming reply with its first event, read to decide on a retry, put back in
+/// front.
+struct Resumed {
+    first: Option<Event>,
+    rest: Reply,
+}
+
+impl Stream for Resumed {
+    type Item = Result<Event, Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        match this.first.take() {
+            Some(first) => Poll::Ready(Some(Ok(first))),
+            None => this.rest.poll_next_unpin(cx),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let first = usize::from(self.first.is_some());
+        let (low, high) = self.rest.size_hint();
+        (
+            low.saturating_add(first),
+            high.and_then(|high| high.checked_add(first)),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::pin::pin;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use futures::executor::block_on;
+    use tower::ServiceExt;
+
+    use super::*;
+    use crate::Message;
+    use crate::provider::TransportError;
+
+    /// A fixed time for `Retry-After` dates (none of these tests sends one).
+    fn now() -> std::time::SystemTime {
+        std::time::SystemTime::UNIX_EPOCH
+    }
+
+    fn answered(status: u16, headers: &[(&str, &str)], body: &str) -> Error {
+        ProviderError::from_response("openai", status, headers, body.as_bytes(), now()).into()
+    }
+
+    fn transport(kind: TransportErrorKind) -> Error {
+        TransportError::new("openai", kind, "test").into()
+    }
+
+    #[test]
+    fn the_classifier_retries_what_may_pass_and_nothing_else() {
+        let rate_limited =
+            r#"{"error":{"message":"Rate limit","type":"requests","code":"rate_limit_exceeded"}}"#;
+        let overloaded =
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        let rows: Vec<(&str, Error, bool)> = vec![
+            ("429", answered(429, &[], rate_limited), true),
+            ("408", answered(408, &[], ""), true),
+            ("409", answered(409, &[], ""), true),
+            ("500", answered(500, &[], "oops"), true),
+            (
+                "502 html",
+                answered(502, &[], "<html>bad gateway</html>"),
+                true,
+            ),
+            ("503", answered(503, &[], ""), true),
+            ("529 overloaded_error", answered(529, &[], overloaded), true),
+            (
+                "overloaded_error in a stream",
+                answered(200, &[], overloaded),
+                true,
+            ),
+            (
+                "UNAVAILABLE (Gemini)",
+                answered(
+                    200,
+                    &[],
+                    r#"{"error":{"code":503,"message":"busy","status":"UNAVAILABLE"}}"#,
+                ),
+                true,
+            ),
+            (
+                "server_error in a 200 stream",
+                answered(
+                    200,
+                    &[],
+                    r#"{"error":{"message":"The server had an error","type":"server_error"}}"#,
+                ),
+                true,
+            ),
+            (
+                "numeric code 500 in a stream (vLLM)",
+                answered(
+                    200,
+                    &[],
+                    r#"{"error":{"message":"boom","type":"InternalServerError","code":500}}"#,
+                ),
+                true,
+            ),
+            (
+                "numeric code 400 in a stream",
+                answered(
+                    200,
+                    &[],
+                    r#"{"error":{"message":"bad","type":"BadRequestError","code":400}}"#,
+                ),
+                false,
+            ),
+            (
+                "invalid_request_error in a stream",
+                answered(
+                    200,
+                    &[],
+                    r#"{"error":{"message":"bad","type":"invalid_request_error"}}"#,
+                ),
+                false,
+            ),
+            (
+                "429 with x-should-retry: false",
+                answered(429, &[("x-should-retry", "false")], rate_limited),
+                false,
+            ),
+            (
+                "503 with x-should-retry: false",
+                answered(503, &[("x-should-retry", "false")], ""),
+                false,
+            ),
+            (
+                "400 with x-should-retry: true",
+                answered(400, &[("x-should-retry", "true")], ""),
+                true,
+            ),
+            (
+                "x-should-retry of another word",
+                answered(429, &[("x-should-retry", "maybe")], ""),
+                true,
+            ),
+            (
+                "400",
+                answered(
+                    400,
+                    &[],
+                    r#"{"error":{"message":"bad","type":"invalid_request_error"}}"#,
+                ),
+                false,
+            ),
+            ("401", answered(401, &[], ""), false),
+            ("403", answered(403, &[], ""), false),
+            ("404", answered(404, &[], ""), false),
+            ("422", answered(422, &[], ""), false),
+            ("connect", transport(TransportErrorKind::Connect), true),
+            ("timeout", transport(TransportErrorKind::Timeout), true),
+            (
+                "interrupted",
+                transport(TransportErrorKind::Interrupted),
+                true,
+            ),
+            ("truncated", transport(TransportErrorKind::Truncated), true),
+            ("malformed", transport(TransportErrorKind::Malformed), false),
+            ("request", transport(TransportErrorKind::Request), false),
+            ("another stage", Error::stage("parser", "bad"), false),
+        ];
+        let layer = RetryLayer::new();
+        for (name, error, retryable) in rows {
+            assert_eq!(is_retryable(&error), retryable, "{name}: {error}");
+            assert_eq!(
+                layer.wait(0, &error, 0.5).is_some(),
+                retryable,
+                "{name}: wait"
+            );
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap_with_equal_jitter_exactly() {
+        let layer = RetryLayer::new()
+            .max_retries(40)
+            .initial_backoff(Duration::from_millis(100))
+            .max_backoff(Duration::from_secs(1));
+        let error = answered(503, &[], "");
+        let ms = Duration::from_millis;
+        for (retry, full) in [
+            (0, 100),
+            (1, 200),
+            (2, 400),
+            (3, 800),
+            (4, 1000),
+            (39, 1000),
+        ] {
+            let wait = |sample| layer.wait(retry, &error, sample);
+            assert_eq!(wait(0.0), Some(ms(full / 2)), "retry {retry}, sample 0");
+            assert_eq!(
+                wait(0.5),
+                Some(ms(full * 3 / 4)),
+                "retry {retry}, sample 0.5"
+            );
+            assert_eq!(wait(1.0), Some(ms(full)), "retry {retry}, sample 1");
+        }
+        assert_eq!(
+            layer.wait(40, &error, 0.5),
+            None,
+            "no retry past max_retries"
+        );
+
+        let defaults = RetryLayer::new();
+        assert_eq!(defaults.wait(0, &error, 0.0), Some(ms(250)));
+        assert_eq!(defaults.wait(1, &error, 1.0), Some(ms(1000)));
+        assert_eq!(
+            defaults.wait(2, &error, 0.5),
+            None,
+            "two retries by default"
+        );
+        let many = RetryLayer::new().max_retries(10);
+        assert_eq!(many.wait(5, &error, 1.0), Some(ms(8000)), "8 s at most");
+        assert_eq!(many.wait(9, &error, 1.0), Some(ms(8000)));
+    }
+
+    #[test]
+    fn jitter_samples_and_durations_out_of_range_are_clamped_without_panicking() {
+        let layer = RetryLayer::new().initial_backoff(Duration::from_millis(100));
+        let error = transport(TransportErrorKind::Connect);
+        let ms = Duration::from_millis;
+        for (sample, wait) in [
+            (-1.0, 50),
+            (f64::NEG_INFINITY, 50),
+            (f64::NAN, 50),
+            (2.0, 100),
+            (f64::INFINITY, 100),
+        ] {
+            assert_eq!(layer.wait(0, &error, sample), Some(ms(wait)), "{sample}");
+        }
+        let huge = RetryLayer::new()
+            .max_retries(u32::MAX)
+            .initial_backoff(Duration::MAX)
+            .max_backoff(Duration::MAX);
+        for retry in [0, 1, 16, 17, u32::MAX - 1] {
+            for sample in [0.0, 0.5, 0.999_999, 1.0] {
+                let wait = huge.wait(retry, &error, sample).expect("retried");
+                assert!(wait >= Duration::MAX / 2, "{retry} {sample}: {wait:?}");
+            }
+        }
+        assert_eq!(huge.wait(u32::MAX, &error, 0.5), None);
+    }
+
+    #[test]
+    fn retry_after_is_preferred_exactly_and_capped() {
+        let layer = RetryLayer::new().initial_backoff(Duration::from_millis(1));
+        let asks = |wait: &str| answered(429, &[("retry-after", wait)], "");
+        for retry in 0..2 {
+            for sample in [0.0, 0.7] {
+                assert_eq!(
+                    layer.wait(retry, &asks("3"), sample),
+                    Some(Duration::from_secs(3))
+                );
+            }
+        }
+        assert_eq!(
+            layer.wait(0, &answered(503, &[("retry-after-ms", "250")], ""), 0.5),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            layer.wait(0, &asks("60"), 0.5),
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(
+            layer.wait(0, &asks("61"), 0.5),
+            None,
+            "over max_retry_after"
+        );
+        assert_eq!(
+            layer
+                .clone()
+                .max_retry_after(Duration::from_secs(120))
+                .wait(0, &asks("61"), 0.5),
+            Some(Duration::from_secs(61))
+        );
+        assert_eq!(
+            layer.wait(2, &asks("1"), 0.5),
+            None,
+            "the retries are spent"
+        );
+        let refused = answered(400, &[("retry-after", "1")], "");
+        assert_eq!(layer.wait(0, &refused, 0.5), None, "not retryable at all");
+        let told_not_to = answered(
+            429,
+            &[("retry-after", "1"), ("x-should-retry", "false")],
+            "",
+        );
+        assert_eq!(layer.wait(0, &told_not_to, 0.5), None);
+        // A Retry-After no duration holds is none: backoff applies.
+        assert_eq!(
+            layer.wait(0, &asks("1e20"), 1.0),
+            Some(Duration::from_millis(1))
+        );
+    }
+
+    /// What one call of [`Model`] does.
+    enum Outcome {
+        /// The call fails.
+        Fail(Error),
+        /// The call gives a streaming reply of these items.
+        Stream(Vec<Result<Event, Error>>),
+        /// The call gives a non-streaming reply of these items.
+        Complete(Vec<Result<Event, Error>>),
+    }
+
+    #[derive(Default)]
+    struct Script {
+        outcomes: VecDeque<Outcome>,
+        /// What `poll_ready` answers, in order; ready once this runs out.
+        readiness: VecDeque<Poll<Result<(), Error>>>,
+        requests: Vec<ChatRequest>,
+        /// Calls made on a service that `poll_ready` had not made ready.
+        unready_calls: usize,
+    }
+
+    /// A model that plays scripted outcomes and checks tower's readiness contract.
+    struct Model {
+        script: Arc<Mutex<Script>>,
+        made_ready: bool,
+    }
+
+    impl Clone for Model {
+        fn clone(&self) -> Self {
+            // A clone has not been made ready.
+            Model {
+                script: self.script.clone(),
+                made_ready: false,
+            }
+        }
+    }
+
+    impl Model {
+        fn new(outcomes: impl IntoIterator<Item = Outcome>) -> Self {
+            let script = Script {
+                outcomes: outcomes.into_iter().collect(),
+                ..Script::default()
+            };
+            Model {
+                script: Arc::new(Mutex::new(script)),
+                made_ready: false,
+            }
+        }
+
+        fn script(&self) -> std::sync::MutexGuard<'_, Script> {
+            self.script.lock().unwrap()
+        }
+
+        fn calls(&self) -> usize {
+            self.script().requests.len()
+        }
+    }
+
+    impl Service<ChatRequest> for Model {
+        type Response = Reply;
+        type Error = Error;
+        type Future = std::future::Ready<Result<Reply, Error>>;
+
+        fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+            let answer = self
+                .script()
+                .readiness
+                .pop_front()
+                .unwrap_or(Poll::Ready(Ok(())));
+            match answer {
+                Poll::Pending => cx.waker().wake_by_ref(),
+                Poll::Ready(Ok(())) => self.made_ready = true,
+                Poll::Ready(Err(_)) => {}
+            }
+            answer
+        }
+
+        fn call(&mut self, request: ChatRequest) -> Self::Future {
+            let made_ready = std::mem::take(&mut self.made_ready);
+            let mut script = self.script();
+            if !made_ready {
+                script.unready_calls += 1;
+            }
+            script.requests.push(request);
+            let outcome = script.outcomes.pop_front().expect("a scripted outcome");
+            std::future::ready(match outcome {
+                Outcome::Fail(error) => Err(error),
+                Outcome::Stream(items) => Ok(Reply::from_stream(futures::stream::iter(items))),
+                Outcome::Complete(items) => Ok(Reply::from_results(items)),
+            })
+        }
+    }
+
+    type Waits = Arc<Mutex<Vec<Duration>>>;
+
+    /// The layer with 100 ms of initial backoff, these jitter samples (drawing
+    /// another fails the test) and a sleep that records each wait and returns at
+    /// once.
+    fn layer(samples: &[f64]) -> (RetryLayer, Waits) {
+        let waits = Waits::default();
+        let slept = waits.clone();
+        let mut samples: VecDeque<f64> = samples.iter().copied().collect();
+        let layer = RetryLayer::new()
+            .initial_backoff(Duration::from_millis(100))
+            .jitter(move || {
+                samples
+                    .pop_front()
+                    .expect("no more jitter samples expected")
+            })
+            .sleep(move |wait| {
+                slept.lock().unwrap().push(wait);
+                std::future::ready(())
+            });
+        (layer, waits)
+    }
+
+    fn request(stream: bool) -> ChatRequest {
+        ChatRequest::new(vec![Message::user("hi")]).streaming(stream)
+    }
+
+    fn text(text: &str) -> Result<Event, Error> {
+        Ok(Event::text(text))
+    }
+
+    fn waits(waits: &Waits) -> Vec<Duration> {
+        waits.lock().unwrap().clone()
+    }
+
+    #[test]
+    fn failures_before_the_first_event_are_retried_after_the_scheduled_waits() {
+        let model = Model::new([
+            Outcome::Fail(transport(TransportErrorKind::Connect)),
+            Outcome::Fail(answered(429, &[("retry-after", "3")], "")),
+            Outcome::Stream(vec![text("hel"), text("lo")]),
+        ]);
+        // One sample: the Retry-After wait draws none.
+        let (layer, slept) = layer(&[0.5]);
+        let service = layer.max_retries(3).layer(model.clone());
+        let reply = block_on(service.oneshot(request(true))).unwrap();
+        assert!(!reply.is_ready(), "a streaming reply still streams");
+        assert_eq!(
+            block_on(reply.collect()).unwrap(),
+            vec![Message::assistant("hello")]
+        );
+        assert_eq!(
+            waits(&slept),
+            vec![Duration::from_millis(75), Duration::from_secs(3)]
+        );
+        let script = model.script();
+        assert_eq!(script.requests.len(), 3);
+        assert!(script.requests.iter().all(|sent| *sent == request(true)));
+        assert_eq!(script.unready_calls, 0);
+    }
+
+    #[test]
+    fn the_last_error_is_returned_once_the_retries_are_spent() {
+        let model =
+            Model::new((1..=3).map(|n| Outcome::Fail(answered(503, &[], &format!("busy {n}")))));
+        let (layer, slept) = layer(&[0.0, 0.0]);
+        let error = block_on(layer.layer(model.clone()).oneshot(request(false))).unwrap_err();
+        assert_eq!(error.to_string(), "openai: HTTP 503: busy 3");
+        assert_eq!(model.calls(), 3, "one attempt and two retries");
+        assert_eq!(
+            waits(&slept),
+            vec![Duration::from_millis(50), Duration::from_millis(100)]
+        );
+    }
+
+    #[test]
+    fn an_error_not_worth_retrying_is_returned_at_once() {
+        let model = Model::new([
+            Outcome::Fail(answered(400, &[], "bad request")),
+            Outcome::Stream(vec![text("unused")]),
+        ]);
+        let (layer, slept) = layer(&[]);
+        let error = block_on(layer.layer(model.clone()).oneshot(request(true))).unwrap_err();
+        assert_eq!(error.provider_error().map(|error| error.status), Some(400));
+        assert_eq!(model.calls(), 1);
+        assert!(waits(&slept).is_empty());
+    }
+
+    #[test]
+    fn a_retry_after_above_the_cap_is_not_waited_out() {
+        let outcomes = || {
+            [
+                Outcome::Fail(answered(429, &[("retry-after", "61")], "")),
+                Outcome::Stream(vec![text("ok")]),
+            ]
+        };
+        let model = Model::new(outcomes());
+        let (layer, slept) = layer(&[]);
+        let error =
+            block_on(layer.clone().layer(model.clone()).oneshot(request(true))).unwrap_err();
+        assert_eq!(
+            error.provider_error().and_then(|error| error.retry_after),
+            Some(Duration::from_secs(61))
+        );
+        assert_eq!(model.calls(), 1);
+        assert!(waits(&slept).is_empty());
+
+        let model = Model::new(outcomes());
+        let service = layer
+            .max_retry_after(Duration::from_secs(61))
+            .layer(model.clone());
+        block_on(service.oneshot(request(true))).unwrap();
+        assert_eq!(model.calls(), 2);
+        assert_eq!(waits(&slept), vec![Duration::from_secs(61)]);
+    }
+
+    #[test]
+    fn a_stream_that_fails_before_its_first_event_is_retried() {
+        let model = Model::new([
+            Outcome::Stream(vec![Err(transport(TransportErrorKind::Interrupted))]),
+            Outcome::Stream(vec![text("ok")]),
+        ]);
+        let (layer, slept) = layer(&[1.0]);
+        let reply = block_on(layer.layer(model.clone()).oneshot(request(true))).unwrap();
+        assert_eq!(
+            block_on(reply.collect()).unwrap(),
+            vec![Message::assistant("ok")]
+        );
+        assert_eq!(model.calls(), 2);
+        assert_eq!(waits(&slept), vec![Duration::from_millis(100)]);
+    }
+
+    #[test]
+    fn a_stream_that_fails_after_its_first_event_is_not_replayed() {
+        let model = Model::new([
+            Outcome::Stream(vec![
+                text("one "),
+                text("two"),
+                Err(transport(TransportErrorKind::Interrupted)),
+            ]),
+            Outcome::Stream(vec![text("never sent")]),
+        ]);
+        let (layer, slept) = layer(&[]);
+        let reply = block_on(layer.layer(model.clone()).oneshot(request(true))).unwrap();
+        let items: Vec<Result<Event, Error>> = block_on(StreamExt::collect(reply));
+        assert_eq!(items.len(), 3);
+        assert_eq!(items[0].as_ref().ok(), Some(&Event::text("one ")));
+        assert_eq!(items[1].as_ref().ok(), Some(&Event::text("two")));
+        assert_eq!(
+            items[2]
+                .as_ref()
+                .err()
+                .and_then(Error::transport_error)
+                .map(|error| error.kind),
+            Some(TransportErrorKind::Interrupted)
+        );
+        assert_eq!(model.calls(), 1);
+        assert!(waits(&slept).is_empty());
+    }
+
+    #[test]
+    fn a_complete_reply_whose_first_item_is_an_error_is_retried_and_stays_complete() {
+        let answer = Message::assistant("done");
+        let model = Model::new([
+            Outcome::Complete(vec![Err(transport(TransportErrorKind::Truncated))]),
+            Outcome::Complete(vec![Ok(Event::message(answer.clone()))]),
+        ]);
+        let (layer, _) = layer(&[0.0]);
+        let reply = block_on(layer.layer(model.clone()).oneshot(request(false))).unwrap();
+        assert!(reply.is_ready(), "a non-streaming reply stays in memory");
+        assert_eq!(block_on(reply.collect()).unwrap(), vec![answer]);
+        assert_eq!(model.calls(), 2);
+    }
+
+    #[test]
+    fn a_complete_reply_that_fails_after_its_first_item_is_delivered_as_it_is() {
+        let answer = Message::assistant("partial");
+        let model = Model::new([
+            Outcome::Complete(vec![
+                Ok(Event::message(answer.clone())),
+                Err(transport(TransportErrorKind::Truncated)),
+            ]),
+            Outcome::Complete(vec![]),
+        ]);
+        let (layer, _) = layer(&[]);
+        let reply = block_on(layer.layer(model.clone()).oneshot(request(false))).unwrap();
+        assert!(reply.is_ready());
+        let items: Vec<Result<Event, Error>> = block_on(StreamExt::collect(reply));
+        assert_eq!(items.len(), 2);
+        assert_eq!(items[0].as_ref().ok(), Some(&Event::message(answer)));
+        assert!(items[1].is_err());
+        assert_eq!(model.calls(), 1);
+    }
+
+    #[test]
+    fn an_empty_reply_is_delivered_empty() {
+        for outcome in [Outcome::Stream(vec![]), Outcome::Complete(vec![])] {
+            let model = Model::new([outcome]);
+            let (layer, _) = layer(&[]);
+            let reply = block_on(layer.layer(model.clone()).oneshot(request(true))).unwrap();
+            assert_eq!(block_on(reply.collect_events()).unwrap(), vec![]);
+            assert_eq!(model.calls(), 1);
+        }
+    }
+
+    #[test]
+    fn a_closure_replaces_the_classifier() {
+        let model = Model::new([
+            Outcome::Fail(Error::stage("gateway", "busy")),
+            Outcome::Fail(transport(TransportErrorKind::Connect)),
+            Outcome::Stream(vec![text("unused")]),
+        ]);
+        let (layer, slept) = layer(&[0.0]);
+        let service = layer
+            .classifier(|error: &Error| matches!(error, Error::Stage { .. }))
+            .layer(model.clone());
+        let error = block_on(service.oneshot(request(true))).unwrap_err();
+        // The stage error was retried; the connect error, which the default
+        // classifier would retry, was not.
+        assert_eq!(
+            error.transport_error().map(|error| error.kind),
+            Some(TransportErrorKind::Connect)
+        );
+        assert_eq!(model.calls(), 2);
+        assert_eq!(waits(&slept), vec![Duration::from_millis(50)]);
+    }
+
+    #[test]
+    fn the_services_of_a_layer_share_its_jitter_source() {
+        let (layer, slept) = layer(&[0.0, 1.0]);
+        for _ in 0..2 {
+            let model = Model::new([
+                Outcome::Fail(transport(TransportErrorKind::Timeout)),
+                Outcome::Stream(vec![text("ok")]),
+            ]);
+            block_on(layer.clone().layer(model).oneshot(request(true))).unwrap();
+        }
+        assert_eq!(
+            waits(&slept),
+            vec![Duration::from_millis(50), Duration::from_millis(100)]
+        );
+    }
+
+    #[test]
+    fn the_next_attempt_waits_for_the_inner_service_to_be_ready() {
+        let model = Model::new([
+            Outcome::Fail(transport(TransportErrorKind::Connect)),
+            Outcome::Stream(vec![text("ok")]),
+        ]);
+        // Ready for the first call (made ready by the caller), then not ready once.
+        model.script().readiness = [Poll::Ready(Ok(())), Poll::Pending, Poll::Ready(Ok(()))].into();
+        let (layer, _) = layer(&[0.0]);
+        let mut service = layer.layer(model.clone());
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(matches!(service.poll_ready(&mut cx), Poll::Ready(Ok(()))));
+        let mut future = pin!(service.call(request(true)));
+        assert!(future.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(
+            model.calls(),
+            1,
+            "no second attempt before the service is ready"
+        );
+        let Poll::Ready(Ok(reply)) = future.as_mut().poll(&mut cx) else {
+            panic!("the retry succeeds once the service is ready");
+        };
+        assert_eq!(
+            block_on(reply.collect()).unwrap(),
+            vec![Message::assistant("ok")]
+        );
+        assert_eq!(model.calls(), 2);
+        assert_eq!(model.script().unready_calls, 0, "every call was made ready");
+    }
+
+    #[test]
+    fn a_readiness_error_before_a_retry_is_returned() {
+        let model = Model::new([Outcome::Fail(transport(TransportErrorKind::Connect))]);
+        model.script().readiness = [
+            Poll::Ready(Ok(())),
+            Poll::Ready(Err(Error::stage("limiter", "closed"))),
+        ]
+        .into();
+        let (layer, _) = layer(&[0.0]);
+        let error = block_on(layer.layer(model.clone()).oneshot(request(true))).unwrap_err();
+        assert_eq!(error.to_string(), "limiter: closed");
+        assert_eq!(model.calls(), 1);
+    }
+
+    /// A sleep that lasts until its gate is opened.
+    struct Gate(Arc<AtomicBool>);
+
+    impl Future for Gate {
+        type Output = ();
+
+        fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+            if self.0.load(Ordering::SeqCst) {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        }
+    }
+
+    #[test]
+    fn the_next_attempt_waits_for_the_sleep() {
+        let model = Model::new([
+            Outcome::Fail(transport(TransportErrorKind::Connect)),
+            Outcome::Stream(vec![text("ok")]),
+        ]);
+        let open = Arc::new(AtomicBool::new(false));
+        let gate = open.clone();
+        let service = RetryLayer::new()
+            .jitter(|| 0.0)
+            .sleep(move |_| Gate(gate.clone()))
+            .layer(model.clone());
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        let mut future = pin!(service.oneshot(request(true)));
+        for _ in 0..3 {
+            assert!(future.as_mut().poll(&mut cx).is_pending());
+            assert_eq!(model.calls(), 1, "no second attempt during the sleep");
+        }
+        open.store(true, Ordering::SeqCst);
+        assert!(matches!(future.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));
+        assert_eq!(model.calls(), 2);
+    }
+
+    #[test]
+    fn polling_after_completion_is_an_error_not_a_panic() {
+        let model = Model::new([Outcome::Stream(vec![text("ok")])]);
+        let (layer, _) = layer(&[]);
+        let mut service = layer.layer(model);
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(service.poll_ready(&mut cx).is_ready());
+        let mut future = pin!(service.call(request(true)));
+        assert!(matches!(future.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));
+        let Poll::Ready(Err(error)) = future.as_mut().poll(&mut cx) else {
+            panic!("expected an error");
+        };
+        assert!(
+            error.to_string().contains("polled after it completed"),
+            "{error}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_default_sleep_waits_on_tokio_s_timer() {
+        let model = Model::new([
+            Outcome::Fail(answered(429, &[("retry-after", "2")], "")),
+            Outcome::Stream(vec![text("ok")]),
+        ]);
+        let started = tokio::time::Instant::now();
+        let reply = RetryLayer::new()
+            .layer(model.clone())
+            .oneshot(request(true))
+            .await
+            .unwrap();
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
+        assert_eq!(
+            reply.collect().await.unwrap(),
+            vec![Message::assistant("ok")]
+        );
+        assert_eq!(model.calls(), 2);
+    }
+}
