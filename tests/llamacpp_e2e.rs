@@ -202,7 +202,7 @@ async fn the_stack_parses_runs_and_answers_the_call_the_model_writes() {
         let stack = ServiceBuilder::new()
             .layer(ToolLoopLayer::new())
             .layer(FunctionCallLayer::new(ToolRegistry::new([add]).unwrap()))
-            .layer(NaturalToolUse::new().layer())
+            .layer(NaturalToolUse::new())
             .map_request(natural_requests(sent.clone()))
             .service(model());
         let mut request = ChatRequest::new(vec![

@@ -60,7 +60,7 @@ fn stack(
         .layer(FunctionCallLayer::new(
             ToolRegistry::new([add(), snapshot()]).unwrap(),
         ))
-        .layer(NaturalToolUse::new().layer())
+        .layer(NaturalToolUse::new())
         .service(model)
 }
 
@@ -165,7 +165,7 @@ async fn the_model_sees_text_and_one_tools_section() {
 #[tokio::test]
 async fn a_stored_history_that_holds_the_section_does_not_get_it_twice() {
     let model = ScriptedModel::new().reply("hi").reply("hi again");
-    let layer = NaturalToolUse::new().dialect(RenderDialect::Hermes).layer();
+    let layer = NaturalToolUse::new().dialect(RenderDialect::Hermes);
     let tool = ToolSpec::new("add", "Adds", json!({"type": "object"}));
     let first = ChatRequest::new(vec![Message::user("hi")]).tool(tool.clone());
     layer.layer(model.clone()).oneshot(first).await.unwrap();
@@ -195,7 +195,6 @@ async fn tool_choice_becomes_a_sentence_or_removes_the_section() {
             let mut request = ChatRequest::new(vec![Message::user("hi")]).tool(tool);
             request.options.tool_choice = Some(choice);
             NaturalToolUse::new()
-                .layer()
                 .layer(model.clone())
                 .oneshot(request)
                 .await
@@ -230,7 +229,6 @@ async fn a_result_without_its_call_fails_the_request_before_the_model() {
         Message::tool_results(vec![ToolResult::text("call_404", "add", "5")]),
     ]);
     let error = NaturalToolUse::new()
-        .layer()
         .layer(model.clone())
         .oneshot(request)
         .await

@@ -37,7 +37,7 @@ async fn a_text_only_model_fixes_its_call_after_a_schema_error() {
             ServiceBuilder::new()
                 .layer(ToolLoopLayer::new())
                 .layer(FunctionCallLayer::new(ToolRegistry::new([add]).unwrap()))
-                .layer(NaturalToolUseParser::new().layer())
+                .layer(NaturalToolUseParser::new())
                 .service(model)
         };
         let request = ChatRequest::new(vec![Message::user("2 + 3?")]);

@@ -612,7 +612,7 @@ async fn the_layer_parses_both_modes_alike_and_numbers_ids_after_the_history() {
     let mut request = ChatRequest::new(history);
     request.options.tools = tools();
     let make = || {
-        parser().layer().layer(
+        parser().layer(
             ScriptedModel::new()
                 .chunking(Chunking::Bytes(2))
                 .reply(reply),

@@ -322,7 +322,7 @@ async fn the_layer_gives_the_same_messages_in_both_modes() {
             let model = ScriptedModel::new()
                 .chunking(chunking)
                 .reply_messages(reply());
-            NaturalToolUseTransformer::new().layer().layer(model)
+            NaturalToolUseTransformer::new().layer(model)
         };
         let request = ChatRequest::new(vec![Message::user("weather?")]);
         let (whole, streamed) = collect_both(make, request).await.unwrap();
@@ -341,7 +341,7 @@ async fn streamed_call_deltas_are_written_like_a_calls_message() {
         let model = ScriptedModel::new()
             .chunking(Chunking::Bytes(3))
             .reply_messages(vec![Message::assistant("Two calls:"), calls.clone()]);
-        NaturalToolUseTransformer::new().layer().layer(model)
+        NaturalToolUseTransformer::new().layer(model)
     };
     let (whole, streamed) = collect_both(make, ChatRequest::new(vec![])).await.unwrap();
     assert_eq!(whole, streamed);
@@ -359,7 +359,7 @@ async fn results_in_a_reply_may_answer_calls_of_the_request() {
         let model = ScriptedModel::new().reply_messages(vec![Message::tool_results(vec![
             ToolResult::text("call_1", "GetWeather", "18°C and sunny"),
         ])]);
-        NaturalToolUseTransformer::new().layer().layer(model)
+        NaturalToolUseTransformer::new().layer(model)
     };
     let request = ChatRequest::new(vec![Message::tool_calls(vec![weather_call()])]);
     let (whole, _) = collect_both(make, request).await.unwrap();
@@ -580,7 +580,6 @@ async fn a_model_written_id_is_ignored_outside_transcripts() {
         json!({}),
     )])]);
     let reply = NaturalToolUseParser::new()
-        .layer()
         .layer(model)
         .oneshot(request)
         .await

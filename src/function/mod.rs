@@ -57,14 +57,16 @@ mod dispatch;
 mod execution;
 mod function_call;
 mod media;
+mod output;
 mod registry;
 mod tool;
 mod tool_loop;
 
 pub use function_call::{FunctionCall, FunctionCallFuture, FunctionCallLayer};
 pub use media::{MediaError, MediaPolicy, sniff};
+pub use output::{Json, ToolOutput};
 pub use registry::ToolRegistry;
-pub use tool::{Json, Tool, ToolError, ToolOutput};
+pub use tool::{Tool, ToolError};
 pub use tool_loop::{OnLimit, ToolLoop, ToolLoopFuture, ToolLoopLayer};
 
 /// The `schemars` version the typed tools use, for deriving `JsonSchema` without a

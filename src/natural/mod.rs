@@ -18,9 +18,6 @@ mod transformer;
 
 pub use dialect::Dialect;
 pub use format::RenderDialect;
-pub use parser::{NaturalToolUseParser, NaturalToolUseParserLayer, OnInvalid, ParserMachine};
-pub use tool_use::{NaturalToolUse, NaturalToolUseLayer};
-pub use transformer::{
-    NaturalToolUseTransformer, NaturalToolUseTransformerLayer, TOOL_METADATA_KEY,
-    TransformerMachine,
-};
+pub use parser::{NaturalToolUseParser, OnInvalid, ParserMachine};
+pub use tool_use::NaturalToolUse;
+pub use transformer::{NaturalToolUseTransformer, TOOL_METADATA_KEY, TransformerMachine};

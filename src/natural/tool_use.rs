@@ -3,7 +3,7 @@
 
 use super::format::RenderDialect;
 use super::{NaturalToolUseParser, NaturalToolUseTransformer, ParserMachine, prompt};
-use crate::service::{MachineFactory, MachineLayer};
+use crate::service::MachineFactory;
 use crate::{ChatRequest, Error, Message, ToolChoice};
 
 /// Tool calling for models that only read and write text: the transformer on
@@ -45,7 +45,7 @@ use crate::{ChatRequest, Error, Message, ToolChoice};
 /// let stack = ServiceBuilder::new()
 ///     .layer(ToolLoopLayer::new())
 ///     .layer(FunctionCallLayer::new(ToolRegistry::new([add])?))
-///     .layer(NaturalToolUse::new().layer())
+///     .layer(NaturalToolUse::new())
 ///     .service(model.clone());
 /// let messages = stack.oneshot(ChatRequest::new(vec![Message::user("2 + 3?")])).await?.collect().await?;
 /// assert_eq!(messages.last(), Some(&Message::assistant("2 + 3 = 5.")));
@@ -63,9 +63,6 @@ pub struct NaturalToolUse {
     transformer: NaturalToolUseTransformer,
     parser: NaturalToolUseParser,
 }
-
-/// The tower layer of [`NaturalToolUse`].
-pub type NaturalToolUseLayer = MachineLayer<NaturalToolUse>;
 
 impl NaturalToolUse {
     /// The tagged dialect; the parser reads all four XML dialects.
@@ -91,12 +88,9 @@ impl NaturalToolUse {
         self.parser = parser;
         self
     }
-
-    /// The tower layer.
-    pub fn layer(&self) -> NaturalToolUseLayer {
-        MachineLayer::new(self.clone())
-    }
 }
+
+crate::service::factory_layer!(NaturalToolUse);
 
 impl MachineFactory for NaturalToolUse {
     type Machine = ParserMachine;

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use super::format::{self, RenderDialect, SEPARATOR};
 use crate::message::{MultimodalMessage, TextMessage, ToolAggregateMessage};
-use crate::service::{Machine, MachineFactory, MachineLayer, Output};
+use crate::service::{Machine, MachineFactory, Output};
 use crate::{
     ChatRequest, ContentBlock, Error, Event, Joiner, Message, Metadata, Role, TextDelta, ToolCall,
     ToolCallDelta, ToolResult,
@@ -90,10 +90,6 @@ pub struct NaturalToolUseTransformer {
     call_limit: usize,
 }
 
-/// The tower layer of the transformer: rewrites the calls and results of the
-/// replies that pass through it.
-pub type NaturalToolUseTransformerLayer = MachineLayer<NaturalToolUseTransformer>;
-
 impl Default for NaturalToolUseTransformer {
     fn default() -> Self {
         Self::new()
@@ -128,11 +124,6 @@ impl NaturalToolUseTransformer {
         self.dialect
     }
 
-    /// The tower layer.
-    pub fn layer(&self) -> NaturalToolUseTransformerLayer {
-        MachineLayer::new(self.clone())
-    }
-
     /// A state machine for one reply (see [`Machine`]); `known_calls` are the ids
     /// of the calls made before it, which its `tool_results` may answer.
     pub fn machine<I>(&self, known_calls: I) -> TransformerMachine
@@ -162,6 +153,8 @@ impl NaturalToolUseTransformer {
         Ok(Joiner::join(out.drain()))
     }
 }
+
+crate::service::factory_layer!(NaturalToolUseTransformer);
 
 impl MachineFactory for NaturalToolUseTransformer {
     type Machine = TransformerMachine;

@@ -107,6 +107,23 @@ impl<S, F: Clone> Layer<S> for MachineLayer<F> {
     }
 }
 
+/// Makes a [`MachineFactory`] a tower [`Layer`] itself, so that its
+/// configuration goes into `ServiceBuilder::layer` as it is; the service is a
+/// [`MachineService`]. (A factory of another crate uses [`MachineLayer`].)
+macro_rules! factory_layer {
+    ($factory:ty) => {
+        impl<S> tower::Layer<S> for $factory {
+            type Service = $crate::service::MachineService<S, Self>;
+
+            fn layer(&self, inner: S) -> Self::Service {
+                $crate::service::MachineService::new(inner, self.clone())
+            }
+        }
+    };
+}
+
+pub(crate) use factory_layer;
+
 /// The [`Service`] made by [`MachineLayer`].
 #[derive(Clone, Debug)]
 pub struct MachineService<S, F> {

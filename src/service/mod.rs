@@ -9,6 +9,7 @@ mod reply;
 mod request;
 
 pub(crate) use accessors::inner_service_accessors;
+pub(crate) use layer::factory_layer;
 pub use layer::{MachineFactory, MachineFuture, MachineLayer, MachineService};
 pub use machine::{Machine, MachineStream, Output};
 pub use reply::{Complete, Reply};

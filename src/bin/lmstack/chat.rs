@@ -92,11 +92,10 @@ async fn chat(args: Args) -> Result<(), Error> {
     let stack = ServiceBuilder::new()
         .layer(ToolLoopLayer::new())
         .layer(FunctionCallLayer::new(ToolRegistry::new(tools::all(&media))?).media(media))
-        .option_layer(args.natural_tools.then(|| {
-            NaturalToolUse::new()
-                .dialect(RenderDialect::for_model(&args.model))
-                .layer()
-        }))
+        .option_layer(
+            args.natural_tools
+                .then(|| NaturalToolUse::new().dialect(RenderDialect::for_model(&args.model))),
+        )
         .layer(RetryLayer::default())
         .service(OpenAi::new(config)?);
     let opening = format!("user: {}", args.prompt);

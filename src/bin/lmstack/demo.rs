@@ -96,7 +96,7 @@ async fn demo(args: &DemoArgs) -> Result<(), Error> {
     let stack = ServiceBuilder::new()
         .layer(ToolLoopLayer::new())
         .layer(FunctionCallLayer::new(ToolRegistry::new(tools::all(&media))?).media(media))
-        .layer(NaturalToolUse::new().layer())
+        .layer(NaturalToolUse::new())
         // On a terminal, stream at a readable pace, as a model would.
         .map_response(move |reply: Reply| if terminal { paced(reply) } else { reply })
         .service(model.clone());

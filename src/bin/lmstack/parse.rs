@@ -98,7 +98,7 @@ fn parse(args: Args) -> Result<(), Error> {
         .build()
         .map_err(|error| Error::stage("lmstack parse", error.to_string()))?;
     runtime.block_on(async {
-        let reply = parser.layer().layer(model).oneshot(request).await?;
+        let reply = parser.layer(model).oneshot(request).await?;
         if args.events {
             // Print what arrived before an error too: nothing is lost.
             let mut reply = reply;

@@ -25,7 +25,7 @@ use self::tools::ToolTable;
 use super::dialect::Dialect;
 use crate::message::{Event, Joiner, Message};
 use crate::schema::SchemaCache;
-use crate::service::{Machine, MachineFactory, MachineLayer, Output};
+use crate::service::{Machine, MachineFactory, Output};
 use crate::{ChatRequest, Error, ToolSpec};
 
 pub use self::calls::OnInvalid;
@@ -70,9 +70,6 @@ pub struct NaturalToolUseParser {
     transcript: bool,
     schemas: Arc<SchemaCache>,
 }
-
-/// The tower layer of the parser.
-pub type NaturalToolUseParserLayer = MachineLayer<NaturalToolUseParser>;
 
 impl Default for NaturalToolUseParser {
     fn default() -> Self {
@@ -130,11 +127,6 @@ impl NaturalToolUseParser {
         self
     }
 
-    /// The tower layer.
-    pub fn layer(&self) -> NaturalToolUseParserLayer {
-        MachineLayer::new(self.clone())
-    }
-
     /// A parser state machine for one reply, with `tools` (see
     /// [`Machine`]); `id_base` calls came before in the conversation.
     pub fn machine(&self, tools: &[ToolSpec], id_base: usize) -> Result<ParserMachine, Error> {
@@ -190,6 +182,8 @@ impl NaturalToolUseParser {
         Ok(Joiner::join(out.drain()))
     }
 }
+
+crate::service::factory_layer!(NaturalToolUseParser);
 
 impl MachineFactory for NaturalToolUseParser {
     type Machine = ParserMachine;
