@@ -364,7 +364,7 @@ pub struct Retry<S> {
 }
 
 impl<S> Retry<S> {
-    crate::service::inner_service_accessors!();
+    crate::service::inner_service_accessors!(inner: S);
 }
 
 impl<S> Service<ChatRequest> for Retry<S>

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::ToolRegistry;
+use super::registry::ToolRegistry;
 use crate::{InvalidCall, InvalidCallKind, ToolCall, ToolResult};
 
 /// A call of a tool the registry does not have: the available tools are listed.

@@ -10,7 +10,9 @@
 use std::collections::VecDeque;
 use std::mem;
 
-use super::{Tool, ToolRegistry, answer};
+use super::answer;
+use super::registry::ToolRegistry;
+use super::tool::Tool;
 use crate::Error;
 use crate::message::{
     Event, Joiner, Message, Metadata, ToolAggregateMessage, ToolCall, ToolCallsMessage, ToolResult,

@@ -14,12 +14,23 @@ use futures::stream::{FuturesUnordered, Stream, StreamExt};
 use tokio::task::{JoinError, JoinHandle};
 use tracing::Instrument;
 
+use super::answer;
 use super::dispatch::{Action, Dispatch, Input, Job, JobId};
-use super::function_call::Config;
-use super::{MediaPolicy, Tool, ToolError, ToolOutput, answer};
+use super::media::MediaPolicy;
+use super::output::ToolOutput;
+use super::tool::{Tool, ToolError};
 use crate::message::{Event, ToolCall, ToolResult};
 use crate::service::MachineStream;
 use crate::{Error, Reply};
+
+/// How the calls of a reply run: how many at once, for how long, and the
+/// policy their media is checked by.
+#[derive(Clone, Debug)]
+pub(super) struct RunPolicy {
+    pub(super) concurrency: usize,
+    pub(super) timeout: Option<Duration>,
+    pub(super) media: MediaPolicy,
+}
 
 /// The layer's reply: the core's events, while the calls it hands out run.
 pub(super) struct Execution {
@@ -27,11 +38,11 @@ pub(super) struct Execution {
 }
 
 impl Execution {
-    pub(super) fn new(reply: Reply, core: Dispatch, config: Arc<Config>) -> Self {
+    pub(super) fn new(reply: Reply, core: Dispatch, policy: Arc<RunPolicy>) -> Self {
         let sources = Sources {
             reply: Some(reply),
             tasks: Tasks {
-                config,
+                policy,
                 waiting: VecDeque::new(),
                 running: FuturesUnordered::new(),
             },
@@ -104,7 +115,7 @@ impl Stream for Sources {
 /// The calls of one reply: waiting, and running as tasks (at most the layer's
 /// concurrency at a time).
 struct Tasks {
-    config: Arc<Config>,
+    policy: Arc<RunPolicy>,
     waiting: VecDeque<Job>,
     running: FuturesUnordered<Running>,
 }
@@ -126,14 +137,14 @@ impl Tasks {
 
     /// Starts waiting calls up to the limit, then takes a finished one's result.
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<(JobId, ToolResult)>> {
-        while self.running.len() < self.config.concurrency {
+        while self.running.len() < self.policy.concurrency {
             let Some(job) = self.waiting.pop_front() else {
                 break;
             };
-            let timeout = job.tool.time_limit().or(self.config.timeout);
+            let timeout = job.tool.time_limit().or(self.policy.timeout);
             let span = tracing::debug_span!("tool", name = %job.call.name, call_id = %job.call.id);
             let (call_id, name) = (job.call.id.clone(), job.call.name.clone());
-            let task = run(job.tool, job.call, timeout, self.config.media.clone());
+            let task = run(job.tool, job.call, timeout, self.policy.media.clone());
             self.running.push(Running {
                 id: job.id,
                 call_id,

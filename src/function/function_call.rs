@@ -10,8 +10,9 @@ use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
 use super::dispatch::Dispatch;
-use super::execution::Execution;
-use super::{MediaPolicy, ToolRegistry};
+use super::execution::{Execution, RunPolicy};
+use super::media::MediaPolicy;
+use super::registry::ToolRegistry;
 use crate::service::Complete;
 use crate::{ChatRequest, Error, Reply};
 
@@ -75,16 +76,14 @@ use crate::{ChatRequest, Error, Reply};
 /// ```
 #[derive(Clone, Debug)]
 pub struct FunctionCallLayer {
-    config: Arc<Config>,
+    config: Config,
 }
 
 /// The layer's settings, shared by its services and their replies.
 #[derive(Clone, Debug)]
-pub(super) struct Config {
-    pub(super) registry: ToolRegistry,
-    pub(super) concurrency: usize,
-    pub(super) timeout: Option<Duration>,
-    pub(super) media: MediaPolicy,
+struct Config {
+    registry: ToolRegistry,
+    run: Arc<RunPolicy>,
 }
 
 impl FunctionCallLayer {
@@ -97,31 +96,33 @@ impl FunctionCallLayer {
     /// A layer running the tools of `registry`, with the defaults.
     pub fn new(registry: ToolRegistry) -> Self {
         FunctionCallLayer {
-            config: Arc::new(Config {
+            config: Config {
                 registry,
-                concurrency: Self::DEFAULT_CONCURRENCY,
-                timeout: Some(Self::DEFAULT_TIMEOUT),
-                media: MediaPolicy::new(),
-            }),
+                run: Arc::new(RunPolicy {
+                    concurrency: Self::DEFAULT_CONCURRENCY,
+                    timeout: Some(Self::DEFAULT_TIMEOUT),
+                    media: MediaPolicy::new(),
+                }),
+            },
         }
     }
 
     /// Sets how many calls of one reply may run at once (at least 1).
     pub fn concurrency(mut self, limit: usize) -> Self {
-        Arc::make_mut(&mut self.config).concurrency = limit.max(1);
+        Arc::make_mut(&mut self.config.run).concurrency = limit.max(1);
         self
     }
 
     /// Sets the time limit of one call (`None`: no limit). A tool's own limit
     /// ([`Tool::timeout`](super::Tool::timeout)) takes precedence.
     pub fn timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
-        Arc::make_mut(&mut self.config).timeout = timeout.into();
+        Arc::make_mut(&mut self.config.run).timeout = timeout.into();
         self
     }
 
     /// Sets the policy for images, documents and files in tool results.
     pub fn media(mut self, policy: MediaPolicy) -> Self {
-        Arc::make_mut(&mut self.config).media = policy;
+        Arc::make_mut(&mut self.config.run).media = policy;
         self
     }
 
@@ -146,7 +147,7 @@ impl<S> Layer<S> for FunctionCallLayer {
 #[derive(Clone, Debug)]
 pub struct FunctionCall<S> {
     inner: S,
-    config: Arc<Config>,
+    config: Config,
 }
 
 impl<S> FunctionCall<S> {
@@ -155,7 +156,7 @@ impl<S> FunctionCall<S> {
         FunctionCallLayer::new(registry).layer(inner)
     }
 
-    crate::service::inner_service_accessors!();
+    crate::service::inner_service_accessors!(inner: S);
 }
 
 impl<S> Service<ChatRequest> for FunctionCall<S>
@@ -172,7 +173,7 @@ where
     }
 
     fn call(&mut self, mut request: ChatRequest) -> Self::Future {
-        let config = self.config.clone();
+        let config = &self.config;
         let dispatch = Dispatch::new(
             config.registry.clone(),
             request.options.tools.iter().map(|tool| tool.name.as_str()),
@@ -181,7 +182,7 @@ where
         let stream = request.options.stream;
         let state = State::Calling {
             future: self.inner.call(request),
-            start: Some((dispatch, config)),
+            start: Some((dispatch, config.run.clone())),
             stream,
         };
         FunctionCallFuture { state }
@@ -200,7 +201,7 @@ pin_project! {
 pin_project! {
     #[project = StateProj]
     enum State<F> {
-        Calling { #[pin] future: F, start: Option<(Dispatch, Arc<Config>)>, stream: bool },
+        Calling { #[pin] future: F, start: Option<(Dispatch, Arc<RunPolicy>)>, stream: bool },
         Completing { complete: Complete<Execution> },
     }
 }
@@ -222,10 +223,10 @@ where
                     stream,
                 } => {
                     let reply = ready!(future.poll(cx)).map_err(Into::into)?;
-                    let (dispatch, config) = start
+                    let (dispatch, run) = start
                         .take()
                         .expect("FunctionCallFuture polled after completion");
-                    let execution = Execution::new(reply, dispatch, config);
+                    let execution = Execution::new(reply, dispatch, run);
                     if *stream {
                         return Poll::Ready(Ok(Reply::from_stream(execution)));
                     }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::MediaPolicy;
+use super::media::MediaPolicy;
 use crate::{ContentBlock, MediaSource, Metadata, ToolResult};
 
 /// What a tool returns: text, JSON, images, documents and files, in order, and

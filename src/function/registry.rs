@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::Tool;
+use super::tool::Tool;
 use crate::{ChatOptions, Error, ToolSpec};
 
 /// The tools a [`FunctionCallLayer`](super::FunctionCallLayer) can run.

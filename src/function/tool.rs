@@ -12,7 +12,7 @@ use schemars::generate::SchemaSettings;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::ToolOutput;
+use super::output::ToolOutput;
 use crate::{BoxError, ToolSpec};
 
 type Handler = dyn Fn(Value) -> BoxFuture<'static, Result<ToolOutput, ToolError>> + Send + Sync;
@@ -59,7 +59,7 @@ type Handler = dyn Fn(Value) -> BoxFuture<'static, Result<ToolOutput, ToolError>
 /// ```
 ///
 /// A handler returns anything that converts into a [`ToolOutput`] — text, a JSON
-/// value, [`Json`] of any serialisable type, content blocks, or a `ToolOutput` built
+/// value, [`Json`](super::Json) of any serialisable type, content blocks, or a `ToolOutput` built
 /// with images, documents and files — or an error, which the model receives as an
 /// error result.
 #[derive(Clone)]

@@ -118,7 +118,7 @@ pub struct ToolLoop<S> {
 }
 
 impl<S> ToolLoop<S> {
-    crate::service::inner_service_accessors!();
+    crate::service::inner_service_accessors!(inner: S);
 }
 
 impl<S> Service<ChatRequest> for ToolLoop<S>

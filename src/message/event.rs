@@ -4,7 +4,9 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::{InvalidCall, Message, Metadata, Usage};
+use super::messages::{Message, Usage};
+use super::metadata::Metadata;
+use super::tool::InvalidCall;
 
 /// One item of a reply stream.
 ///

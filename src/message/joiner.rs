@@ -4,11 +4,10 @@ use std::mem;
 
 use serde_json::Value;
 
-use super::{
-    CallDetails, Event, FinishReason, InvalidCall, InvalidCallKind, Message, Metadata,
-    ReasoningDelta, ReasoningMessage, Role, TextDelta, TextMessage, ToolCall, ToolCallDelta,
-    ToolCallsMessage,
-};
+use super::event::{CallDetails, Event, FinishReason, ReasoningDelta, TextDelta, ToolCallDelta};
+use super::messages::{Message, ReasoningMessage, Role, TextMessage, ToolCallsMessage};
+use super::metadata::Metadata;
+use super::tool::{InvalidCall, InvalidCallKind, ToolCall};
 
 /// Folds events into messages. Pure: no IO, no clock, no allocation per event
 /// beyond the text it keeps.

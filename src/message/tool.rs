@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{ContentBlock, Metadata};
+use super::content::ContentBlock;
+use super::metadata::Metadata;
 
 /// A call of a tool by the model.
 ///

@@ -2,21 +2,21 @@
 //! messages: the parser in transcript mode over every text message, media put
 //! back in place of their placeholders, and calls paired with their results.
 
-use super::NaturalToolUseParser;
 use serde_json::Value;
 
 use super::format::{self, MediaKind, PLACEHOLDERS_KEY};
 use super::transformer::TOOL_METADATA_KEY;
 use crate::message::{MultimodalMessage, TextMessage, ToolAggregateMessage};
 use crate::service::{Machine, Output};
-use crate::{ContentBlock, Error, Event, Joiner, Message, Metadata, Role, ToolSpec};
+use crate::{ContentBlock, Error, Event, Joiner, Message, Metadata, Role};
 
-pub(super) fn read(
-    parser: &NaturalToolUseParser,
-    messages: Vec<Message>,
-    tools: &[ToolSpec],
-) -> Result<Vec<Message>, Error> {
-    let parser = parser.clone().transcript(true);
+/// Reads `messages` with parser machines in transcript mode from `machine`,
+/// which makes one for a text after `id_base` calls.
+pub(super) fn read<M, F>(messages: Vec<Message>, machine: F) -> Result<Vec<Message>, Error>
+where
+    M: Machine<In = Event, Out = Event>,
+    F: Fn(usize) -> Result<M, Error>,
+{
     let mut out: Vec<Message> = Vec::with_capacity(messages.len());
     for message in messages {
         let id_base = out.iter().map(|m| m.calls().len()).sum();
@@ -25,11 +25,11 @@ pub(super) fn read(
                 role: role @ (Role::Assistant | Role::User),
                 text,
                 metadata,
-            }) => out.extend(parse(&parser, role, text, metadata, tools, id_base)?),
+            }) => out.extend(parse(machine(id_base)?, role, text, metadata)?),
             Message::Multimodal(message)
                 if matches!(message.role, Role::Assistant | Role::User) =>
             {
-                out.extend(multimodal(&parser, message, tools, id_base)?);
+                out.extend(multimodal(machine(id_base)?, message)?);
             }
             other => out.push(other),
         }
@@ -39,14 +39,11 @@ pub(super) fn read(
 
 /// Parses one message's text, whose plain text keeps the message's role.
 fn parse(
-    parser: &NaturalToolUseParser,
+    mut machine: impl Machine<In = Event, Out = Event>,
     role: Role,
     text: String,
     metadata: Metadata,
-    tools: &[ToolSpec],
-    id_base: usize,
 ) -> Result<Vec<Message>, Error> {
-    let mut machine = parser.machine(tools, id_base)?;
     let mut out = Output::new();
     let message = Message::Text(TextMessage {
         role: Role::Assistant,
@@ -68,24 +65,15 @@ fn parse(
 /// takes back its media block. A message without tool markup stays as it was;
 /// media no placeholder claimed follow in a message of their own.
 fn multimodal(
-    parser: &NaturalToolUseParser,
+    machine: impl Machine<In = Event, Out = Event>,
     message: MultimodalMessage,
-    tools: &[ToolSpec],
-    id_base: usize,
 ) -> Result<Vec<Message>, Error> {
     let text: String = message
         .content
         .iter()
         .filter_map(ContentBlock::as_text)
         .collect();
-    let mut parsed = parse(
-        parser,
-        message.role,
-        text,
-        message.metadata.clone(),
-        tools,
-        id_base,
-    )?;
+    let mut parsed = parse(machine, message.role, text, message.metadata.clone())?;
     if parsed.iter().all(|m| matches!(m, Message::Text(_))) {
         return Ok(vec![Message::Multimodal(message)]);
     }

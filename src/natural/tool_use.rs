@@ -2,7 +2,9 @@
 //! tool-capable.
 
 use super::format::RenderDialect;
-use super::{NaturalToolUseParser, NaturalToolUseTransformer, ParserMachine, prompt};
+use super::parser::{NaturalToolUseParser, ParserMachine};
+use super::prompt;
+use super::transformer::NaturalToolUseTransformer;
 use crate::service::MachineFactory;
 use crate::{ChatRequest, Error, Message, ToolChoice};
 

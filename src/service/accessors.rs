@@ -2,13 +2,9 @@
 //! written once.
 
 /// Defines `get_ref`, `get_mut` and `into_inner` on a service that wraps another
-/// (as tower-http's middleware do). With no arguments the wrapped service is the
-/// field `inner` of type `S`; `inner_service_accessors!(transport: T)` names
-/// another field and type.
+/// (as tower-http's middleware do): `inner_service_accessors!(inner: S)` for the
+/// wrapped service in the field `inner`, of type `S`.
 macro_rules! inner_service_accessors {
-    () => {
-        $crate::service::inner_service_accessors!(inner: S);
-    };
     ($field:ident : $inner:ty) => {
         /// The wrapped service.
         pub fn get_ref(&self) -> &$inner {

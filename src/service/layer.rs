@@ -70,9 +70,11 @@ use std::task::{Context, Poll, ready};
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
+use super::machine::{Machine, MachineStream};
 use super::reply::Complete;
-use super::{ChatRequest, Machine, MachineStream, Reply};
-use crate::Error;
+use super::reply::Reply;
+use super::request::ChatRequest;
+use crate::error::Error;
 use crate::message::Event;
 
 /// Starts a [`Machine`] for each request; holds the layer's configuration.
@@ -137,7 +139,7 @@ impl<S, F> MachineService<S, F> {
         MachineService { inner, factory }
     }
 
-    super::inner_service_accessors!();
+    crate::service::accessors::inner_service_accessors!(inner: S);
 
     /// The factory (the layer's configuration).
     pub fn factory(&self) -> &F {

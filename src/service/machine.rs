@@ -16,7 +16,7 @@ use std::task::{Context, Poll, ready};
 
 use futures::stream::{Stream, StreamExt};
 
-use crate::Error;
+use crate::error::Error;
 use crate::message::Event;
 
 /// A pure state machine: takes inputs one by one, hands out outputs.

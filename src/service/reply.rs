@@ -7,7 +7,7 @@ use std::task::{Context, Poll, ready};
 
 use futures::stream::{BoxStream, Stream, StreamExt};
 
-use crate::Error;
+use crate::error::Error;
 use crate::message::{Event, Joiner, Message};
 
 /// A model reply: a [`Stream`] of `Result<Event, Error>`.

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::Message;
+use crate::message::Message;
 
 /// A conversation to continue, with the options of the call.
 ///

@@ -2,7 +2,7 @@
 
 use std::io::BufRead;
 
-use super::{ScriptedModel, Turn};
+use super::scripted::{ScriptedModel, Turn};
 use crate::Error;
 use crate::transcript::{self, Exchange};
 

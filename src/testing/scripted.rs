@@ -9,7 +9,7 @@ use futures::future::{Ready, ready};
 use futures::stream::Stream;
 use tower::Service;
 
-use super::Chunking;
+use super::chunking::Chunking;
 use crate::{
     ChatRequest, Error, Event, FinishReason, Joiner, Message, ReasoningDelta, Reply, Role,
     TextDelta, ToolCallDelta,

@@ -22,7 +22,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::SystemTime;
 
-use super::{Entry, OnFull, Record};
+use super::record::{Entry, OnFull, Record};
 
 /// The default capacity of the queue, in records.
 pub(super) const DEFAULT_CAPACITY: usize = 1024;

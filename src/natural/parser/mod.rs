@@ -32,10 +32,9 @@ pub use self::calls::OnInvalid;
 pub use self::machine::ParserMachine;
 
 /// The natural tool use parser: turns `<tool_call>`-style text from the model
-/// into tool calls. It is the configuration (a [`MachineFactory`]); use
-/// [`layer`](NaturalToolUseParser::layer) for the tower layer, or
-/// [`parse`](NaturalToolUseParser::parse) / [`machine`](NaturalToolUseParser::machine)
-/// directly.
+/// into tool calls. It is the configuration (a [`MachineFactory`]) and a tower
+/// [`Layer`](tower::Layer) itself; [`parse`](NaturalToolUseParser::parse) and
+/// [`machine`](NaturalToolUseParser::machine) use it directly.
 ///
 /// Streaming: text before, between and after calls goes out at once, except the
 /// shortest tail that could still begin a marker; a call's arguments go out as
@@ -170,7 +169,8 @@ impl NaturalToolUseParser {
         messages: Vec<Message>,
         tools: &[ToolSpec],
     ) -> Result<Vec<Message>, Error> {
-        super::history::read(self, messages, tools)
+        let transcript = self.clone().transcript(true);
+        super::history::read(messages, |id_base| transcript.machine(tools, id_base))
     }
 
     /// Parses a whole text into messages.
