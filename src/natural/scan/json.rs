@@ -513,16 +513,8 @@ mod tests {
         cuts: &[usize],
         mut feed: F,
     ) -> (Scanned, usize) {
-        let mut bounds: Vec<usize> = cuts
-            .iter()
-            .map(|c| c % (input.len() + 1))
-            .filter(|c| input.is_char_boundary(*c))
-            .collect();
-        bounds.push(input.len());
-        bounds.sort_unstable();
-        bounds.dedup();
         let mut start = 0;
-        for end in bounds {
+        for end in crate::natural::scan::cut_points(input, cuts) {
             match feed(&input[start..end]) {
                 Scanned::More => start = end,
                 Scanned::Done(used) => return (Scanned::Done(start + used), start + used),

@@ -18,6 +18,21 @@ pub(crate) fn find_quote_or_escape(bytes: &[u8]) -> Option<usize> {
     }
 }
 
+/// Where the scanners' tests cut `input`: `cuts` taken modulo its length,
+/// on character boundaries, in order, ending with the end of the input.
+#[cfg(test)]
+pub(crate) fn cut_points(input: &str, cuts: &[usize]) -> Vec<usize> {
+    let mut points: Vec<usize> = cuts
+        .iter()
+        .map(|cut| cut % (input.len() + 1))
+        .filter(|&cut| input.is_char_boundary(cut))
+        .collect();
+    points.push(input.len());
+    points.sort_unstable();
+    points.dedup();
+    points
+}
+
 /// JSON's whitespace, which the dialects also skip around their markup.
 pub(crate) fn is_space(byte: u8) -> bool {
     matches!(byte, b' ' | b'\t' | b'\n' | b'\r')

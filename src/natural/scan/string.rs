@@ -182,17 +182,7 @@ mod tests {
         let mut decoder = StringDecoder::default();
         let mut text = String::new();
         let mut start = 0;
-        let mut bounds: Vec<usize> = cuts
-            .iter()
-            .map(|c| c % (input.len() + 1))
-            .filter(|c| input.is_char_boundary(*c))
-            .collect();
-        bounds.push(input.len());
-        bounds.sort_unstable();
-        for end in bounds {
-            if end < start {
-                continue;
-            }
+        for end in crate::natural::scan::cut_points(input, cuts) {
             match decoder.feed(&input[start..end], &mut |piece| text.push_str(piece))? {
                 Decoded::End(used) => return Ok((text, start + used)),
                 Decoded::More => start = end,
