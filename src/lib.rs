@@ -56,8 +56,9 @@ pub mod transcript;
 
 pub use error::{BoxError, Error};
 
-/// The README's examples, compiled and run as doctests.
-#[cfg(doctest)]
+/// The README's examples, compiled and run as doctests (they use the function
+/// layer).
+#[cfg(all(doctest, feature = "function"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 pub use message::{

@@ -1,5 +1,7 @@
 //! The `lmstack` command line.
 
+#![cfg(all(feature = "cli", feature = "demo"))]
+
 use std::process::Command;
 
 fn lmstack(args: &[&str]) -> std::process::Output {

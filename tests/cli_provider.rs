@@ -1,6 +1,6 @@
 //! `lmstack lift`, `lower` and `chat` on the command line.
 
-#![cfg(feature = "cli")]
+#![cfg(all(feature = "cli", feature = "demo"))]
 
 mod common;
 

@@ -1,6 +1,8 @@
 //! The function layer: running calls concurrently and in order, time limits,
 //! cancellation, and every way a call can fail becoming an error result.
 
+#![cfg(feature = "function")]
+
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

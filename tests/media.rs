@@ -1,6 +1,8 @@
 //! Multimodal tool results: the media policy's checks on bytes and files, and media
 //! results through the function layer.
 
+#![cfg(feature = "function")]
+
 use std::convert::Infallible;
 use std::path::Path;
 

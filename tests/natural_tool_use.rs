@@ -1,6 +1,8 @@
 //! The NaturalToolUse layer: a text-only model (played by `ScriptedModel`) uses
 //! tools through two rounds of the tool loop.
 
+#![cfg(feature = "function")]
+
 use std::convert::Infallible;
 
 use lmstack::function::{FunctionCallLayer, Tool, ToolLoopLayer, ToolOutput, ToolRegistry};

@@ -2,6 +2,8 @@
 //! `<tool_call>` text is run, and a call the parser marks invalid is answered so
 //! that the model can fix it.
 
+#![cfg(feature = "function")]
+
 use std::convert::Infallible;
 
 use lmstack::function::{FunctionCallLayer, Tool, ToolLoopLayer, ToolRegistry};

@@ -2,7 +2,7 @@
 //! recorded responses served cut at random byte boundaries, error answers,
 //! headers, timeouts and the retry layer.
 
-#![cfg(feature = "openai")]
+#![cfg(all(feature = "openai", feature = "function", feature = "retry"))]
 
 mod common;
 

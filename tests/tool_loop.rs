@@ -1,6 +1,8 @@
 //! The tool loop: rounds until the model answers, the bound and its policies, one
 //! stream across rounds, and tower's readiness contract.
 
+#![cfg(feature = "function")]
+
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

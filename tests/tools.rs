@@ -1,6 +1,8 @@
 //! Tools and the registry: generated schemas, dynamic tools, duplicate names, and
 //! what a tool may return.
 
+#![cfg(feature = "function")]
+
 use std::convert::Infallible;
 
 use lmstack::function::{Json, MediaPolicy, Tool, ToolError, ToolOutput, ToolRegistry};

@@ -1,6 +1,8 @@
 //! Transcripts: every request and reply event written as timestamped JSON lines
 //! by a writer thread behind a bounded queue, and replayed without the model.
 
+#![cfg(feature = "function")]
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::io::{self, Write};

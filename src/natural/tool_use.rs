@@ -24,39 +24,32 @@ use crate::{ChatRequest, Error, Message, ToolChoice};
 /// - the reply goes through the [`NaturalToolUseParser`], which checks calls
 ///   against the request's tools.
 ///
-/// Placed under the function layer, it makes the whole tool loop work with a
-/// text-only model:
+/// On its own, it turns a text-only model's `<tool_call>` text into a tool call
+/// and shows the model the tools as text; placed under the function layer
+/// (`lmstack::function`), it makes the whole tool loop work with such a model
+/// (the README's example).
 ///
 /// ```
-/// use lmstack::function::{FunctionCallLayer, Tool, ToolLoopLayer, ToolRegistry};
 /// use lmstack::natural::NaturalToolUse;
 /// use lmstack::testing::ScriptedModel;
-/// use lmstack::{ChatRequest, Message};
-/// use tower::{ServiceBuilder, ServiceExt};
+/// use lmstack::{ChatRequest, Message, ToolCall, ToolSpec};
+/// use serde_json::json;
+/// use tower::{Layer, ServiceExt};
 ///
-/// #[derive(serde::Deserialize, schemars::JsonSchema)]
-/// struct Add { a: i64, b: i64 }
+/// # futures::executor::block_on(async {
+/// let model = ScriptedModel::new().reply("<tool_call name=\"add\">\n{\"a\": 2, \"b\": 3}\n</tool_call>");
+/// let add = ToolSpec::new("add", "Adds two integers", json!({"type": "object"}));
+/// let request = ChatRequest::new(vec![Message::user("2 + 3?")]).tool(add);
+/// let reply = NaturalToolUse::new().layer(model.clone()).oneshot(request).await?;
+/// assert_eq!(
+///     reply.collect().await?,
+///     vec![Message::tool_calls(vec![ToolCall::new("call_1", "add", json!({"a": 2, "b": 3}))])]
+/// );
 ///
-/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-/// let add = Tool::typed("add", "Adds two integers", |args: Add| async move {
-///     Ok::<_, std::convert::Infallible>((args.a + args.b).to_string())
-/// });
-/// let model = ScriptedModel::new()
-///     .reply("<tool_call name=\"add\">\n{\"a\": 2, \"b\": 3}\n</tool_call>")
-///     .reply("2 + 3 = 5.");
-/// let stack = ServiceBuilder::new()
-///     .layer(ToolLoopLayer::new())
-///     .layer(FunctionCallLayer::new(ToolRegistry::new([add])?))
-///     .layer(NaturalToolUse::new())
-///     .service(model.clone());
-/// let messages = stack.oneshot(ChatRequest::new(vec![Message::user("2 + 3?")])).await?.collect().await?;
-/// assert_eq!(messages.last(), Some(&Message::assistant("2 + 3 = 5.")));
-///
-/// // What the model saw in round two: no native tools, the call and its result as text.
-/// let second = &model.requests()[1];
-/// assert!(second.options.tools.is_empty());
-/// assert!(second.messages[0].as_text().unwrap().contains("## add"));
-/// assert!(second.messages[3].as_text().unwrap().starts_with("<tool_response name=\"add\""));
+/// // What the model saw: no native tools, and the tools described in the system prompt.
+/// let sent = &model.requests()[0];
+/// assert!(sent.options.tools.is_empty());
+/// assert!(sent.messages[0].as_text().unwrap().contains("## add"));
 /// # Ok::<(), lmstack::Error>(())
 /// # }).unwrap();
 /// ```
