@@ -1,10 +1,11 @@
 //! Throughput of the natural tool use parser on prose, on many Hermes calls and
 //! on one call with a 1 MiB string argument, at 1-byte, 4-byte and 4 KiB
 //! pieces, against the `tool-parser` crate's Qwen/Hermes parser (the peer) on the
-//! same pieces and a plain copy of them; then how both scale with the size of an
-//! argument and with the number of calls in one piece.
+//! same pieces, a plain copy of them and the floor of the event API (a machine
+//! that hands each piece back unchanged); then how both parsers scale with the
+//! size of an argument and with the number of calls in one piece.
 //!
-//! `cargo bench --bench parser`; figures in docs/performance.md.
+//! `cargo bench -p lmstack-benches --bench parser`; figures in docs/performance.md.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -205,6 +206,30 @@ fn plain_copy(pieces: &[&str], len: usize) -> Vec<u8> {
     copy
 }
 
+/// The floor of lmstack's event API: each piece goes in as a `TextDelta` (its
+/// `String` allocated) and comes out as the same event, taken and dropped — what
+/// any machine costs per piece before it does any work.
+fn event_floor(pieces: &[&str]) {
+    struct Identity;
+    impl Machine for Identity {
+        type In = Event;
+        type Out = Event;
+        fn push(&mut self, event: Event, out: &mut Output) -> Result<(), lmstack::Error> {
+            out.push(event);
+            Ok(())
+        }
+    }
+    let mut out = Output::new();
+    for piece in pieces {
+        Identity
+            .push(Event::text(*piece), &mut out)
+            .expect("no error");
+        while let Some(event) = out.pop() {
+            black_box(&event);
+        }
+    }
+}
+
 type Group<'a> = BenchmarkGroup<'a, WallTime>;
 
 /// One of the two parsers on the pieces of a text: the number of calls found.
@@ -226,6 +251,9 @@ fn bench_input(g: &mut Group<'_>, parsers: &Parsers, size: usize, text: &str, pe
     g.throughput(Throughput::Bytes(text.len() as u64));
     g.bench_with_input(BenchmarkId::new("plain copy", size), &pieces, |b, p| {
         b.iter(|| plain_copy(p, text.len()))
+    });
+    g.bench_with_input(BenchmarkId::new("event floor", size), &pieces, |b, p| {
+        b.iter(|| event_floor(p))
     });
     g.bench_with_input(BenchmarkId::new("lmstack", size), &pieces, |b, p| {
         b.iter(|| assert_eq!(parsers.lmstack(p), calls))

@@ -40,6 +40,16 @@ pub(crate) struct Verbatim {
 }
 
 impl Verbatim {
+    /// Ready for a new value, its memory kept.
+    fn reset(mut self) -> Self {
+        self.closers.clear();
+        self.in_string = false;
+        self.escaped = false;
+        self.held.clear();
+        self.last = 0;
+        self
+    }
+
     /// Scans `input`, passing the value's text to `emit`: one piece per run of
     /// text, cut only where a trailing comma is left out.
     pub(crate) fn feed(&mut self, input: &str, emit: &mut impl FnMut(&str)) -> Scanned {
@@ -229,21 +239,69 @@ enum State {
     Done,
 }
 
+/// The open containers, innermost last. A closed container's frame keeps its
+/// memory (its key's buffer) for the next container opened at its depth.
+#[derive(Debug, Default)]
+struct Frames {
+    all: Vec<Frame>,
+    open: usize,
+}
+
+impl Frames {
+    fn path(&self) -> Path<'_> {
+        Path(&self.all[..self.open])
+    }
+
+    fn push(&mut self, object: bool) {
+        if self.open == self.all.len() {
+            self.all.push(Frame::default());
+        }
+        let frame = &mut self.all[self.open];
+        frame.object = object;
+        frame.key.clear();
+        frame.index = 0;
+        self.open += 1;
+    }
+
+    fn pop(&mut self) {
+        self.open = self.open.saturating_sub(1);
+    }
+
+    fn last(&self) -> Option<&Frame> {
+        self.all[..self.open].last()
+    }
+
+    fn last_mut(&mut self) -> Option<&mut Frame> {
+        self.all[..self.open].last_mut()
+    }
+
+    fn len(&self) -> usize {
+        self.open
+    }
+
+    fn is_empty(&self) -> bool {
+        self.open == 0
+    }
+}
+
 /// Follows the structure of a JSON value, handing values to a [`Visitor`].
 #[derive(Debug)]
 pub(crate) struct Sax {
-    frames: Vec<Frame>,
+    frames: Frames,
     state: State,
     /// Bytes scanned in earlier pieces.
     offset: usize,
+    /// The reader of the last container passed on verbatim, kept with its memory.
+    spare: Verbatim,
 }
 
 impl Default for Sax {
     fn default() -> Self {
         Sax {
-            frames: Vec::new(),
+            frames: Frames::default(),
             state: State::Value,
             offset: 0,
+            spare: Verbatim::default(),
         }
     }
 }
@@ -251,7 +309,7 @@ impl Default for Sax {
 impl Sax {
     /// Ready for a new value, its memory kept.
     pub(crate) fn reset(&mut self) {
-        self.frames.clear();
+        self.frames.open = 0;
         self.state = State::Value;
         self.offset = 0;
     }
@@ -286,8 +344,9 @@ impl Sax {
                         Scanned::Done(used) => {
                             pos += used;
                             if capture {
-                                visitor.ended(Path(&self.frames), self.offset + pos);
+                                visitor.ended(self.frames.path(), self.offset + pos);
                             }
+                            self.spare = std::mem::take(verbatim);
                             self.value_done();
                         }
                         Scanned::Stray(at) => return Scanned::Stray(pos + at),
@@ -321,7 +380,7 @@ impl Sax {
                         Ok(Decoded::End(used)) => {
                             pos += used;
                             if decode {
-                                visitor.ended(Path(&self.frames), self.offset + pos);
+                                visitor.ended(self.frames.path(), self.offset + pos);
                             }
                             self.value_done();
                         }
@@ -341,7 +400,7 @@ impl Sax {
                         return Scanned::More;
                     }
                     if matches!(self.state, State::CaptureScalar) {
-                        visitor.ended(Path(&self.frames), self.offset + end);
+                        visitor.ended(self.frames.path(), self.offset + end);
                     }
                     pos = end;
                     self.value_done();
@@ -445,7 +504,7 @@ impl Sax {
             if !captured.is_empty() {
                 visitor.captured(std::str::from_utf8(&captured).expect("closers are ASCII"));
             }
-            visitor.ended(Path(&self.frames), at);
+            visitor.ended(self.frames.path(), at);
         }
         while !self.frames.is_empty() {
             self.close_container(visitor, at);
@@ -455,13 +514,10 @@ impl Sax {
     }
 
     fn start_value(&mut self, first: u8, visitor: &mut impl Visitor, at: usize) {
-        let visit = visitor.value(Path(&self.frames), first, at);
+        let visit = visitor.value(self.frames.path(), first, at);
         self.state = match (visit, first) {
             (Visit::Descend, b'{' | b'[') => {
-                self.frames.push(Frame {
-                    object: first == b'{',
-                    ..Frame::default()
-                });
+                self.frames.push(first == b'{');
                 if first == b'{' {
                     State::FirstKey
                 } else {
@@ -472,13 +528,9 @@ impl Sax {
                 decoder: StringDecoder::default(),
                 decode: visit == Visit::Decode,
             },
-            (Visit::Decode, b'{' | b'[') => State::Verbatim {
-                verbatim: Verbatim::default(),
-                capture: true,
-            },
-            (Visit::Skip, b'{' | b'[') => State::Verbatim {
-                verbatim: Verbatim::default(),
-                capture: false,
+            (Visit::Decode | Visit::Skip, b'{' | b'[') => State::Verbatim {
+                verbatim: std::mem::take(&mut self.spare).reset(),
+                capture: visit == Visit::Decode,
             },
             (Visit::Decode, _) => State::CaptureScalar,
             (Visit::Skip | Visit::Descend, _) => State::SkipScalar,
@@ -487,7 +539,7 @@ impl Sax {
 
     fn close_container(&mut self, visitor: &mut impl Visitor, at: usize) {
         let parent = self.frames.len().saturating_sub(1);
-        visitor.ended(Path(&self.frames[..parent]), at);
+        visitor.ended(Path(&self.frames.all[..parent]), at);
         self.frames.pop();
         self.value_done();
     }
