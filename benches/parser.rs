@@ -232,6 +232,32 @@ fn event_floor(pieces: &[&str]) {
 
 type Group<'a> = BenchmarkGroup<'a, WallTime>;
 
+/// The floor of checking every call of `text`: its arguments parsed into a
+/// `serde_json::Value` and validated by the tool's compiled `jsonschema`
+/// validator, as the parser does once per call — nothing else. Throughput is
+/// counted over the whole text, so it reads as a ceiling for the parser on it.
+fn bench_check_floor(g: &mut Group<'_>, text: &str) {
+    let (_, _, schema) = schemas().into_iter().next().expect("get_weather");
+    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
+    let arguments: Vec<&str> = text
+        .match_indices("\"arguments\": ")
+        .map(|(at, key)| {
+            let start = at + key.len();
+            let end = start + text[start..].find("}}").expect("closed") + 1;
+            &text[start..end]
+        })
+        .collect();
+    g.throughput(Throughput::Bytes(text.len() as u64));
+    g.bench_function("argument check floor", |b| {
+        b.iter(|| {
+            for arguments in &arguments {
+                let value: Value = serde_json::from_str(arguments).expect("JSON");
+                assert!(validator.is_valid(&value));
+            }
+        })
+    });
+}
+
 /// One of the two parsers on the pieces of a text: the number of calls found.
 type Run = fn(&Parsers, &[&str]) -> usize;
 
@@ -291,6 +317,7 @@ fn bench_parser(c: &mut Criterion) {
     for size in SIZES {
         bench_input(&mut g, &parsers, size, &calls, &calls);
     }
+    bench_check_floor(&mut g, &calls);
     g.finish();
 
     // The peer re-parses the whole call at every piece: 1 MiB would take it
