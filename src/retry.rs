@@ -69,6 +69,7 @@ use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
 use crate::provider::{ProviderError, TransportErrorKind};
+use crate::service::ChatService;
 use crate::{ChatRequest, Error, Event, Reply};
 
 /// Decides whether a failed call is worth another attempt.
@@ -369,8 +370,7 @@ impl<S> Retry<S> {
 
 impl<S> Service<ChatRequest> for Retry<S>
 where
-    S: Service<ChatRequest, Response = Reply> + Clone,
-    S::Error: Into<Error>,
+    S: ChatService + Clone,
 {
     type Response = Reply;
     type Error = Error;

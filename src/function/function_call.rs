@@ -13,7 +13,7 @@ use super::dispatch::Dispatch;
 use super::execution::{Execution, RunPolicy};
 use super::media::MediaPolicy;
 use super::registry::ToolRegistry;
-use crate::service::Complete;
+use crate::service::{ChatService, Complete};
 use crate::{ChatRequest, Error, Reply};
 
 /// Runs the tool calls of the model's replies with the tools of a [`ToolRegistry`].
@@ -161,8 +161,7 @@ impl<S> FunctionCall<S> {
 
 impl<S> Service<ChatRequest> for FunctionCall<S>
 where
-    S: Service<ChatRequest, Response = Reply>,
-    S::Error: Into<Error>,
+    S: ChatService,
 {
     type Response = Reply;
     type Error = Error;

@@ -10,7 +10,7 @@ use futures::stream::{Stream, StreamExt};
 use pin_project_lite::pin_project;
 use tower::{Layer, Service, ServiceExt};
 
-use crate::service::Complete;
+use crate::service::{ChatService, Complete};
 use crate::{ChatRequest, Error, Event, FinishReason, Joiner, Message, Reply, ToolChoice};
 
 /// Re-invokes the inner service with each reply's tool calls and results appended,
@@ -123,8 +123,7 @@ impl<S> ToolLoop<S> {
 
 impl<S> Service<ChatRequest> for ToolLoop<S>
 where
-    S: Service<ChatRequest, Response = Reply> + Clone + Send + 'static,
-    S::Error: Into<Error>,
+    S: ChatService + Clone + Send + 'static,
     S::Future: Send + 'static,
 {
     type Response = Reply;

@@ -74,6 +74,7 @@ use super::machine::{Machine, MachineStream};
 use super::reply::Complete;
 use super::reply::Reply;
 use super::request::ChatRequest;
+use super::stage::ChatService;
 use crate::error::Error;
 use crate::message::Event;
 
@@ -149,8 +150,7 @@ impl<S, F> MachineService<S, F> {
 
 impl<S, F> Service<ChatRequest> for MachineService<S, F>
 where
-    S: Service<ChatRequest, Response = Reply>,
-    S::Error: Into<Error>,
+    S: ChatService,
     F: MachineFactory,
 {
     type Response = Reply;

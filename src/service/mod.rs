@@ -7,6 +7,7 @@ mod layer;
 mod machine;
 mod reply;
 mod request;
+mod stage;
 
 pub(crate) use accessors::inner_service_accessors;
 pub(crate) use layer::factory_layer;
@@ -14,3 +15,4 @@ pub use layer::{MachineFactory, MachineFuture, MachineLayer, MachineService};
 pub use machine::{Machine, MachineStream, Output};
 pub use reply::{Complete, Reply};
 pub use request::{ChatOptions, ChatRequest, ToolChoice, ToolSpec};
+pub use stage::ChatService;

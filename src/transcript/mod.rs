@@ -116,6 +116,7 @@ use futures::stream::{Stream, StreamExt};
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
+use crate::service::ChatService;
 use crate::{ChatRequest, Error, Event, Reply};
 
 pub use record::{Entry, OnFull, Record};
@@ -227,8 +228,7 @@ impl<S: fmt::Debug> fmt::Debug for Transcript<S> {
 
 impl<S> Service<ChatRequest> for Transcript<S>
 where
-    S: Service<ChatRequest, Response = Reply>,
-    S::Error: Into<Error>,
+    S: ChatService,
 {
     type Response = Reply;
     type Error = Error;
