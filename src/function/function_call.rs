@@ -159,10 +159,7 @@ impl<S> FunctionCall<S> {
     crate::service::inner_service_accessors!(inner: S);
 }
 
-impl<S> Service<ChatRequest> for FunctionCall<S>
-where
-    S: ChatService,
-{
+impl<S: ChatService> Service<ChatRequest> for FunctionCall<S> {
     type Response = Reply;
     type Error = Error;
     type Future = FunctionCallFuture<S::Future>;

@@ -148,11 +148,7 @@ impl<S, F> MachineService<S, F> {
     }
 }
 
-impl<S, F> Service<ChatRequest> for MachineService<S, F>
-where
-    S: ChatService,
-    F: MachineFactory,
-{
+impl<S: ChatService, F: MachineFactory> Service<ChatRequest> for MachineService<S, F> {
     type Response = Reply;
     type Error = Error;
     type Future = MachineFuture<S::Future, F::Machine>;

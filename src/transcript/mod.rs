@@ -226,10 +226,7 @@ impl<S: fmt::Debug> fmt::Debug for Transcript<S> {
     }
 }
 
-impl<S> Service<ChatRequest> for Transcript<S>
-where
-    S: ChatService,
-{
+impl<S: ChatService> Service<ChatRequest> for Transcript<S> {
     type Response = Reply;
     type Error = Error;
     type Future = ResponseFuture<S::Future>;
