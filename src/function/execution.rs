@@ -20,7 +20,7 @@ use super::media::MediaPolicy;
 use super::output::ToolOutput;
 use super::tool::{Tool, ToolError};
 use crate::message::{Event, ToolCall, ToolResult};
-use crate::service::MachineStream;
+use crate::service::{IntoEvents, MachineStream};
 use crate::{Error, Reply};
 
 /// How the calls of a reply run: how many at once, for how long, and the
@@ -32,13 +32,36 @@ pub(super) struct RunPolicy {
     pub(super) media: MediaPolicy,
 }
 
+/// How the function layer makes its reply of the inner one: the call's dispatch
+/// core, and how its tools run. (Public only as a part of
+/// [`ReplyFuture`](crate::service::ReplyFuture)'s type.)
+pub struct Execute {
+    core: Dispatch,
+    policy: Arc<RunPolicy>,
+}
+
+impl Execute {
+    pub(super) fn new(core: Dispatch, policy: Arc<RunPolicy>) -> Self {
+        Execute { core, policy }
+    }
+}
+
+impl IntoEvents for Execute {
+    type Response = Reply;
+    type Events = Execution;
+
+    fn into_events(self, reply: Reply) -> Execution {
+        Execution::new(reply, self.core, self.policy)
+    }
+}
+
 /// The layer's reply: the core's events, while the calls it hands out run.
-pub(super) struct Execution {
+pub struct Execution {
     core: MachineStream<Sources, Dispatch>,
 }
 
 impl Execution {
-    pub(super) fn new(reply: Reply, core: Dispatch, policy: Arc<RunPolicy>) -> Self {
+    fn new(reply: Reply, core: Dispatch, policy: Arc<RunPolicy>) -> Self {
         let sources = Sources {
             reply: Some(reply),
             tasks: Tasks {

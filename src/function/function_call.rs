@@ -1,19 +1,16 @@
 //! The function layer: runs the model's tool calls and emits `tool_aggregate`s.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
 use super::dispatch::Dispatch;
-use super::execution::{Execution, RunPolicy};
+use super::execution::{Execute, RunPolicy};
 use super::media::MediaPolicy;
 use super::registry::ToolRegistry;
-use crate::service::{ChatService, Complete};
+use crate::service::{ChatService, ReplyFuture};
 use crate::{ChatRequest, Error, Reply};
 
 /// Runs the tool calls of the model's replies with the tools of a [`ToolRegistry`].
@@ -162,7 +159,7 @@ impl<S> FunctionCall<S> {
 impl<S: ChatService> Service<ChatRequest> for FunctionCall<S> {
     type Response = Reply;
     type Error = Error;
-    type Future = FunctionCallFuture<S::Future>;
+    type Future = ReplyFuture<S::Future, Execute>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.inner.poll_ready(cx).map_err(Into::into)
@@ -176,61 +173,7 @@ impl<S: ChatService> Service<ChatRequest> for FunctionCall<S> {
         );
         config.registry.inject(&mut request.options);
         let stream = request.options.stream;
-        let state = State::Calling {
-            future: self.inner.call(request),
-            start: Some((dispatch, config.run.clone())),
-            stream,
-        };
-        FunctionCallFuture { state }
-    }
-}
-
-pin_project! {
-    /// The future of [`FunctionCall`]: resolves when the inner reply starts
-    /// (streaming), or with the whole reply, every call answered (non-streaming).
-    pub struct FunctionCallFuture<F> {
-        #[pin]
-        state: State<F>,
-    }
-}
-
-pin_project! {
-    #[project = StateProj]
-    enum State<F> {
-        Calling { #[pin] future: F, start: Option<(Dispatch, Arc<RunPolicy>)>, stream: bool },
-        Completing { complete: Complete<Execution> },
-    }
-}
-
-impl<F, E> Future for FunctionCallFuture<F>
-where
-    F: Future<Output = Result<Reply, E>>,
-    E: Into<Error>,
-{
-    type Output = Result<Reply, Error>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut state = self.project().state;
-        loop {
-            match state.as_mut().project() {
-                StateProj::Calling {
-                    future,
-                    start,
-                    stream,
-                } => {
-                    let reply = ready!(future.poll(cx)).map_err(Into::into)?;
-                    let (dispatch, run) = start
-                        .take()
-                        .expect("FunctionCallFuture polled after completion");
-                    let execution = Execution::new(reply, dispatch, run);
-                    if *stream {
-                        return Poll::Ready(Ok(Reply::from_stream(execution)));
-                    }
-                    let complete = Complete::new(execution);
-                    state.set(State::Completing { complete });
-                }
-                StateProj::Completing { complete } => return Pin::new(complete).poll(cx),
-            }
-        }
+        let execute = Execute::new(dispatch, config.run.clone());
+        ReplyFuture::new(self.inner.call(request), execute, stream)
     }
 }

@@ -62,12 +62,12 @@ mod registry;
 mod tool;
 mod tool_loop;
 
-pub use function_call::{FunctionCall, FunctionCallFuture, FunctionCallLayer};
+pub use function_call::{FunctionCall, FunctionCallLayer};
 pub use media::{MediaError, MediaPolicy, sniff};
 pub use output::{Json, ToolOutput};
 pub use registry::ToolRegistry;
 pub use tool::{Tool, ToolError};
-pub use tool_loop::{OnLimit, ToolLoop, ToolLoopFuture, ToolLoopLayer};
+pub use tool_loop::{OnLimit, ToolLoop, ToolLoopLayer};
 
 /// The `schemars` version the typed tools use, for deriving `JsonSchema` without a
 /// direct dependency (`#[schemars(crate = "lmstack::function::schemars")]`).

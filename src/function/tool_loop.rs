@@ -1,16 +1,13 @@
 //! The tool loop: calls the model again with the results of its tool calls until it
 //! answers without calling tools.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 
 use futures::stream::{Stream, StreamExt};
-use pin_project_lite::pin_project;
 use tower::{Layer, Service, ServiceExt};
 
-use crate::service::{ChatService, Complete};
+use crate::service::{ChatService, IntoEvents, ReplyFuture};
 use crate::{ChatRequest, Error, Event, FinishReason, Joiner, Message, Reply, ToolChoice};
 
 /// Re-invokes the inner service with each reply's tool calls and results appended,
@@ -128,7 +125,7 @@ where
 {
     type Response = Reply;
     type Error = Error;
-    type Future = ToolLoopFuture<S>;
+    type Future = ReplyFuture<S::Future, Rounds<S>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.inner.poll_ready(cx).map_err(Into::into)
@@ -139,63 +136,36 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let first = inner.call(request.clone());
-        let state = State::Calling {
-            first,
-            rest: Some((inner, request, self.config.clone())),
+        let stream = request.options.stream;
+        let rounds = Rounds {
+            inner,
+            request,
+            config: self.config.clone(),
         };
-        ToolLoopFuture { state }
+        ReplyFuture::new(first, rounds, stream)
     }
 }
 
-pin_project! {
-    /// The future of [`ToolLoop`]: resolves when the first round's reply starts
-    /// (streaming), or with the messages of every round (non-streaming).
-    pub struct ToolLoopFuture<S: Service<ChatRequest>> {
-        #[pin]
-        state: State<S>,
-    }
+/// How the tool loop makes its reply of the first round's: the service for the
+/// next rounds, the original request and the layer's settings. (Public only as a
+/// part of [`ReplyFuture`]'s type.)
+pub struct Rounds<S> {
+    inner: S,
+    request: ChatRequest,
+    config: Arc<Config>,
 }
 
-pin_project! {
-    #[project = StateProj]
-    enum State<S: Service<ChatRequest>> {
-        Calling {
-            #[pin]
-            first: S::Future,
-            rest: Option<(S, ChatRequest, Arc<Config>)>,
-        },
-        Completing { complete: Complete<Reply> },
-    }
-}
-
-impl<S> Future for ToolLoopFuture<S>
+impl<S> IntoEvents for Rounds<S>
 where
-    S: Service<ChatRequest, Response = Reply> + Send + 'static,
-    S::Error: Into<Error>,
+    S: ChatService + Send + 'static,
     S::Future: Send + 'static,
 {
-    type Output = Result<Reply, Error>;
+    type Response = Reply;
+    /// The rounds are an `async` stream, whose type has no name: boxed in a reply.
+    type Events = Reply;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut state = self.project().state;
-        loop {
-            match state.as_mut().project() {
-                StateProj::Calling { first, rest } => {
-                    let first = ready!(first.poll(cx)).map_err(Into::into)?;
-                    let (inner, request, config) =
-                        rest.take().expect("ToolLoopFuture polled after completion");
-                    let stream = request.options.stream;
-                    // The rounds are an `async` stream, whose type has no name: boxed.
-                    let reply = Reply::from_stream(rounds(inner, request, first, config));
-                    if stream {
-                        return Poll::Ready(Ok(reply));
-                    }
-                    let complete = reply.complete();
-                    state.set(State::Completing { complete });
-                }
-                StateProj::Completing { complete } => return Pin::new(complete).poll(cx),
-            }
-        }
+    fn into_events(self, first: Reply) -> Reply {
+        Reply::from_stream(rounds(self.inner, self.request, first, self.config))
     }
 }
 

@@ -7,9 +7,11 @@
 //! [`MachineLayer`] does the rest:
 //!
 //! - **streaming** (`options.stream == true`): the inner reply runs through the
-//!   machine in a [`MachineStream`], its output streamed at once;
+//!   machine in a [`MachineStream`](super::MachineStream), its output streamed
+//!   at once;
 //! - **non-streaming**: the *same* stream, joined into complete messages (plus
-//!   the `finish` event) by [`Reply::complete`].
+//!   the `finish` event) by [`Complete`](super::Complete); [`ReplyFuture`] does
+//!   both.
 //!
 //! So both modes give the same messages by construction.
 //!
@@ -63,16 +65,13 @@
 //! # });
 //! ```
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 
-use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
-use super::machine::{Machine, MachineStream};
-use super::reply::Complete;
+use super::machine::Machine;
 use super::reply::Reply;
+use super::reply_future::ReplyFuture;
 use super::request::ChatRequest;
 use super::stage::ChatService;
 use crate::error::Error;
@@ -151,7 +150,7 @@ impl<S, F> MachineService<S, F> {
 impl<S: ChatService, F: MachineFactory> Service<ChatRequest> for MachineService<S, F> {
     type Response = Reply;
     type Error = Error;
-    type Future = MachineFuture<S::Future, F::Machine>;
+    type Future = ReplyFuture<S::Future, F::Machine>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.inner.poll_ready(cx).map_err(Into::into)
@@ -159,70 +158,9 @@ impl<S: ChatService, F: MachineFactory> Service<ChatRequest> for MachineService<
 
     fn call(&mut self, mut request: ChatRequest) -> Self::Future {
         let stream = request.options.stream;
-        let state = match self.factory.start(&mut request) {
-            Ok(machine) => State::Calling {
-                future: self.inner.call(request),
-                machine: Some(machine),
-                stream,
-            },
-            Err(error) => State::Failed { error: Some(error) },
-        };
-        MachineFuture { state }
-    }
-}
-
-pin_project! {
-    /// The future of [`MachineService`]: resolves to the rewritten reply. In
-    /// non-streaming mode it reads the whole inner reply first.
-    pub struct MachineFuture<Fut, M: Machine> {
-        #[pin]
-        state: State<Fut, M>,
-    }
-}
-
-pin_project! {
-    #[project = StateProj]
-    enum State<Fut, M: Machine> {
-        Calling { #[pin] future: Fut, machine: Option<M>, stream: bool },
-        Completing { complete: Complete<MachineStream<Reply, M>> },
-        Failed { error: Option<Error> },
-    }
-}
-
-impl<Fut, E, M> Future for MachineFuture<Fut, M>
-where
-    Fut: Future<Output = Result<Reply, E>>,
-    E: Into<Error>,
-    M: Machine<In = Event, Out = Event>,
-{
-    type Output = Result<Reply, Error>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut state = self.project().state;
-        loop {
-            match state.as_mut().project() {
-                StateProj::Calling {
-                    future,
-                    machine,
-                    stream,
-                } => {
-                    let reply = ready!(future.poll(cx)).map_err(Into::into)?;
-                    let machine = machine
-                        .take()
-                        .expect("MachineFuture polled after completion");
-                    let events = MachineStream::new(reply, machine);
-                    if *stream {
-                        return Poll::Ready(Ok(Reply::from_stream(events)));
-                    }
-                    let complete = Complete::new(events);
-                    state.set(State::Completing { complete });
-                }
-                StateProj::Completing { complete } => return Pin::new(complete).poll(cx),
-                StateProj::Failed { error } => {
-                    let error = error.take().expect("MachineFuture polled after completion");
-                    return Poll::Ready(Err(error));
-                }
-            }
+        match self.factory.start(&mut request) {
+            Ok(machine) => ReplyFuture::new(self.inner.call(request), machine, stream),
+            Err(error) => ReplyFuture::failed(error),
         }
     }
 }

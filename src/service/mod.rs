@@ -6,13 +6,15 @@ mod accessors;
 mod layer;
 mod machine;
 mod reply;
+mod reply_future;
 mod request;
 mod stage;
 
 pub(crate) use accessors::inner_service_accessors;
 pub(crate) use layer::factory_layer;
-pub use layer::{MachineFactory, MachineFuture, MachineLayer, MachineService};
+pub use layer::{MachineFactory, MachineLayer, MachineService};
 pub use machine::{Machine, MachineStream, Output};
 pub use reply::{Complete, Reply};
+pub use reply_future::{IntoEvents, ReplyFuture};
 pub use request::{ChatOptions, ChatRequest, ToolChoice, ToolSpec};
 pub use stage::ChatService;

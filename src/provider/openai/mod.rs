@@ -38,21 +38,18 @@ pub use lower::{
     ToolResultMedia, lower,
 };
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 
 use ::http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use bytes::Bytes;
-use pin_project_lite::pin_project;
 use tower::Service;
 
 use super::body::{BodyDecoder, DEFAULT_MAX_BODY_BYTES};
 use super::sse::DEFAULT_MAX_EVENT_BYTES;
 use super::transport::{ByteStream, HttpConfig, HttpRequest, HttpResponse, HttpTransport};
 use super::{ApiKey, TransportError, TransportErrorKind};
-use crate::service::{Complete, MachineStream};
+use crate::service::{IntoEvents, MachineStream, ReplyFuture};
 use crate::{ChatRequest, Error, Reply};
 
 /// Where the server is and how to talk to it.
@@ -243,7 +240,7 @@ where
 {
     type Response = Reply;
     type Error = Error;
-    type Future = ResponseFuture<T::Future>;
+    type Future = ReplyFuture<T::Future, ReadBody>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.transport.poll_ready(cx)
@@ -251,77 +248,40 @@ where
 
     fn call(&mut self, request: ChatRequest) -> Self::Future {
         let streaming = request.options.stream;
-        let state = match self.http_request(request) {
-            Ok(http_request) => State::Sending {
-                response: self.transport.call(http_request),
-                streaming,
-                limits: (self.config.max_event_bytes, self.config.max_body_bytes),
-            },
-            Err(error) => State::Failed { error: Some(error) },
+        let read = ReadBody {
+            streaming,
+            max_event_bytes: self.config.max_event_bytes,
+            max_body_bytes: self.config.max_body_bytes,
         };
-        ResponseFuture { state }
-    }
-}
-
-/// The events of a response body, decoded as they arrive.
-type BodyEvents = MachineStream<ByteStream, BodyDecoder<Lifter>>;
-
-pin_project! {
-    /// The future of [`OpenAi`]: resolves when the response headers arrive
-    /// (streaming) or with the whole reply (non-streaming).
-    pub struct ResponseFuture<F> {
-        #[pin]
-        state: State<F>,
-    }
-}
-
-pin_project! {
-    #[project = StateProj]
-    enum State<F> {
-        Sending { #[pin] response: F, streaming: bool, limits: (usize, usize) },
-        Completing { complete: Complete<BodyEvents> },
-        Failed { error: Option<Error> },
-    }
-}
-
-impl<F> Future for ResponseFuture<F>
-where
-    F: Future<Output = Result<HttpResponse, Error>>,
-{
-    type Output = Result<Reply, Error>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut state = self.project().state;
-        loop {
-            match state.as_mut().project() {
-                StateProj::Sending {
-                    response,
-                    streaming,
-                    limits,
-                } => {
-                    let response = ready!(response.poll(cx))?;
-                    let content_type = response
-                        .headers()
-                        .get(CONTENT_TYPE)
-                        .and_then(|value| value.to_str().ok());
-                    let decoder =
-                        BodyDecoder::for_content_type(Lifter::new(), content_type, *streaming)
-                            .with_limits(limits.0, limits.1);
-                    let events = MachineStream::new(response.into_body(), decoder);
-                    if *streaming {
-                        return Poll::Ready(Ok(Reply::from_stream(events)));
-                    }
-                    let complete = Complete::new(events);
-                    state.set(State::Completing { complete });
-                }
-                StateProj::Completing { complete } => return Pin::new(complete).poll(cx),
-                StateProj::Failed { error } => {
-                    let error = error
-                        .take()
-                        .expect("ResponseFuture polled after completion");
-                    return Poll::Ready(Err(error));
-                }
+        match self.http_request(request) {
+            Ok(http_request) => {
+                ReplyFuture::new(self.transport.call(http_request), read, streaming)
             }
+            Err(error) => ReplyFuture::failed(error),
         }
+    }
+}
+
+/// How the provider makes its reply of the HTTP response: the body, decoded as
+/// it arrives by the decoder its `Content-Type` calls for, within the limits.
+/// (Public only as a part of [`ReplyFuture`]'s type.)
+pub struct ReadBody {
+    streaming: bool,
+    max_event_bytes: usize,
+    max_body_bytes: usize,
+}
+
+impl IntoEvents for ReadBody {
+    type Response = HttpResponse;
+    type Events = MachineStream<ByteStream, BodyDecoder<Lifter>>;
+
+    fn into_events(self, response: HttpResponse) -> Self::Events {
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok());
+        let decoder = BodyDecoder::for_content_type(Lifter::new(), content_type, self.streaming)
+            .with_limits(self.max_event_bytes, self.max_body_bytes);
+        MachineStream::new(response.into_body(), decoder)
     }
 }
