@@ -1,0 +1,7 @@
+//! Faults the crate must survive: hostile input, faults and load, one module
+//! per class of fault. Each test fails if its defence is taken away.
+//!
+//! The modules that need a feature gate themselves on it.
+
+#[path = "../common/mod.rs"]
+mod common;
