@@ -3,5 +3,6 @@
 //!
 //! The modules that need a feature gate themselves on it.
 
+#[cfg(feature = "openai")]
 #[path = "../common/mod.rs"]
 mod common;
