@@ -1,14 +1,27 @@
-//! Retries a model call that failed **before its first event was delivered**.
+//! Retries a model call that failed **before it delivered anything or had any
+//! effect**.
 //!
-//! [`RetryLayer`] wraps any `Service<ChatRequest, Response = Reply>`: a provider,
-//! or a whole stack. A call is retried when it fails with an error the classifier
-//! accepts — by default [`is_retryable`]: HTTP 408, 409, 429 and 5xx, an
-//! overloaded provider, a failed connection, a timeout, a stream that broke or
-//! ended early — and only while nothing has been delivered: the returned future
-//! resolves once the first event is in hand, so a reply that breaks later ends
-//! with its error and is never replayed (the caller may already have shown or
-//! acted on its start). A non-streaming reply is complete by then; one whose first
-//! item is an error counts as a failed call.
+//! [`RetryLayer`] wraps any `Service<ChatRequest, Response = Reply>`. A call is
+//! retried when it fails with an error the classifier accepts — by default
+//! [`is_retryable`]: HTTP 408, 409, 429 and 5xx, an overloaded provider, a
+//! failed connection, a timeout, a stream that broke or ended early — and only
+//! while making it again repeats nothing:
+//!
+//! - **streaming**: only before the first event. The returned future resolves
+//!   once the first event is in hand, so a reply that breaks later ends with its
+//!   error and is never replayed (the caller may already have shown or acted on
+//!   its start);
+//! - **non-streaming**: the reply is complete when it arrives. One that ended in
+//!   an error is retried only if nothing in it had an effect: no message holds a
+//!   tool result. A reply whose tools ran is handed back as it is — the messages
+//!   made so far, then the error (see [`Reply::collect_partial`]) — since a new
+//!   attempt would run its tools again.
+//!
+//! **Where it goes.** Around the provider, inside the tool loop, is the usual
+//! place: each model call is retried on its own, and no tool runs twice. Around a
+//! whole stack (a `ToolLoop` with its `FunctionCall`) it is safe too, but it
+//! retries less: a failure after the first tool ran (a 503 in round 2) is
+//! returned, with the rounds already run, never replayed.
 //!
 //! The wait before a retry is the provider's `Retry-After` when it gave one,
 //! exactly (a wait longer than [`RetryLayer::max_retry_after`] is not waited out:
@@ -448,10 +461,11 @@ where
         let mut this = self.project();
         loop {
             // Each state either moves on (`continue`), resolves, or fails before
-            // delivery with `error`.
-            let error = match this.state.as_mut().project() {
+            // delivery with `error`; `kept` is what a non-streaming reply made
+            // before it failed, handed back if the call is not made again.
+            let (error, kept) = match this.state.as_mut().project() {
                 StateProj::Calling { attempt } => match ready!(attempt.poll(cx)) {
-                    Err(error) => error.into(),
+                    Err(error) => (error.into(), Vec::new()),
                     Ok(reply) if reply.is_ready() => {
                         let items = Vec::with_capacity(reply.size_hint().0);
                         this.state.set(State::Reading { reply, items });
@@ -466,16 +480,17 @@ where
                     while let Some(item) = ready!(reply.poll_next_unpin(cx)) {
                         items.push(item);
                     }
-                    match leading_error(std::mem::take(items)) {
-                        Ok(reply) => {
+                    let mut items = std::mem::take(items);
+                    match failure(&mut items) {
+                        Some(error) => (error, items),
+                        None => {
                             this.state.set(State::Done);
-                            return Poll::Ready(Ok(reply));
+                            return Poll::Ready(Ok(Reply::from_results(items)));
                         }
-                        Err(error) => error,
                     }
                 }
                 StateProj::FirstEvent { reply } => match ready!(reply.poll_next_unpin(cx)) {
-                    Some(Err(error)) => error,
+                    Some(Err(error)) => (error, Vec::new()),
                     Some(Ok(first)) => {
                         let rest = std::mem::replace(reply, Reply::from_events([]));
                         this.state.set(State::Done);
@@ -513,7 +528,12 @@ where
             // The attempt failed before anything was delivered.
             let Some(wait) = this.config.next_wait(*this.retry, &error) else {
                 this.state.set(State::Done);
-                return Poll::Ready(Err(error));
+                if kept.is_empty() {
+                    return Poll::Ready(Err(error));
+                }
+                let mut items = kept;
+                items.push(Err(error));
+                return Poll::Ready(Ok(Reply::from_results(items)));
             };
             *this.retry += 1;
             tracing::warn!(%error, retry = *this.retry, ?wait, "retrying the model call");
@@ -523,16 +543,18 @@ where
     }
 }
 
-/// The items of a non-streaming reply, as a reply; an error as its first item
-/// is the error of the call instead.
-fn leading_error(mut items: Vec<Result<Event, Error>>) -> Result<Reply, Error> {
-    if items.first().is_some_and(Result::is_err) {
-        items.truncate(1);
-        if let Some(Err(error)) = items.pop() {
-            return Err(error);
-        }
+/// The error that failed a non-streaming reply, taken out of its `items`, if the
+/// call may be made again for it: the reply ended with an error, and nothing
+/// before it had effects — no tool ran (no message holds a tool result). What
+/// came before (text, reasoning) had none, and is made again by the next attempt.
+fn failure(items: &mut Vec<Result<Event, Error>>) -> Option<Error> {
+    let had_effects = items.iter().any(
+        |item| matches!(item, Ok(Event::Message { message }) if !message.results().is_empty()),
+    );
+    match items.last() {
+        Some(Err(_)) if !had_effects => items.pop()?.err(),
+        _ => None,
     }
-    Ok(Reply::from_results(items))
 }
 
 /// A streaming reply with its first event, read to decide on a retry, put back in
@@ -1103,22 +1125,61 @@ mod tests {
     }
 
     #[test]
-    fn a_complete_reply_that_fails_after_its_first_item_is_delivered_as_it_is() {
-        let answer = Message::assistant("partial");
+    fn a_complete_reply_that_failed_before_any_tool_ran_is_made_again() {
         let model = Model::new([
             Outcome::Complete(vec![
-                Ok(Event::message(answer.clone())),
+                Ok(Event::message(Message::assistant("partial"))),
                 Err(transport(TransportErrorKind::Truncated)),
+            ]),
+            Outcome::Complete(vec![Ok(Event::message(Message::assistant("whole")))]),
+        ]);
+        let (layer, _) = layer(&[0.0]);
+        let reply = block_on(layer.layer(model.clone()).oneshot(request(false))).unwrap();
+        let messages = block_on(reply.collect()).unwrap();
+        assert_eq!(messages, vec![Message::assistant("whole")]);
+        assert_eq!(model.calls(), 2);
+    }
+
+    #[test]
+    fn a_complete_reply_that_failed_after_a_tool_ran_is_delivered_as_it_is() {
+        let ran = Message::tool_aggregate(
+            vec![crate::ToolCall::new("c1", "pay", serde_json::json!({}))],
+            vec![crate::ToolResult::text("c1", "pay", "paid")],
+        );
+        let model = Model::new([
+            Outcome::Complete(vec![
+                Ok(Event::message(ran.clone())),
+                Err(transport(TransportErrorKind::Connect)),
             ]),
             Outcome::Complete(vec![]),
         ]);
-        let (layer, _) = layer(&[]);
+        let (layer, _) = layer(&[0.0]);
         let reply = block_on(layer.layer(model.clone()).oneshot(request(false))).unwrap();
         assert!(reply.is_ready());
-        let items: Vec<Result<Event, Error>> = block_on(StreamExt::collect(reply));
-        assert_eq!(items.len(), 2);
-        assert_eq!(items[0].as_ref().ok(), Some(&Event::message(answer)));
-        assert!(items[1].is_err());
+        let (messages, error) = block_on(reply.collect_partial());
+        assert_eq!(messages, vec![ran], "the tool's result is kept");
+        assert!(
+            error.is_some_and(|e| e.transport_error().is_some()),
+            "then the error"
+        );
+        assert_eq!(
+            model.calls(),
+            1,
+            "never made again: the tool would run twice"
+        );
+    }
+
+    #[test]
+    fn a_complete_reply_not_retried_keeps_what_it_made_before_the_error() {
+        let model = Model::new([Outcome::Complete(vec![
+            Ok(Event::message(Message::assistant("partial"))),
+            Err(Error::stage("model", "refused")),
+        ])]);
+        let (layer, _) = layer(&[]);
+        let reply = block_on(layer.layer(model.clone()).oneshot(request(false))).unwrap();
+        let (messages, error) = block_on(reply.collect_partial());
+        assert_eq!(messages, vec![Message::assistant("partial")]);
+        assert!(matches!(error, Some(Error::Stage { stage: "model", .. })));
         assert_eq!(model.calls(), 1);
     }
 

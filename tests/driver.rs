@@ -219,11 +219,29 @@ async fn a_broken_inner_stream_flushes_held_output_then_fails() {
 }
 
 #[tokio::test]
-async fn a_broken_inner_stream_fails_a_non_streaming_call() {
-    let model = ScriptedModel::new().turn(Turn::Break(vec![Event::text("a")], "reset".into()));
+async fn a_broken_inner_stream_fails_a_non_streaming_call_with_nothing_made() {
+    let model = ScriptedModel::new().turn(Turn::Break(vec![], "reset".into()));
     let service = MachineLayer::new(WholeWords { forbidden: None }).layer(model);
     let error = service.oneshot(request(false)).await.unwrap_err();
     assert_eq!(error.to_string(), "scripted model: reset");
+}
+
+#[tokio::test]
+async fn a_broken_inner_stream_ends_a_non_streaming_reply_after_what_it_made() {
+    let model = ScriptedModel::new().turn(Turn::Break(
+        vec![Event::text("kept "), Event::text("a")],
+        "reset".into(),
+    ));
+    let service = MachineLayer::new(WholeWords { forbidden: None }).layer(model);
+    let reply = service.oneshot(request(false)).await.unwrap();
+    assert!(reply.is_ready());
+    let (messages, error) = reply.collect_partial().await;
+    assert_eq!(
+        messages,
+        vec![Message::assistant("kept a")],
+        "nothing is lost"
+    );
+    assert_eq!(error.unwrap().to_string(), "scripted model: reset");
 }
 
 #[tokio::test]

@@ -123,52 +123,36 @@ fn insistent_model(rounds: usize) -> ScriptedModel {
 }
 
 #[tokio::test]
-async fn past_the_bound_the_loop_ends_with_a_typed_error() {
-    // Non-streaming: the error comes from the call.
-    let model = insistent_model(10);
-    let error = stack(ToolLoopLayer::new().max_iterations(3), model.clone())
-        .oneshot(request(false))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(error, Error::ToolLoopLimit { max_iterations: 3 }),
-        "{error:?}"
-    );
-    assert_eq!(model.requests().len(), 3);
-
-    // Streaming: every round's events, then the error.
-    let model = insistent_model(10);
-    let reply = stack(ToolLoopLayer::new().max_iterations(3), model.clone())
-        .oneshot(request(true))
-        .await
-        .unwrap();
-    let items: Vec<Result<Event, Error>> = StreamExt::collect(reply).await;
-    let aggregates = items
-        .iter()
-        .filter(|item| {
-            matches!(
-                item,
-                Ok(Event::Message {
-                    message: Message::ToolAggregate(_)
-                })
-            )
-        })
-        .count();
-    assert_eq!(aggregates, 3);
-    assert!(matches!(
-        items.last(),
-        Some(Err(Error::ToolLoopLimit { max_iterations: 3 }))
-    ));
-    assert_eq!(model.requests().len(), 3);
+async fn past_the_bound_the_loop_ends_with_a_typed_error_after_every_round() {
+    // Both modes: every round's messages (the tools ran), then the error.
+    for stream in [false, true] {
+        let model = insistent_model(10);
+        let reply = stack(ToolLoopLayer::new().max_iterations(3), model.clone())
+            .oneshot(request(stream))
+            .await
+            .unwrap();
+        let (messages, error) = reply.collect_partial().await;
+        let aggregates = messages
+            .iter()
+            .filter(|m| matches!(m, Message::ToolAggregate(_)))
+            .count();
+        assert_eq!(aggregates, 3, "stream: {stream}");
+        assert!(
+            matches!(error, Some(Error::ToolLoopLimit { max_iterations: 3 })),
+            "{error:?}"
+        );
+        assert_eq!(model.requests().len(), 3);
+    }
 }
 
 #[tokio::test]
 async fn the_default_bound_is_ten_model_calls() {
     let model = insistent_model(20);
-    let error = stack(ToolLoopLayer::new(), model.clone())
+    let reply = stack(ToolLoopLayer::new(), model.clone())
         .oneshot(request(false))
         .await
-        .unwrap_err();
+        .unwrap();
+    let error = reply.collect().await.unwrap_err();
     assert!(matches!(error, Error::ToolLoopLimit { max_iterations: 10 }));
     assert_eq!(model.requests().len(), 10);
 }

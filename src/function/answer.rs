@@ -55,6 +55,7 @@ pub(crate) fn invalid(call: &ToolCall, fault: &InvalidCall, registry: &ToolRegis
             &fault.message,
             registry.get(&call.name).map(|tool| &tool.spec().parameters),
         ),
+        InvalidCallKind::NotAllowed => not_allowed(call),
         InvalidCallKind::Truncated => ToolResult::error(
             &call.id,
             &call.name,
@@ -64,6 +65,18 @@ pub(crate) fn invalid(call: &ToolCall, fault: &InvalidCall, registry: &ToolRegis
             ),
         ),
     }
+}
+
+/// A call the request's `tool_choice` did not allow: not run.
+pub(crate) fn not_allowed(call: &ToolCall) -> ToolResult {
+    ToolResult::error(
+        &call.id,
+        &call.name,
+        format!(
+            "The call of `{}` was not run: tool calls are not allowed now. Answer without it.",
+            call.name
+        ),
+    )
 }
 
 /// The tool returned an error.

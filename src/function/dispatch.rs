@@ -13,11 +13,11 @@ use std::mem;
 use super::answer;
 use super::registry::ToolRegistry;
 use super::tool::Tool;
-use crate::Error;
 use crate::message::{
     Event, Joiner, Message, Metadata, ToolAggregateMessage, ToolCall, ToolCallsMessage, ToolResult,
 };
 use crate::service::{Machine, Output};
+use crate::{Error, ToolChoice};
 
 /// Events held behind a pending aggregate before the driver stops reading the inner
 /// reply (backpressure, not an error).
@@ -61,6 +61,8 @@ pub(crate) struct JobId {
 /// The core state machine.
 pub(crate) struct Dispatch {
     registry: ToolRegistry,
+    /// The request's `tool_choice`: a call it does not allow is not run.
+    choice: Option<ToolChoice>,
     /// Tools the request declared that the registry does not have: the caller runs
     /// them.
     foreign: Vec<String>,
@@ -106,10 +108,11 @@ enum Outcome {
 
 impl Dispatch {
     /// A core for one reply. `declared` are the names of the request's tools before
-    /// the registry's were injected.
+    /// the registry's were injected; `choice` is the request's `tool_choice`.
     pub(crate) fn new<'a>(
         registry: ToolRegistry,
         declared: impl IntoIterator<Item = &'a str>,
+        choice: Option<ToolChoice>,
     ) -> Self {
         let foreign = declared
             .into_iter()
@@ -118,6 +121,7 @@ impl Dispatch {
             .collect();
         Dispatch {
             registry,
+            choice,
             foreign,
             open: None,
             slots: VecDeque::new(),
@@ -267,6 +271,8 @@ impl Dispatch {
         let registry = &self.registry;
         let outcome = if call.provider_executed {
             Outcome::Foreign
+        } else if self.choice.as_ref().is_some_and(|c| !c.allows(&call.name)) {
+            Outcome::Done(answer::not_allowed(&call))
         } else if let Some(fault) = &call.invalid {
             Outcome::Done(answer::invalid(&call, fault, registry))
         } else if let Some(entry) = registry.entry(&call.name) {
@@ -410,7 +416,7 @@ mod tests {
         let echo = Tool::dynamic("echo", "", json!({"type": "object"}), |_| async {
             Ok::<_, std::convert::Infallible>("")
         });
-        Dispatch::new(ToolRegistry::new([echo]).unwrap(), [])
+        Dispatch::new(ToolRegistry::new([echo]).unwrap(), [], None)
     }
 
     /// Pushes one input; returns the jobs and the events handed out.

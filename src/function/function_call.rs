@@ -31,6 +31,10 @@ use crate::{ChatRequest, Error, Reply};
 ///   fix the call), a call marked invalid upstream, media refused by the
 ///   [`MediaPolicy`]: each becomes an error result (`is_error: true`) the model can
 ///   read.
+/// - **Calls the request did not allow are not run.** Under the request's
+///   `tool_choice` `none` (the tool loop's final-answer round), or a choice naming
+///   another tool, a call the model writes anyway gets an error result saying so
+///   (see [`ToolChoice::allows`](crate::ToolChoice::allows)).
 /// - **Calls it does not run pass through** as a `tool_calls` message placed before
 ///   the run's aggregate: calls the provider executed (`provider_executed`), and
 ///   calls of tools the *request* declared but the registry does not have (the
@@ -170,6 +174,7 @@ impl<S: ChatService> Service<ChatRequest> for FunctionCall<S> {
         let dispatch = Dispatch::new(
             config.registry.clone(),
             request.options.tools.iter().map(|tool| tool.name.as_str()),
+            request.options.tool_choice.clone(),
         );
         config.registry.inject(&mut request.options);
         let stream = request.options.stream;

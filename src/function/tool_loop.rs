@@ -33,8 +33,11 @@ use crate::{ChatRequest, Error, Event, FinishReason, Joiner, Message, Reply, Too
 ///   last round's events), a final assistant message, or one more round in which the
 ///   model may not call tools.
 ///
-/// An error of the inner service ends the loop: from the call's future for the first
-/// round (and in non-streaming mode), at the end of the stream otherwise.
+/// An error of the inner service ends the loop, after the events of the rounds run
+/// so far (the results of tools that ran are never dropped): in non-streaming mode
+/// the reply holds their messages, then the error (read both with
+/// [`Reply::collect_partial`]); only an error before anything was made fails the
+/// call's future.
 ///
 /// See the [module documentation](super) for an example.
 #[derive(Clone, Debug)]
@@ -53,13 +56,16 @@ struct Config {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum OnLimit {
-    /// End with [`Error::ToolLoopLimit`], after the events of the last round.
+    /// End with [`Error::ToolLoopLimit`], after the events of every round (in
+    /// both modes).
     #[default]
     Error,
     /// End with this assistant text message, after the events of the last round.
     Message(String),
     /// Call the model once more with `tool_choice` set to `none` and the results so
     /// far, so that it answers in text; that round ends the loop whatever it holds.
+    /// A call the model writes anyway is not run: the function layer answers it
+    /// with an error result (see [`ToolChoice::allows`]).
     FinalAnswer,
 }
 

@@ -71,6 +71,9 @@ pub enum InvalidCallKind {
     SchemaViolation,
     /// The call was cut off before it was complete.
     Truncated,
+    /// The request's `tool_choice` did not allow the call (see
+    /// [`ToolChoice::allows`](crate::ToolChoice::allows)).
+    NotAllowed,
 }
 
 /// The result of a tool call; its content may be multimodal.
@@ -147,6 +150,7 @@ impl std::fmt::Display for InvalidCallKind {
             InvalidCallKind::MalformedArguments => "malformed_arguments",
             InvalidCallKind::SchemaViolation => "schema_violation",
             InvalidCallKind::Truncated => "truncated",
+            InvalidCallKind::NotAllowed => "not_allowed",
         })
     }
 }

@@ -22,7 +22,8 @@ use crate::{ChatRequest, Error, Message, ToolChoice};
 ///   named tool becomes a sentence of it; `none` leaves the section out;
 /// - the native `tools` and `tool_choice` are removed from the options sent on;
 /// - the reply goes through the [`NaturalToolUseParser`], which checks calls
-///   against the request's tools.
+///   against the request's tools and its `tool_choice`: a call the choice does
+///   not allow (any call under `none`) is marked invalid, never a plain call.
 ///
 /// On its own, it turns a text-only model's `<tool_call>` text into a tool call
 /// and shows the model the tools as text; placed under the function layer
@@ -100,6 +101,6 @@ impl MachineFactory for NaturalToolUse {
             let section = prompt::section(&tools, choice.as_ref(), self.transformer.written());
             prompt::install(&mut request.messages, &section);
         }
-        self.parser.machine(&tools, id_base)
+        self.parser.machine_for(&tools, choice.as_ref(), id_base)
     }
 }

@@ -77,6 +77,31 @@ impl Reply {
         Ok(joiner.finish())
     }
 
+    /// Reads the whole reply and folds it into messages, keeping the messages
+    /// made before an error: the messages, and the error that ended the reply
+    /// if one did. Nothing is lost — tool results whose side effects happened,
+    /// the rounds a tool loop ran before it failed.
+    ///
+    /// ```
+    /// # futures::executor::block_on(async {
+    /// use lmstack::{Error, Event, Message, Reply};
+    /// let reply = Reply::from_results(vec![Ok(Event::text("Hel")), Err(Error::stage("model", "cut"))]);
+    /// let (messages, error) = reply.collect_partial().await;
+    /// assert_eq!(messages, vec![Message::assistant("Hel")]);
+    /// assert!(error.is_some());
+    /// # });
+    /// ```
+    pub async fn collect_partial(mut self) -> (Vec<Message>, Option<Error>) {
+        let mut joiner = Joiner::new();
+        while let Some(item) = self.next().await {
+            match item {
+                Ok(event) => joiner.push(event),
+                Err(error) => return (joiner.finish(), Some(error)),
+            }
+        }
+        (joiner.finish(), None)
+    }
+
     /// Reads the whole reply into events; the first error ends it.
     pub async fn collect_events(mut self) -> Result<Vec<Event>, Error> {
         let mut events = Vec::new();
@@ -87,8 +112,9 @@ impl Reply {
     }
 
     /// Reads the whole reply and returns it in non-streaming form: its messages as
-    /// `message` events, then the `finish` event if there was one. The first error
-    /// is returned instead.
+    /// `message` events, then the `finish` event if there was one. An error ends
+    /// it: returned instead when nothing came before it, otherwise kept as the
+    /// reply's last item, after the messages made so far (see [`Complete`]).
     ///
     /// This is the one way a non-streaming reply is built: a layer whose logic
     /// is a stream of events serves non-streaming requests with
@@ -144,7 +170,13 @@ impl fmt::Debug for Reply {
 
 /// The future of [`Reply::complete`]: reads a whole stream of events and
 /// resolves to the non-streaming reply — its messages as `message` events, then
-/// the `finish` event — or to the first error.
+/// the `finish` event.
+///
+/// An error ends the stream. With nothing before it, it is the future's error
+/// (the call failed); otherwise the reply holds the messages made so far, then
+/// the error as its last item — so that nothing is lost (the results of tools
+/// that ran, the rounds of a tool loop), exactly as a streaming consumer would
+/// have seen them. [`Reply::collect_partial`] reads both.
 ///
 /// It drives any event stream, so a layer's future can name it over the
 /// layer's own stream type without boxing it.
@@ -173,7 +205,20 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         while let Some(item) = ready!(this.events.poll_next_unpin(cx)) {
-            this.joiner.push(item?);
+            match item {
+                Ok(event) => this.joiner.push(event),
+                Err(error) => {
+                    // Nothing is lost: what came before the error stays, in front
+                    // of it. With nothing before it, the error fails the call.
+                    let events = std::mem::take(&mut this.joiner).finish_events();
+                    if events.is_empty() {
+                        return Poll::Ready(Err(error));
+                    }
+                    let mut items: Vec<_> = events.into_iter().map(Ok).collect();
+                    items.push(Err(error));
+                    return Poll::Ready(Ok(Reply::from_results(items)));
+                }
+            }
         }
         let events = std::mem::take(&mut this.joiner).finish_events();
         Poll::Ready(Ok(Reply::from_events(events)))

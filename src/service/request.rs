@@ -138,3 +138,27 @@ pub enum ToolChoice {
     /// The model must call this tool.
     Tool(String),
 }
+
+impl ToolChoice {
+    /// True when a call of the tool `name` is allowed under this choice: any
+    /// call under `auto` and `required`, none under `none`, only a call of the
+    /// named tool (matched case-insensitively) under `tool`.
+    ///
+    /// The layers that run or parse calls refuse a call the request did not
+    /// allow (a model may write one anyway).
+    ///
+    /// ```
+    /// use lmstack::ToolChoice;
+    /// assert!(ToolChoice::Auto.allows("add"));
+    /// assert!(!ToolChoice::None.allows("add"));
+    /// assert!(ToolChoice::Tool("add".into()).allows("ADD"));
+    /// assert!(!ToolChoice::Tool("add".into()).allows("sub"));
+    /// ```
+    pub fn allows(&self, name: &str) -> bool {
+        match self {
+            ToolChoice::Auto | ToolChoice::Required => true,
+            ToolChoice::None => false,
+            ToolChoice::Tool(tool) => tool.eq_ignore_ascii_case(name),
+        }
+    }
+}

@@ -6,3 +6,6 @@
 #[cfg(feature = "openai")]
 #[path = "../common/mod.rs"]
 mod common;
+
+#[cfg(feature = "function")]
+mod effects;

@@ -270,6 +270,12 @@ impl BlockContext<'_> {
                 written.clone_into(&mut call.written_name);
                 set_fault(call, InvalidCallKind::UnknownTool, message);
             }
+            Lookup::NotAllowed => {
+                written.clone_into(&mut call.written_name);
+                let message =
+                    format!("the request's tool_choice does not allow calling `{written}`");
+                set_fault(call, InvalidCallKind::NotAllowed, message);
+            }
         }
         self.start_streaming();
     }

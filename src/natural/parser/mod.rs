@@ -26,7 +26,7 @@ use super::dialect::Dialect;
 use crate::message::{Event, Joiner, Message};
 use crate::schema::SchemaCache;
 use crate::service::{Machine, MachineFactory, Output};
-use crate::{ChatRequest, Error, ToolSpec};
+use crate::{ChatRequest, Error, ToolChoice, ToolSpec};
 
 pub use self::calls::OnInvalid;
 pub use self::machine::ParserMachine;
@@ -129,8 +129,20 @@ impl NaturalToolUseParser {
     /// A parser state machine for one reply, with `tools` (see
     /// [`Machine`]); `id_base` calls came before in the conversation.
     pub fn machine(&self, tools: &[ToolSpec], id_base: usize) -> Result<ParserMachine, Error> {
+        self.machine_for(tools, None, id_base)
+    }
+
+    /// A parser state machine for one reply to a request with `tools` and
+    /// `choice`: a call the choice does not allow (any call under `none`) is
+    /// invalid, of kind [`NotAllowed`](crate::InvalidCallKind::NotAllowed).
+    pub fn machine_for(
+        &self,
+        tools: &[ToolSpec],
+        choice: Option<&ToolChoice>,
+        id_base: usize,
+    ) -> Result<ParserMachine, Error> {
         Ok(ParserMachine::new(
-            ToolTable::new(tools, &self.schemas)?,
+            ToolTable::new(tools, choice, &self.schemas)?,
             self.dialect,
             self.code_fences,
             self.transcript,
@@ -190,6 +202,7 @@ impl MachineFactory for NaturalToolUseParser {
 
     fn start(&self, request: &mut ChatRequest) -> Result<ParserMachine, Error> {
         let id_base = request.messages.iter().map(|m| m.calls().len()).sum();
-        self.machine(&request.options.tools, id_base)
+        let options = &request.options;
+        self.machine_for(&options.tools, options.tool_choice.as_ref(), id_base)
     }
 }

@@ -8,12 +8,13 @@ use serde_json::Value;
 
 use crate::message::InvalidCallKind;
 use crate::schema::SchemaCache;
-use crate::{Error, ToolSpec};
+use crate::{Error, ToolChoice, ToolSpec};
 
-/// The tools of one request.
+/// The tools of one request, and the calls its `tool_choice` allows.
 #[derive(Debug, Default)]
 pub(super) struct ToolTable {
     entries: Vec<Entry>,
+    choice: Option<ToolChoice>,
 }
 
 /// One tool and its compiled validator.
@@ -31,11 +32,17 @@ pub(super) enum Lookup {
     Unknown,
     /// The request has no tools: any name goes, unchecked.
     Any,
+    /// The request's `tool_choice` does not allow calling this tool.
+    NotAllowed,
 }
 
 impl ToolTable {
-    /// The table for `tools`, with validators from `cache`.
-    pub(super) fn new(tools: &[ToolSpec], cache: &SchemaCache) -> Result<Self, Error> {
+    /// The table for `tools` under `choice`, with validators from `cache`.
+    pub(super) fn new(
+        tools: &[ToolSpec],
+        choice: Option<&ToolChoice>,
+        cache: &SchemaCache,
+    ) -> Result<Self, Error> {
         let entries = tools
             .iter()
             .map(|spec| {
@@ -45,10 +52,20 @@ impl ToolTable {
                 })
             })
             .collect::<Result<_, Error>>()?;
-        Ok(ToolTable { entries })
+        Ok(ToolTable {
+            entries,
+            choice: choice.cloned(),
+        })
     }
 
     pub(super) fn lookup(&self, name: &str) -> Lookup {
+        if self
+            .choice
+            .as_ref()
+            .is_some_and(|choice| !choice.allows(name))
+        {
+            return Lookup::NotAllowed;
+        }
         if self.entries.is_empty() {
             return Lookup::Any;
         }
