@@ -9,3 +9,5 @@ mod common;
 
 #[cfg(feature = "function")]
 mod effects;
+
+mod parser;
