@@ -6,3 +6,9 @@
 #[cfg(feature = "openai")]
 #[path = "../common/mod.rs"]
 mod common;
+
+#[cfg(feature = "openai")]
+mod secrets;
+
+#[cfg(all(feature = "cli", feature = "demo"))]
+mod cli;
