@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::{Child, Command, Output, Stdio};
 
 /// Starts `lmstack args` with stdin, stdout and stderr piped.
-fn spawn(args: &[&str]) -> Child {
+pub fn spawn(args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_lmstack"))
         .args(args)
         .env_remove("OPENAI_API_KEY")
