@@ -4,26 +4,12 @@
 
 mod common;
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
+use common::cli::lmstack;
 use common::server::{Answer, Server};
 use common::*;
 use serde_json::{Value, json};
-
-fn lmstack(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lmstack"))
-        .args(args)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the lmstack binary runs");
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
-}
 
 fn json_lines(output: &Output) -> Vec<Value> {
     String::from_utf8(output.stdout.clone())

@@ -11,7 +11,9 @@
 //! - [`ProviderError`] and [`TransportError`]: what went wrong, and where (read
 //!   from an [`Error`](crate::Error) with `provider_error()` and
 //!   `transport_error()`);
-//! - [`ApiKey`]: a key from the environment or configuration that never prints.
+//! - [`ApiKey`]: a key from the environment or configuration that never prints;
+//!   [`redact_url`]: a URL as errors, logs and `Debug` output show it, without
+//!   the user-info, query and fragment that may hold credentials.
 //!
 //! Each adapter is a pure lowering (canonical request → wire request), a pure
 //! lifting (wire response → canonical events) and a thin service joining them to
@@ -22,6 +24,7 @@
 
 mod error;
 mod key;
+mod redact;
 pub mod sse;
 
 #[cfg(feature = "http")]
@@ -33,3 +36,4 @@ pub mod transport;
 
 pub use error::{ProviderError, TransportError, TransportErrorKind};
 pub use key::ApiKey;
+pub use redact::redact_url;

@@ -11,7 +11,11 @@
 //! - turns an error status into [`ProviderError`] (status, provider error type,
 //!   code and message, request id, `Retry-After`), reading at most
 //!   [`HttpConfig::max_error_body`] bytes of the body;
-//! - hands a successful body over as a stream of byte chunks, as they arrive.
+//! - hands a successful body over as a stream of byte chunks, as they arrive;
+//! - sends a URL's user and password (`http://user:pass@host/…`) as an
+//!   `Authorization: Basic` header ([`move_url_credentials`]), and shows URLs in
+//!   its errors redacted ([`redact_url`]): no credential reaches an error, a log
+//!   or reqwest and hyper, whose connection pool logs its keys.
 //!
 //! ```no_run
 //! use bytes::Bytes;
@@ -34,12 +38,15 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use base64::Engine as _;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::{BoxStream, Stream, StreamExt};
+use http::header::{AUTHORIZATION, HeaderValue};
+use percent_encoding::percent_decode_str;
 use tower::Service;
 
-use super::{ProviderError, TransportError, TransportErrorKind};
+use super::{ProviderError, TransportError, TransportErrorKind, redact_url};
 use crate::Error;
 
 /// A request to a provider: method, URL, headers and a body in memory.
@@ -168,13 +175,72 @@ impl Service<HttpRequest> for HttpTransport {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: HttpRequest) -> Self::Future {
+    fn call(&mut self, mut request: HttpRequest) -> Self::Future {
+        if let Err(error) = move_url_credentials(self.provider, &mut request) {
+            return Box::pin(futures::future::ready(Err(error)));
+        }
         let provider = self.provider;
         let max_error_body = self.max_error_body;
         let client = self.client.clone();
-        let target = format!("{} {}", request.method(), without_query(request.uri()));
+        let target = format!(
+            "{} {}",
+            request.method(),
+            redact_url(&request.uri().to_string())
+        );
         Box::pin(exchange(client, request, provider, target, max_error_body))
     }
+}
+
+/// Moves the user-info of `request`'s URL (`http://user:pass@host/…`) into an
+/// `Authorization: Basic` header, marked sensitive, unless the request carries an
+/// `Authorization` header already (an API key wins); the URL keeps its host and
+/// port only. Credentials in a base URL are then sent as HTTP means them, and
+/// never travel on, or show, as part of a URL. `provider` names the errors.
+///
+/// ```
+/// use lmstack::provider::transport::move_url_credentials;
+/// let mut request = http::Request::post("http://me:p%40ss@127.0.0.1:8080/v1")
+///     .body(bytes::Bytes::new())
+///     .unwrap();
+/// move_url_credentials("openai", &mut request).unwrap();
+/// assert_eq!(request.uri(), "http://127.0.0.1:8080/v1");
+/// // "me:p@ss", base64.
+/// assert_eq!(request.headers()["authorization"], "Basic bWU6cEBzcw==");
+/// ```
+pub fn move_url_credentials(
+    provider: &'static str,
+    request: &mut HttpRequest,
+) -> Result<(), Error> {
+    let Some((user_info, host)) = request
+        .uri()
+        .authority()
+        .and_then(|authority| authority.as_str().rsplit_once('@'))
+    else {
+        return Ok(());
+    };
+    let invalid = || -> Error {
+        TransportError::new(
+            provider,
+            TransportErrorKind::Request,
+            format!("invalid URL {}", redact_url(&request.uri().to_string())),
+        )
+        .into()
+    };
+    let mut parts = request.uri().clone().into_parts();
+    parts.authority = Some(host.parse().map_err(|_| invalid())?);
+    let uri = http::Uri::from_parts(parts).map_err(|_| invalid())?;
+    if !request.headers().contains_key(AUTHORIZATION) {
+        let (user, password) = user_info.split_once(':').unwrap_or((user_info, ""));
+        let mut credentials: Vec<u8> = percent_decode_str(user).collect();
+        credentials.push(b':');
+        credentials.extend(percent_decode_str(password));
+        let encoded = base64::engine::general_purpose::STANDARD.encode(credentials);
+        let mut value = HeaderValue::try_from(format!("Basic {encoded}")).map_err(|_| invalid())?;
+        value.set_sensitive(true);
+        request.headers_mut().insert(AUTHORIZATION, value);
+    }
+    *request.uri_mut() = uri;
+    Ok(())
 }
 
 async fn exchange(
@@ -184,14 +250,8 @@ async fn exchange(
     target: String,
     max_error_body: usize,
 ) -> Result<HttpResponse, Error> {
-    let request = reqwest::Request::try_from(request).map_err(|error| {
-        TransportError::new(
-            provider,
-            TransportErrorKind::Request,
-            format!("{target}: invalid request"),
-        )
-        .with_source(error)
-    })?;
+    let request = reqwest::Request::try_from(request)
+        .map_err(|error| transport_error(provider, &target, "reading the URL", error))?;
     let mut response = client
         .execute(request)
         .await
@@ -244,21 +304,15 @@ async fn exchange(
     })
 }
 
-/// The URI without its query (which may carry a key).
-fn without_query(uri: &http::Uri) -> String {
-    match (uri.scheme_str(), uri.authority()) {
-        (Some(scheme), Some(authority)) => format!("{scheme}://{authority}{}", uri.path()),
-        _ => uri.path().to_owned(),
-    }
-}
-
+/// The one way a reqwest error becomes an [`Error`]: `target` is the redacted
+/// method and URL; reqwest's own copy of the URL, which may hold credentials, is
+/// dropped before the error is read or kept.
 fn transport_error(
     provider: &'static str,
     target: &str,
     doing: &str,
     error: reqwest::Error,
 ) -> Error {
-    // The target is named without its query; the URL in reqwest's text may hold one.
     let error = error.without_url();
     let kind = if error.is_timeout() {
         TransportErrorKind::Timeout

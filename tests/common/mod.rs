@@ -215,4 +215,6 @@ pub fn recorded_results(second: &Value, calls: &[ToolCall]) -> Vec<ToolResult> {
         .collect()
 }
 
+#[cfg(all(feature = "cli", feature = "demo"))]
+pub mod cli;
 pub mod server;

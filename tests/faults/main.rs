@@ -11,3 +11,9 @@ mod common;
 mod effects;
 
 mod parser;
+
+#[cfg(feature = "openai")]
+mod secrets;
+
+#[cfg(all(feature = "cli", feature = "demo"))]
+mod cli;

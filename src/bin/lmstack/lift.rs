@@ -1,18 +1,27 @@
 //! `lmstack lift`: a provider's raw response (JSON, or SSE bytes) on stdin →
 //! canonical messages (or events) as JSON lines on stdout.
+//!
+//! Stdin is fed to the body decoder piece by piece as it arrives, as the
+//! provider feeds it an HTTP body, and what it lifts is printed as soon as it
+//! is complete.
 
 use std::io::Read;
 use std::process::ExitCode;
 
-use lmstack::Joiner;
 use lmstack::provider::body::BodyDecoder;
 use lmstack::provider::openai::Lifter;
+use lmstack::provider::sse::DEFAULT_MAX_EVENT_BYTES;
 use lmstack::service::{Machine, Output};
+use lmstack::{Error, Joiner};
 
+use crate::input::{self, Input};
 use crate::provider_arg::Provider;
-use crate::show::print_json_line;
+use crate::show::{MessageLines, print_json_line};
 
 /// Lifts a raw response body from stdin into canonical messages.
+///
+/// Stdin is decoded as it arrives; a JSON body may be as large as
+/// --max-input, an SSE event 16 MiB.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The wire format of the response.
@@ -24,38 +33,82 @@ pub struct Args {
     /// Print the reply's events (deltas when streaming) instead of messages.
     #[arg(long)]
     events: bool,
+    #[command(flatten)]
+    input: input::Limit,
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let mut body = Vec::new();
-    if let Err(error) = std::io::stdin().read_to_end(&mut body) {
-        eprintln!("error: reading stdin: {error}");
-        return ExitCode::FAILURE;
-    }
     let Provider::Openai = args.provider;
-    let mut decoder = if args.stream {
+    let decoder = if args.stream {
         BodyDecoder::sse(Lifter::new())
     } else {
         BodyDecoder::json(Lifter::new())
     };
+    let mut decoder = decoder.with_limits(DEFAULT_MAX_EVENT_BYTES, args.input.bytes());
+    let mut printer = match (args.events, args.stream) {
+        (true, true) => Printer::Events,
+        (true, false) => Printer::JoinedEvents(Joiner::new()),
+        (false, _) => Printer::Messages(MessageLines::default()),
+    };
     let mut out = Output::new();
-    let outcome = decoder
-        .push(body.into(), &mut out)
-        .and_then(|()| decoder.finish(&mut out));
-    let events: Vec<_> = out.drain().collect();
+    let outcome = feed(&mut decoder, args.input.stdin(), &mut out, &mut printer);
     // What was lifted before an error is printed too: nothing is lost.
-    if args.events && args.stream {
-        events.iter().for_each(print_json_line);
-    } else if args.events {
-        Joiner::join_events(events).iter().for_each(print_json_line);
-    } else {
-        Joiner::join(events).iter().for_each(print_json_line);
-    }
+    printer.print(&mut out);
+    printer.finish();
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Feeds the input to the decoder as it arrives, printing what each piece
+/// lifts, then finishes the decoder.
+fn feed(
+    decoder: &mut BodyDecoder<Lifter>,
+    mut input: Input<impl Read>,
+    out: &mut Output,
+    printer: &mut Printer,
+) -> Result<(), Error> {
+    while let Some(piece) = input.chunk()? {
+        decoder.push(piece.into(), out)?;
+        printer.print(out);
+    }
+    decoder.finish(out)
+}
+
+/// How the lifted events are printed.
+enum Printer {
+    /// Each event as it is lifted.
+    Events,
+    /// The events joined (deltas into messages), at the end.
+    JoinedEvents(Joiner),
+    /// The messages, each as soon as it is complete.
+    Messages(MessageLines),
+}
+
+impl Printer {
+    /// Takes the events in `out`.
+    fn print(&mut self, out: &mut Output) {
+        for event in out.drain() {
+            match self {
+                Printer::Events => print_json_line(&event),
+                Printer::JoinedEvents(joiner) => joiner.push(event),
+                Printer::Messages(lines) => lines.push(event),
+            }
+        }
+    }
+
+    /// Prints what is still held.
+    fn finish(self) {
+        match self {
+            Printer::Events => {}
+            Printer::JoinedEvents(joiner) => {
+                joiner.finish_events().iter().for_each(print_json_line)
+            }
+            Printer::Messages(lines) => lines.finish(),
         }
     }
 }

@@ -1,13 +1,13 @@
 //! `lmstack lower`: a canonical request (`{"messages":[…],"options":{…}}`) on
 //! stdin → the provider's wire request body on stdout.
 
-use std::io::Read;
 use std::process::ExitCode;
 
 use clap::ValueEnum;
 use lmstack::ChatRequest;
 use lmstack::provider::openai::{LowerOptions, MaxTokensField, ToolResultMedia, lower};
 
+use crate::input;
 use crate::provider_arg::Provider;
 use crate::show::print_json_line;
 
@@ -23,6 +23,8 @@ pub struct Args {
     /// Send the token limit as `max_completion_tokens` (OpenAI's reasoning models).
     #[arg(long)]
     max_completion_tokens: bool,
+    #[command(flatten)]
+    input: input::Limit,
 }
 
 /// The policies for images and documents in tool results.
@@ -37,12 +39,14 @@ enum Media {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let mut input = String::new();
-    if let Err(error) = std::io::stdin().read_to_string(&mut input) {
-        eprintln!("error: reading stdin: {error}");
-        return ExitCode::FAILURE;
-    }
-    let request: ChatRequest = match serde_json::from_str(&input) {
+    let input = match args.input.stdin().read_all() {
+        Ok(input) => input,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let request: ChatRequest = match serde_json::from_slice(&input) {
         Ok(request) => request,
         Err(error) => {
             eprintln!(

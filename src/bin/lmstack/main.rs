@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod chat;
 mod demo;
+mod input;
 mod lift;
 mod lower;
 mod parse;

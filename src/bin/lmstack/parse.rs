@@ -1,7 +1,6 @@
 //! `lmstack parse`: model text on stdin → the natural tool use parser, fed in
 //! chunks as a stream would deliver them → messages (or events) as JSON lines.
 
-use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -10,6 +9,7 @@ use lmstack::testing::{Chunking, ScriptedModel};
 use lmstack::{ChatRequest, Error, Message, ToolSpec};
 use tower::{Layer, ServiceExt};
 
+use crate::input;
 use crate::show::print_json_line;
 
 /// Parses model text with `<tool_call>`-style markup from stdin.
@@ -36,6 +36,8 @@ pub struct Args {
     /// Print the reply's events instead of the joined messages.
     #[arg(long)]
     events: bool,
+    #[command(flatten)]
+    input: input::Limit,
 }
 
 /// The parser's policy for bad calls.
@@ -60,17 +62,14 @@ pub fn run(args: Args) -> ExitCode {
 }
 
 fn parse(args: Args) -> Result<(), Error> {
-    let mut text = String::new();
-    std::io::stdin()
-        .read_to_string(&mut text)
-        .map_err(|error| Error::InvalidRequest(format!("reading stdin as UTF-8 text: {error}")))?;
+    // The whole text is the model's reply, so it is read whole, within the limit.
+    let text = String::from_utf8(args.input.stdin().read_all()?)
+        .map_err(|_| Error::InvalidRequest("stdin is not UTF-8 text".into()))?;
     let tools: Vec<ToolSpec> = match &args.tools {
         None => Vec::new(),
         Some(path) => {
-            let json = std::fs::read_to_string(path).map_err(|error| {
-                Error::InvalidRequest(format!("reading {}: {error}", path.display()))
-            })?;
-            serde_json::from_str(&json)
+            let json = args.input.file(path, "the tools file")?.read_all()?;
+            serde_json::from_slice(&json)
                 .map_err(|error| Error::json(format!("the tools in {}", path.display()), error))?
         }
     };

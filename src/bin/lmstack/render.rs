@@ -2,12 +2,12 @@
 //! use transformer → messages with calls and results written as text (JSON
 //! lines); `--read` does the reverse.
 
-use std::io::BufRead;
 use std::process::ExitCode;
 
 use lmstack::natural::{NaturalToolUseParser, NaturalToolUseTransformer, RenderDialect};
 use lmstack::{Error, Message};
 
+use crate::input;
 use crate::show::print_json_line;
 
 /// Renders tool calls and results of canonical messages as natural text.
@@ -21,6 +21,8 @@ pub struct Args {
     /// messages, calls and results paired into `tool_aggregate`s.
     #[arg(long)]
     read: bool,
+    #[command(flatten)]
+    input: input::Limit,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -34,16 +36,18 @@ pub fn run(args: Args) -> ExitCode {
 }
 
 fn render(args: Args) -> Result<(), Error> {
+    // The history is rendered whole, so every message is kept; each line is
+    // read as it comes, all of them within the limit.
     let mut messages = Vec::new();
-    for (number, line) in std::io::stdin().lock().lines().enumerate() {
-        let line = line.map_err(|error| {
-            Error::InvalidRequest(format!("reading stdin as UTF-8 text: {error}"))
-        })?;
-        if line.trim().is_empty() {
+    let mut stdin = args.input.stdin();
+    let mut number = 0;
+    while let Some(line) = stdin.line()? {
+        number += 1;
+        if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let message: Message = serde_json::from_str(&line)
-            .map_err(|error| Error::json(format!("the message on line {}", number + 1), error))?;
+        let message: Message = serde_json::from_slice(&line)
+            .map_err(|error| Error::json(format!("the message on line {number}"), error))?;
         messages.push(message);
     }
     let messages = if args.read {

@@ -23,13 +23,30 @@ pub fn print_json_line(value: &impl serde::Serialize) {
 
 /// Prints each message of `reply` as a JSON line as soon as it is complete.
 pub async fn json_lines(mut reply: Reply) -> Result<(), Error> {
-    let mut joiner = Joiner::new();
+    let mut lines = MessageLines::default();
     while let Some(item) = reply.next().await {
-        joiner.push(item?);
-        joiner.take_completed().iter().for_each(print_json_line);
+        lines.push(item?);
     }
-    joiner.finish().iter().for_each(print_json_line);
+    lines.finish();
     Ok(())
+}
+
+/// Events joined into messages, each printed as a JSON line as soon as it is
+/// complete.
+#[derive(Default)]
+pub struct MessageLines(Joiner);
+
+impl MessageLines {
+    /// Folds `event` in, and prints the messages it completes.
+    pub fn push(&mut self, event: Event) {
+        self.0.push(event);
+        self.0.take_completed().iter().for_each(print_json_line);
+    }
+
+    /// Prints the messages still being joined.
+    pub fn finish(self) {
+        self.0.finish().iter().for_each(print_json_line);
+    }
 }
 
 /// Prints `opening`, then the conversation as it streams: the assistant's text

@@ -11,6 +11,7 @@ use crate::message::{
     MultimodalMessage, ReasoningMessage, TextMessage, ToolAggregateMessage, ToolCallsMessage,
     ToolResultsMessage,
 };
+use crate::provider::redact_url;
 use crate::{
     ChatRequest, ContentBlock, Error, Media, MediaSource, Message, Role, ToolCall, ToolChoice,
     ToolResult, ToolSpec,
@@ -485,7 +486,8 @@ fn content_part(block: &ContentBlock) -> Result<Value, Error> {
             }
             MediaSource::Url { url, .. } => {
                 return Err(Error::InvalidRequest(format!(
-                    "openai: Chat Completions takes documents inline only, not by URL ({url})"
+                    "openai: Chat Completions takes documents inline only, not by URL ({})",
+                    redact_url(url)
                 )));
             }
         },

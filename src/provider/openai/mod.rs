@@ -38,6 +38,7 @@ pub use lower::{
     ToolResultMedia, lower,
 };
 
+use std::fmt;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -47,16 +48,24 @@ use tower::Service;
 
 use super::body::{BodyDecoder, DEFAULT_MAX_BODY_BYTES};
 use super::sse::DEFAULT_MAX_EVENT_BYTES;
-use super::transport::{ByteStream, HttpConfig, HttpRequest, HttpResponse, HttpTransport};
-use super::{ApiKey, TransportError, TransportErrorKind};
+use super::transport::{
+    ByteStream, HttpConfig, HttpRequest, HttpResponse, HttpTransport, move_url_credentials,
+};
+use super::{ApiKey, TransportError, TransportErrorKind, redact_url};
 use crate::service::{IntoEvents, MachineStream, ReplyFuture};
 use crate::{ChatRequest, Error, Reply};
 
 /// Where the server is and how to talk to it.
-#[derive(Clone, Debug)]
+///
+/// Its `Debug` output shows neither the key nor the credentials a base URL may
+/// carry ([`redact_url`]).
+#[derive(Clone)]
 pub struct OpenAiConfig {
     /// The API root, such as `https://api.openai.com/v1` or
-    /// `http://127.0.0.1:8080/v1`; requests go to `{base_url}/chat/completions`.
+    /// `http://127.0.0.1:8080/v1`; requests go to `{base_url}/chat/completions`
+    /// (before the base URL's query, if it has one). A user and password in it
+    /// are sent as `Authorization: Basic` when there is no API key. Errors and
+    /// `Debug` show it redacted.
     pub base_url: String,
     /// Sent as `Authorization: Bearer …`; local servers need none.
     pub api_key: Option<ApiKey>,
@@ -148,8 +157,40 @@ impl OpenAiConfig {
         self
     }
 
+    /// `{base_url}/chat/completions`, joined to the base URL's path: its query
+    /// (a key, an `api-version`) follows, its fragment is not sent.
     fn endpoint(&self) -> String {
-        format!("{}/chat/completions", self.base_url.trim_end_matches('/'))
+        let base = match self.base_url.find('#') {
+            Some(fragment) => &self.base_url[..fragment],
+            None => &self.base_url,
+        };
+        let (path, query) = base.split_at(base.find('?').unwrap_or(base.len()));
+        format!("{}/chat/completions{query}", path.trim_end_matches('/'))
+    }
+}
+
+impl fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let OpenAiConfig {
+            base_url,
+            api_key,
+            model,
+            headers,
+            lowering,
+            http,
+            max_event_bytes,
+            max_body_bytes,
+        } = self;
+        f.debug_struct("OpenAiConfig")
+            .field("base_url", &redact_url(base_url))
+            .field("api_key", api_key)
+            .field("model", model)
+            .field("headers", headers)
+            .field("lowering", lowering)
+            .field("http", http)
+            .field("max_event_bytes", max_event_bytes)
+            .field("max_body_bytes", max_body_bytes)
+            .finish()
     }
 }
 
@@ -194,7 +235,8 @@ impl<T> OpenAi<T> {
         &self.config
     }
 
-    /// The HTTP request for `request`: lowered body, endpoint and headers.
+    /// The HTTP request for `request`: lowered body, endpoint and headers (the
+    /// base URL's user and password moved to a header: [`move_url_credentials`]).
     pub fn http_request(&self, mut request: ChatRequest) -> Result<HttpRequest, Error> {
         if request.options.model.is_none() {
             request.options.model.clone_from(&self.config.model);
@@ -222,15 +264,16 @@ impl<T> OpenAi<T> {
         if let Some(headers) = builder.headers_mut() {
             headers.extend(self.config.headers.clone());
         }
-        builder.body(Bytes::from(body)).map_err(|error| {
+        let mut http_request = builder.body(Bytes::from(body)).map_err(|error| {
             TransportError::new(
                 PROVIDER,
                 TransportErrorKind::Request,
-                format!("invalid request to {}", self.config.endpoint()),
+                format!("invalid request to {}", redact_url(&self.config.endpoint())),
             )
             .with_source(error)
-            .into()
-        })
+        })?;
+        move_url_credentials(PROVIDER, &mut http_request)?;
+        Ok(http_request)
     }
 }
 
