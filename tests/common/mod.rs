@@ -215,4 +215,6 @@ pub fn recorded_results(second: &Value, calls: &[ToolCall]) -> Vec<ToolResult> {
         .collect()
 }
 
+#[cfg(feature = "retry")]
+pub mod retry;
 pub mod server;
