@@ -6,3 +6,5 @@
 #[cfg(feature = "openai")]
 #[path = "../common/mod.rs"]
 mod common;
+#[cfg(feature = "openai")]
+mod provider;

@@ -70,7 +70,8 @@ pub struct OpenAiConfig {
     pub http: HttpConfig,
     /// The largest SSE event accepted.
     pub max_event_bytes: usize,
-    /// The largest non-streaming body accepted.
+    /// The largest response body accepted, streamed or whole, whatever its
+    /// content type: every byte read counts.
     pub max_body_bytes: usize,
 }
 
@@ -142,7 +143,8 @@ impl OpenAiConfig {
         self
     }
 
-    /// Sets the largest non-streaming body accepted (64 MiB by default).
+    /// Sets the largest response body accepted, streamed or whole (64 MiB by
+    /// default).
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {
         self.max_body_bytes = bytes;
         self
