@@ -21,6 +21,10 @@ use crate::service::{Machine, Output};
 /// The default limit on a response body, streamed or whole: 64 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 64 << 20;
 
+/// The default limit on the tool calls of one reply: 1024. A model's parallel
+/// calls number a handful, and OpenAI takes at most 128 tools per request.
+pub const DEFAULT_MAX_TOOL_CALLS: usize = 1024;
+
 /// A provider's lifting: its responses, streamed or whole, → canonical events.
 /// One pure state machine per response serves both wire modes.
 pub trait Lift: Send + 'static {

@@ -1,14 +1,14 @@
 //! Provider faults: a body past its limit whatever its content type and mode, a
-//! line that never ends, and the retry layer's rule for streams that fail after
-//! their first event — over real HTTP on loopback where the fault lives in the
-//! exchange.
+//! line that never ends, more tool calls than a reply may hold, and the retry
+//! layer's rule for streams that fail after their first event — over real HTTP
+//! on loopback where the fault lives in the exchange.
 
 use std::time::Duration;
 
-use lmstack::provider::body::BodyDecoder;
+use lmstack::provider::body::{BodyDecoder, DEFAULT_MAX_TOOL_CALLS};
 use lmstack::provider::openai::{Lifter, OpenAi, OpenAiConfig};
 use lmstack::provider::sse::DEFAULT_MAX_EVENT_BYTES;
-use lmstack::{ChatRequest, Error, Message};
+use lmstack::{ChatRequest, Error, Joiner, Message};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -120,6 +120,109 @@ async fn a_line_that_never_ends_stops_at_the_event_limit_in_either_mode() {
             ),
             "streaming {stream}: {error}"
         );
+    }
+}
+
+/// A streamed reply of `calls` whole calls at indexes 0, 1, … without ids
+/// (older Ollama): the shape whose every call is checked against the calls
+/// already closed.
+fn calls_without_ids(calls: usize) -> Vec<u8> {
+    let chunks: Vec<Value> = (0..calls)
+        .map(|n| {
+            chunk(json!({"tool_calls": [{"index": n, "type": "function",
+                "function": {"name": "f", "arguments": format!("{{\"n\":{n}}}")}}]}))
+        })
+        .collect();
+    sse(&chunks)
+}
+
+/// A non-streaming body of `calls` calls.
+fn body_of_calls(calls: usize) -> Vec<u8> {
+    let calls: Vec<Value> = (0..calls)
+        .map(|n| {
+            json!({"id": format!("call_{n}"), "type": "function",
+            "function": {"name": "f", "arguments": "{}"}})
+        })
+        .collect();
+    serde_json::to_vec(&json!({"id": "c1", "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "tool_calls": calls},
+            "finish_reason": "tool_calls"}]}))
+    .unwrap()
+}
+
+fn is_call_limit(error: &Error, expected: usize) -> bool {
+    matches!(error, Error::ToolCallLimit { stage: "openai", limit } if *limit == expected)
+}
+
+#[test]
+fn more_tool_calls_than_the_limit_is_a_clear_error() {
+    let streamed = |calls| {
+        decode_cut(
+            BodyDecoder::sse(Lifter::new()),
+            &calls_without_ids(calls),
+            &[4096],
+        )
+    };
+    let whole = |calls| {
+        decode_cut(
+            BodyDecoder::json(Lifter::new()),
+            &body_of_calls(calls),
+            &[4096],
+        )
+    };
+    for (framing, lift) in [
+        ("streamed", &streamed as &dyn Fn(usize) -> _),
+        ("whole", &whole),
+    ] {
+        let calls = Joiner::join(lift(DEFAULT_MAX_TOOL_CALLS).unwrap())
+            .iter()
+            .flat_map(Message::calls)
+            .count();
+        assert_eq!(
+            calls, DEFAULT_MAX_TOOL_CALLS,
+            "{framing}: as many as the limit"
+        );
+        let error = lift(DEFAULT_MAX_TOOL_CALLS + 1).unwrap_err();
+        assert!(
+            is_call_limit(&error, DEFAULT_MAX_TOOL_CALLS),
+            "{framing}: {error}"
+        );
+        assert_eq!(
+            error.to_string(),
+            "openai: the reply has more than 1024 tool calls"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_configured_tool_call_limit_holds_over_http_in_either_mode() {
+    for stream in [false, true] {
+        let server = Server::start(vec![Answer::ok(
+            "text/event-stream",
+            &calls_without_ids(4),
+            &[100],
+        )])
+        .await;
+        let config = OpenAiConfig::new(server.base_url()).max_tool_calls(3);
+        let error = failure(config, stream).await;
+        assert!(is_call_limit(&error, 3), "streaming {stream}: {error}");
+    }
+}
+
+/// Each fragment is checked against the calls already closed in constant time:
+/// a reply of 100,000 calls lifts whole (`benches/sse.rs` shows the cost per
+/// call staying flat as the count grows).
+#[test]
+fn a_hundred_thousand_calls_lift_under_a_raised_limit() {
+    const CALLS: usize = 100_000;
+    let decoder = BodyDecoder::sse(Lifter::new().with_max_tool_calls(CALLS));
+    let events = decode_cut(decoder, &calls_without_ids(CALLS), &[64 << 10]).unwrap();
+    let messages = Joiner::join(events);
+    let calls: Vec<_> = messages.iter().flat_map(Message::calls).collect();
+    assert_eq!(calls.len(), CALLS);
+    for (n, call) in calls.iter().enumerate() {
+        assert_eq!(call.id, format!("c1_call_{n}"));
+        assert_eq!(call.arguments, json!({"n": n}));
     }
 }
 

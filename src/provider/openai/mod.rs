@@ -45,7 +45,7 @@ use ::http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName,
 use bytes::Bytes;
 use tower::Service;
 
-use super::body::{BodyDecoder, DEFAULT_MAX_BODY_BYTES};
+use super::body::{BodyDecoder, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TOOL_CALLS};
 use super::sse::DEFAULT_MAX_EVENT_BYTES;
 use super::transport::{ByteStream, HttpConfig, HttpRequest, HttpResponse, HttpTransport};
 use super::{ApiKey, TransportError, TransportErrorKind};
@@ -73,6 +73,8 @@ pub struct OpenAiConfig {
     /// The largest response body accepted, streamed or whole, whatever its
     /// content type: every byte read counts.
     pub max_body_bytes: usize,
+    /// The most tool calls one reply may hold.
+    pub max_tool_calls: usize,
 }
 
 impl OpenAiConfig {
@@ -87,6 +89,7 @@ impl OpenAiConfig {
             http: HttpConfig::default(),
             max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
         }
     }
 
@@ -147,6 +150,13 @@ impl OpenAiConfig {
     /// default).
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {
         self.max_body_bytes = bytes;
+        self
+    }
+
+    /// Sets the most tool calls one reply may hold (1024 by default); a reply
+    /// with more fails with [`Error::ToolCallLimit`].
+    pub fn max_tool_calls(mut self, calls: usize) -> Self {
+        self.max_tool_calls = calls;
         self
     }
 
@@ -254,6 +264,7 @@ where
             streaming,
             max_event_bytes: self.config.max_event_bytes,
             max_body_bytes: self.config.max_body_bytes,
+            max_tool_calls: self.config.max_tool_calls,
         };
         match self.http_request(request) {
             Ok(http_request) => {
@@ -271,6 +282,7 @@ pub struct ReadBody {
     streaming: bool,
     max_event_bytes: usize,
     max_body_bytes: usize,
+    max_tool_calls: usize,
 }
 
 impl IntoEvents for ReadBody {
@@ -282,7 +294,8 @@ impl IntoEvents for ReadBody {
             .headers()
             .get(CONTENT_TYPE)
             .and_then(|value| value.to_str().ok());
-        let decoder = BodyDecoder::for_content_type(Lifter::new(), content_type, self.streaming)
+        let lifter = Lifter::new().with_max_tool_calls(self.max_tool_calls);
+        let decoder = BodyDecoder::for_content_type(lifter, content_type, self.streaming)
             .with_limits(self.max_event_bytes, self.max_body_bytes);
         MachineStream::new(response.into_body(), decoder)
     }
