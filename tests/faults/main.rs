@@ -7,4 +7,6 @@
 #[path = "../common/mod.rs"]
 mod common;
 #[cfg(feature = "openai")]
+mod fuzz;
+#[cfg(feature = "openai")]
 mod provider;
