@@ -1,5 +1,6 @@
 //! Throughput of the SSE decoder and of the whole OpenAI response decoder (SSE +
-//! lifting), at several chunk sizes, against a plain copy of the same chunks.
+//! lifting), at several chunk sizes, against a plain copy of the same chunks;
+//! and the cost per tool call of a reply with very many calls.
 //!
 //! `cargo bench -p lmstack-benches --bench sse`; figures in docs/performance.md.
 
@@ -45,6 +46,46 @@ fn one_big_event(bytes: usize) -> Vec<u8> {
     body.extend(std::iter::repeat_n(b'a', bytes));
     body.extend_from_slice(b"\n\n");
     body
+}
+
+/// A stream of `calls` whole tool calls at indexes 0, 1, … without ids (older
+/// Ollama): each call is checked against those already closed.
+fn many_calls(calls: usize) -> Vec<u8> {
+    let mut body = String::new();
+    for n in 0..calls {
+        body.push_str(&format!(
+            "data: {{\"id\":\"chatcmpl-bench\",\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{{\"index\":{n},\"type\":\"function\",\"function\":{{\"name\":\"f\",\"arguments\":\"{{}}\"}}}}]}}}}]}}\n\n"
+        ));
+    }
+    body.push_str("data: [DONE]\n\n");
+    body.into_bytes()
+}
+
+/// Lifting a reply of 10,000 and 100,000 calls, its events taken as they come
+/// (as `MachineStream` does): linear when the time per call is the same at
+/// both counts.
+fn bench_many_calls(c: &mut Criterion) {
+    let mut group = c.benchmark_group("openai tool calls, per call");
+    group.sample_size(10);
+    for calls in [10_000usize, 100_000] {
+        let body = Bytes::from(many_calls(calls));
+        group.throughput(Throughput::Elements(calls as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(calls), &body, |b, body| {
+            b.iter(|| {
+                let mut decoder = BodyDecoder::sse(Lifter::new().with_max_tool_calls(calls));
+                let mut events = Output::new();
+                for start in (0..body.len()).step_by(4096) {
+                    let piece = body.slice(start..body.len().min(start + 4096));
+                    decoder.push(black_box(piece), &mut events).unwrap();
+                    while let Some(event) = events.pop() {
+                        black_box(event);
+                    }
+                }
+                decoder.finish(&mut events).unwrap();
+            })
+        });
+    }
+    group.finish();
 }
 
 fn bench_sse(c: &mut Criterion) {
@@ -116,5 +157,5 @@ fn bench_sse(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_sse);
+criterion_group!(benches, bench_sse, bench_many_calls);
 criterion_main!(benches);

@@ -37,6 +37,15 @@ pub enum Error {
         limit: usize,
     },
 
+    /// A reply held more tool calls than its configured limit.
+    #[error("{stage}: the reply has more than {limit} tool calls")]
+    ToolCallLimit {
+        /// The layer or component, for example `openai`.
+        stage: &'static str,
+        /// The most tool calls one reply may hold.
+        limit: usize,
+    },
+
     /// Model text that should be a tool call could not be read or checked (the
     /// parser's `Error` policy).
     #[error("{stage}: {} tool call: {}", invalid.kind, invalid.message)]

@@ -164,29 +164,10 @@ async fn a_connection_refused_is_a_connect_error() {
 /// the waits are recorded (and not slept), so they can be checked exactly.
 #[cfg(feature = "retry")]
 mod through_retry {
-    use std::sync::{Arc, Mutex};
-
-    use lmstack::retry::RetryLayer;
     use tower::Layer;
 
     use super::*;
-
-    type Waits = Arc<Mutex<Vec<Duration>>>;
-
-    /// 100 ms of initial backoff, jitter 0 (so the first backoff is 50 ms), and
-    /// a sleep that records each wait and returns at once.
-    fn recorded_retries() -> (RetryLayer, Waits) {
-        let waits = Waits::default();
-        let slept = waits.clone();
-        let layer = RetryLayer::new()
-            .initial_backoff(Duration::from_millis(100))
-            .jitter(|| 0.0)
-            .sleep(move |wait| {
-                slept.lock().unwrap().push(wait);
-                std::future::ready(())
-            });
-        (layer, waits)
-    }
+    use crate::common::retry::recorded_retries;
 
     /// Asks `server` through the retry layer: the reply's messages, and the waits.
     async fn messages_with_retries(server: &Server) -> (Vec<Message>, Vec<Duration>) {

@@ -6,6 +6,10 @@
 //! over an HTTP body with [`MachineStream`](crate::service::MachineStream), the
 //! streaming reply, and join that same stream with
 //! [`Reply::complete`](crate::Reply::complete) for the non-streaming one.
+//!
+//! Every byte a decoder takes counts towards one body limit, whatever the
+//! framing and the mode: a server that streams without end, or answers a
+//! non-streaming request with an endless event stream, is cut off there.
 
 use bytes::Bytes;
 
@@ -14,8 +18,12 @@ use crate::Error;
 use crate::message::Event;
 use crate::service::{Machine, Output};
 
-/// The default limit on a non-streaming body: 64 MiB.
+/// The default limit on a response body, streamed or whole: 64 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 64 << 20;
+
+/// The default limit on the tool calls of one reply: 1024. A model's parallel
+/// calls number a handful, and OpenAI takes at most 128 tools per request.
+pub const DEFAULT_MAX_TOOL_CALLS: usize = 1024;
 
 /// A provider's lifting: its responses, streamed or whole, → canonical events.
 /// One pure state machine per response serves both wire modes.
@@ -55,12 +63,16 @@ pub struct BodyDecoder<L> {
     framing: Framing,
     lifter: L,
     events: Output<SseEvent>,
+    /// The bytes taken so far, of any framing.
+    read: usize,
+    max_body_bytes: usize,
 }
 
 #[derive(Debug)]
 enum Framing {
     Sse(SseDecoder),
-    Json { body: Vec<u8>, limit: usize },
+    /// The body so far (within the body limit).
+    Json(Vec<u8>),
 }
 
 const STAGE: &str = "response body decoder";
@@ -73,11 +85,7 @@ impl<L: Lift> BodyDecoder<L> {
 
     /// A decoder for a whole JSON body (`application/json`).
     pub fn json(lifter: L) -> Self {
-        let framing = Framing::Json {
-            body: Vec::new(),
-            limit: DEFAULT_MAX_BODY_BYTES,
-        };
-        Self::new(framing, lifter)
+        Self::new(Framing::Json(Vec::new()), lifter)
     }
 
     /// The decoder for a response with this `Content-Type`: SSE for
@@ -94,17 +102,14 @@ impl<L: Lift> BodyDecoder<L> {
         }
     }
 
-    /// Sets the limits: the largest SSE event, and the largest JSON body.
+    /// Sets the limits: the largest SSE event, and the largest body, streamed
+    /// or whole ([`DEFAULT_MAX_BODY_BYTES`] by default); past either, the
+    /// decoder fails with [`Error::LimitExceeded`].
     pub fn with_limits(mut self, max_event_bytes: usize, max_body_bytes: usize) -> Self {
-        self.framing = match self.framing {
-            Framing::Sse(_) => {
-                Framing::Sse(SseDecoder::new().with_max_event_bytes(max_event_bytes))
-            }
-            Framing::Json { body, .. } => Framing::Json {
-                body,
-                limit: max_body_bytes,
-            },
-        };
+        if let Framing::Sse(sse) = self.framing {
+            self.framing = Framing::Sse(sse.with_max_event_bytes(max_event_bytes));
+        }
+        self.max_body_bytes = max_body_bytes;
         self
     }
 
@@ -113,6 +118,8 @@ impl<L: Lift> BodyDecoder<L> {
             framing,
             lifter,
             events: Output::new(),
+            read: 0,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
         }
     }
 
@@ -129,18 +136,17 @@ impl<L: Lift> Machine for BodyDecoder<L> {
     type Out = Event;
 
     fn push(&mut self, bytes: Bytes, out: &mut Output) -> Result<(), Error> {
+        self.read = self.read.saturating_add(bytes.len());
+        if self.read > self.max_body_bytes {
+            return Err(Error::LimitExceeded {
+                stage: STAGE,
+                what: "the response body",
+                limit: self.max_body_bytes,
+            });
+        }
         match &mut self.framing {
             Framing::Sse(sse) => sse.push(&bytes, &mut self.events)?,
-            Framing::Json { body, limit } => {
-                if body.len() + bytes.len() > *limit {
-                    return Err(Error::LimitExceeded {
-                        stage: STAGE,
-                        what: "the response body",
-                        limit: *limit,
-                    });
-                }
-                body.extend_from_slice(&bytes);
-            }
+            Framing::Json(body) => body.extend_from_slice(&bytes),
         }
         self.lift_events(out)
     }
@@ -151,7 +157,7 @@ impl<L: Lift> Machine for BodyDecoder<L> {
                 sse.finish(&mut self.events)?;
                 self.lift_events(out)?;
             }
-            Framing::Json { body, .. } => {
+            Framing::Json(body) => {
                 let body = std::mem::take(body);
                 self.lifter.body(&body, out)?;
             }

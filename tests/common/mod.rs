@@ -217,4 +217,7 @@ pub fn recorded_results(second: &Value, calls: &[ToolCall]) -> Vec<ToolResult> {
 
 #[cfg(all(feature = "cli", feature = "demo"))]
 pub mod cli;
+
+#[cfg(feature = "retry")]
+pub mod retry;
 pub mod server;

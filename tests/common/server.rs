@@ -24,6 +24,9 @@ pub struct Answer {
     pub break_after: bool,
     /// A pause before the first piece.
     pub stall: Duration,
+    /// The pieces are written again and again: the body never ends (until the
+    /// client goes away).
+    pub endless: bool,
 }
 
 impl Answer {
@@ -43,6 +46,7 @@ impl Answer {
             pieces,
             break_after: false,
             stall: Duration::ZERO,
+            endless: false,
         }
     }
 
@@ -119,18 +123,24 @@ async fn answer(
             .pop_front()
             .expect("a scripted answer for every request")
     };
-    let stall = answer.stall;
-    let break_after = answer.break_after;
-    let pieces = answer.pieces;
-    let body = async_stream_body(pieces, stall, break_after);
     let mut response = Response::builder().status(StatusCode::from_u16(answer.status).unwrap());
-    for (name, value) in answer.headers {
-        response = response.header(name, value);
+    for (name, value) in &answer.headers {
+        response = response.header(*name, value);
     }
-    response.body(body).unwrap()
+    response.body(async_stream_body(answer)).unwrap()
 }
 
-fn async_stream_body(pieces: Vec<Vec<u8>>, stall: Duration, break_after: bool) -> Body {
+fn async_stream_body(answer: Answer) -> Body {
+    let Answer {
+        pieces,
+        stall,
+        break_after,
+        endless,
+        ..
+    } = answer;
+    let pieces: Vec<Bytes> = pieces.into_iter().map(Bytes::from).collect();
+    let count = if endless { usize::MAX } else { pieces.len() };
+    let pieces = pieces.into_iter().cycle().take(count);
     let stream = futures::stream::unfold(
         (pieces.into_iter(), true),
         move |(mut pieces, first)| async move {
@@ -140,7 +150,7 @@ fn async_stream_body(pieces: Vec<Vec<u8>>, stall: Duration, break_after: bool) -
             match pieces.next() {
                 Some(piece) => {
                     tokio::task::yield_now().await;
-                    Some((Ok::<_, std::io::Error>(Bytes::from(piece)), (pieces, false)))
+                    Some((Ok::<_, std::io::Error>(piece), (pieces, false)))
                 }
                 None if break_after => {
                     // Lets what was written reach the client before the connection drops.

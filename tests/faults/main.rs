@@ -17,3 +17,8 @@ mod secrets;
 
 #[cfg(all(feature = "cli", feature = "demo"))]
 mod cli;
+
+#[cfg(feature = "openai")]
+mod fuzz;
+#[cfg(feature = "openai")]
+mod provider;

@@ -1,5 +1,7 @@
 //! Lifting: Chat Completions responses → canonical events (see [`Lifter`]).
 
+use std::collections::HashSet;
+
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -8,7 +10,7 @@ use crate::Error;
 use crate::message::{
     Event, FinishReason, Metadata, ReasoningDelta, TextDelta, ToolCallDelta, Usage,
 };
-use crate::provider::body::Lift;
+use crate::provider::body::{DEFAULT_MAX_TOOL_CALLS, Lift};
 use crate::provider::sse::SseEvent;
 use crate::provider::{ProviderError, TransportError, TransportErrorKind};
 use crate::service::Output;
@@ -55,7 +57,13 @@ const DONE: &str = "[DONE]";
 ///   [`Error::Provider`](crate::Error::Provider);
 /// - unknown fields are ignored; only the first choice (`index` 0) is lifted;
 /// - a stream that ends with neither `[DONE]` nor a finish reason is
-///   [`TransportErrorKind::Truncated`].
+///   [`TransportErrorKind::Truncated`];
+/// - a reply with more tool calls than
+///   [`with_max_tool_calls`](Lifter::with_max_tool_calls) allows fails with
+///   [`Error::ToolCallLimit`].
+///
+/// Each fragment costs the same whatever came before it: lifting is linear in
+/// the response.
 ///
 /// It is a [`Lift`]: [`BodyDecoder`](crate::provider::body::BodyDecoder) frames
 /// a response body for it, and `data: [DONE]` ends a stream.
@@ -75,15 +83,16 @@ const DONE: &str = "[DONE]";
 /// assert_eq!(messages[0].as_text(), Some("Hello"));
 /// assert_eq!(messages[0].metadata().generation_id(), Some("c1"));
 /// ```
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Lifter {
     generation_id: Option<String>,
     /// What the last event emitted was, to know when a message starts.
     last: Last,
     call: Option<OpenCall>,
-    /// Wire indexes of the calls already complete.
-    closed_indexes: Vec<u32>,
+    /// Wire indexes of the calls already complete: one look-up per fragment.
+    closed_indexes: HashSet<u32>,
     calls_started: u32,
+    max_tool_calls: usize,
     function_calls: bool,
     refusal: bool,
     usage: Option<Usage>,
@@ -92,9 +101,8 @@ pub struct Lifter {
     chunks: usize,
 }
 
-#[derive(Debug, Default, PartialEq, Eq, Clone, Copy)]
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
 enum Last {
-    #[default]
     Nothing,
     Text,
     Refusal,
@@ -110,10 +118,37 @@ struct OpenCall {
     ordinal: u32,
 }
 
+impl Default for Lifter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Lifter {
-    /// A lifter for one response.
+    /// A lifter for one response, taking at most [`DEFAULT_MAX_TOOL_CALLS`]
+    /// tool calls.
     pub fn new() -> Self {
-        Self::default()
+        Lifter {
+            generation_id: None,
+            last: Last::Nothing,
+            call: None,
+            closed_indexes: HashSet::new(),
+            calls_started: 0,
+            max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
+            function_calls: false,
+            refusal: false,
+            usage: None,
+            finish_reason: None,
+            done: false,
+            chunks: 0,
+        }
+    }
+
+    /// Sets the most tool calls one reply may hold (at most `u32::MAX`, the
+    /// event model's numbering); one more is [`Error::ToolCallLimit`].
+    pub fn with_max_tool_calls(mut self, limit: usize) -> Self {
+        self.max_tool_calls = limit.min(u32::MAX as usize);
+        self
     }
 
     /// Lifts one streamed chunk (the JSON text of one SSE `data:` field).
@@ -262,10 +297,16 @@ impl Lifter {
             },
         };
         let mut delta = if starts {
+            if self.calls_started as usize >= self.max_tool_calls {
+                return Err(Error::ToolCallLimit {
+                    stage: PROVIDER,
+                    limit: self.max_tool_calls,
+                });
+            }
             if let Some(open) = self.call.take()
                 && let Some(index) = open.wire_index
             {
-                self.closed_indexes.push(index);
+                self.closed_indexes.insert(index);
             }
             let ordinal = self.calls_started;
             self.calls_started += 1;

@@ -46,7 +46,7 @@ use ::http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName,
 use bytes::Bytes;
 use tower::Service;
 
-use super::body::{BodyDecoder, DEFAULT_MAX_BODY_BYTES};
+use super::body::{BodyDecoder, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TOOL_CALLS};
 use super::sse::DEFAULT_MAX_EVENT_BYTES;
 use super::transport::{
     ByteStream, HttpConfig, HttpRequest, HttpResponse, HttpTransport, move_url_credentials,
@@ -79,8 +79,11 @@ pub struct OpenAiConfig {
     pub http: HttpConfig,
     /// The largest SSE event accepted.
     pub max_event_bytes: usize,
-    /// The largest non-streaming body accepted.
+    /// The largest response body accepted, streamed or whole, whatever its
+    /// content type: every byte read counts.
     pub max_body_bytes: usize,
+    /// The most tool calls one reply may hold.
+    pub max_tool_calls: usize,
 }
 
 impl OpenAiConfig {
@@ -95,6 +98,7 @@ impl OpenAiConfig {
             http: HttpConfig::default(),
             max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
         }
     }
 
@@ -151,9 +155,17 @@ impl OpenAiConfig {
         self
     }
 
-    /// Sets the largest non-streaming body accepted (64 MiB by default).
+    /// Sets the largest response body accepted, streamed or whole (64 MiB by
+    /// default).
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {
         self.max_body_bytes = bytes;
+        self
+    }
+
+    /// Sets the most tool calls one reply may hold (1024 by default); a reply
+    /// with more fails with [`Error::ToolCallLimit`].
+    pub fn max_tool_calls(mut self, calls: usize) -> Self {
+        self.max_tool_calls = calls;
         self
     }
 
@@ -180,6 +192,7 @@ impl fmt::Debug for OpenAiConfig {
             http,
             max_event_bytes,
             max_body_bytes,
+            max_tool_calls,
         } = self;
         f.debug_struct("OpenAiConfig")
             .field("base_url", &redact_url(base_url))
@@ -190,6 +203,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("http", http)
             .field("max_event_bytes", max_event_bytes)
             .field("max_body_bytes", max_body_bytes)
+            .field("max_tool_calls", max_tool_calls)
             .finish()
     }
 }
@@ -295,6 +309,7 @@ where
             streaming,
             max_event_bytes: self.config.max_event_bytes,
             max_body_bytes: self.config.max_body_bytes,
+            max_tool_calls: self.config.max_tool_calls,
         };
         match self.http_request(request) {
             Ok(http_request) => {
@@ -312,6 +327,7 @@ pub struct ReadBody {
     streaming: bool,
     max_event_bytes: usize,
     max_body_bytes: usize,
+    max_tool_calls: usize,
 }
 
 impl IntoEvents for ReadBody {
@@ -323,7 +339,8 @@ impl IntoEvents for ReadBody {
             .headers()
             .get(CONTENT_TYPE)
             .and_then(|value| value.to_str().ok());
-        let decoder = BodyDecoder::for_content_type(Lifter::new(), content_type, self.streaming)
+        let lifter = Lifter::new().with_max_tool_calls(self.max_tool_calls);
+        let decoder = BodyDecoder::for_content_type(lifter, content_type, self.streaming)
             .with_limits(self.max_event_bytes, self.max_body_bytes);
         MachineStream::new(response.into_body(), decoder)
     }
