@@ -12,8 +12,11 @@
 
 #![cfg(all(feature = "openai", feature = "retry"))]
 
+mod common;
+
 use std::time::Duration;
 
+use common::llmock::{attempts, llmock, script, unique};
 use lmstack::provider::openai::{OpenAi, OpenAiConfig};
 use lmstack::provider::transport::HttpConfig;
 use lmstack::provider::{ProviderError, TransportErrorKind};
@@ -21,67 +24,6 @@ use lmstack::retry::{Retry, RetryLayer};
 use lmstack::{ChatRequest, Error, Event, Message};
 use serde_json::{Value, json};
 use tower::{Layer, ServiceExt};
-
-const NEEDS: &str =
-    "needs a running llmock server: .ci/test starts one and sets LMSTACK_LLMOCK_URL";
-
-fn llmock() -> String {
-    std::env::var("LMSTACK_LLMOCK_URL").unwrap_or_else(|_| {
-        panic!(
-            "LMSTACK_LLMOCK_URL is not set: this test {}",
-            NEEDS.trim_start_matches("needs ")
-        )
-    })
-}
-
-/// Queues llmock behaviours that apply only to requests for `model`.
-async fn script(model: &str, behaviors: Value) {
-    let behaviors: Vec<Value> = behaviors
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|behavior| {
-            let mut behavior = behavior.clone();
-            behavior["match"] = json!({"model": model});
-            behavior
-        })
-        .collect();
-    let response = reqwest::Client::new()
-        .post(format!("{}/_llmock/scenario", llmock()))
-        .header("content-type", "application/json")
-        .body(json!({"behaviors": behaviors}).to_string())
-        .send()
-        .await
-        .expect("llmock answers");
-    assert!(
-        response.status().is_success(),
-        "llmock refused the scenario: {}",
-        response.text().await.unwrap()
-    );
-}
-
-/// The attempts llmock saw for `model`, oldest first.
-async fn attempts(model: &str) -> Vec<Value> {
-    let journal = reqwest::get(format!("{}/_llmock/requests", llmock()))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let journal: Value = serde_json::from_str(&journal).unwrap();
-    journal["requests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|record| record["model"] == model)
-        .cloned()
-        .collect()
-}
-
-/// A model name for this test run alone (the server may outlive one run).
-fn unique(name: &str) -> String {
-    format!("{name}-{}", std::process::id())
-}
 
 fn model(read_timeout: Duration) -> Retry<OpenAi> {
     let config = OpenAiConfig::new(format!("{}/v1", llmock()))

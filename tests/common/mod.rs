@@ -1,5 +1,6 @@
 //! Helpers shared by the provider tests: reading the recorded fixtures, lifting
-//! bytes cut in any way, and comparing requests as JSON.
+//! bytes cut in any way, comparing requests as JSON, a scripted HTTP server
+//! (`server`) and the llmock control API (`llmock`).
 
 #![allow(dead_code)] // each test file uses its own part of the helpers
 
@@ -220,4 +221,6 @@ pub mod cli;
 
 #[cfg(feature = "retry")]
 pub mod retry;
+
+pub mod llmock;
 pub mod server;
