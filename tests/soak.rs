@@ -741,9 +741,8 @@ impl Plan {
     }
 
     /// A round 1 broken after `at` pieces hands back the calls that arrived,
-    /// without results: those complete as scripted, the last maybe cut short
-    /// (marked invalid, or `{}` when none of its arguments arrived: the
-    /// joiner's reading of empty arguments).
+    /// without results: those complete as scripted, the last one — still being
+    /// read when the reply broke — marked as cut off.
     fn check_abandoned(&self, messages: &[Message], at: usize) {
         let [Message::ToolCalls(arrived)] = messages else {
             panic!("round 1 broke and gave {messages:?}: {self:?}");
@@ -754,16 +753,23 @@ impl Plan {
             "{arrived:?}: {self:?}"
         );
         for (i, call) in arrived.calls.iter().enumerate() {
-            let whole = call.arguments == self.calls[i];
-            let cut = call.invalid.is_some() || call.arguments == json!({});
-            let cut = i + 1 == count && cut;
+            let whole = call.arguments == self.calls[i] && call.invalid.is_none();
+            // Marked invalid: truncated, or malformed when part of its arguments came.
+            let cut = i + 1 == count && call.invalid.is_some();
             assert!(
-                call.name == "lookup" && (whole || cut),
+                call.name == "lookup" && (whole != cut),
                 "{arrived:?}: {self:?}"
             );
         }
         if let Backend::Scripted(_) = self.backend {
-            let sent = Joiner::join(self.events(0)[..at].to_vec());
+            // Exactly what arrived, the joiner's own mark aside.
+            let mut sent = Joiner::join(self.events(0)[..at].to_vec());
+            if let Some(Message::ToolCalls(sent)) = sent.first_mut()
+                && let (Some(last), Some(marked)) = (sent.calls.last_mut(), arrived.calls.last())
+                && last.invalid.is_none()
+            {
+                last.invalid = marked.invalid.clone();
+            }
             assert_eq!(messages, sent, "exactly what arrived: {self:?}");
         }
     }

@@ -14,7 +14,8 @@ use super::answer;
 use super::registry::ToolRegistry;
 use super::tool::Tool;
 use crate::message::{
-    Event, Joiner, Message, Metadata, ToolAggregateMessage, ToolCall, ToolCallsMessage, ToolResult,
+    Event, InvalidCall, InvalidCallKind, Joiner, Message, Metadata, ToolAggregateMessage, ToolCall,
+    ToolCallsMessage, ToolResult,
 };
 use crate::service::{Machine, Output};
 use crate::{Error, ToolChoice};
@@ -187,9 +188,13 @@ impl Dispatch {
         if let Some(open) = self.open.take()
             && let Some(run) = run_at(&mut self.slots, self.first, open.slot)
         {
-            let rest = calls_of(open.joiner.finish()).into_iter();
+            // The call still being read when the reply broke was cut off: it is
+            // kept, marked so that nobody takes it for a complete call.
+            let rest = calls_of(open.joiner.finish())
+                .into_iter()
+                .skip(open.dispatched);
             run.calls
-                .extend(rest.skip(open.dispatched).map(|c| (c, Outcome::Pending)));
+                .extend(rest.map(|call| (cut_off(call), Outcome::Pending)));
             // Its last call was never dispatched: the run is not answered in full.
             run.pending += 1;
         }
@@ -393,6 +398,17 @@ impl Run {
         }
         events
     }
+}
+
+/// The call being read when the inner reply broke, marked as cut off (a fault
+/// found before stays): its arguments may be incomplete, or never have arrived.
+fn cut_off(mut call: ToolCall) -> ToolCall {
+    call.invalid.get_or_insert_with(|| InvalidCall {
+        kind: InvalidCallKind::Truncated,
+        message: "the reply broke off before the call was complete".into(),
+        raw: None,
+    });
+    call
 }
 
 /// The calls of a joiner fed only with call deltas.

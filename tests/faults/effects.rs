@@ -254,3 +254,32 @@ async fn natural_tool_use_marks_a_call_under_tool_choice_none_not_allowed() {
     let invalid = calls[0].invalid.as_ref().expect("marked");
     assert_eq!(invalid.kind, InvalidCallKind::NotAllowed);
 }
+
+/// A reply that breaks while a call is being read hands the call back marked
+/// as cut off — not as a complete call with no arguments — and does not run it.
+#[tokio::test]
+async fn a_call_cut_off_by_a_broken_reply_is_marked_and_not_run() {
+    use lmstack::Event;
+    use lmstack::testing::Turn;
+
+    for stream in [false, true] {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let model = ScriptedModel::new().turn(Turn::Break(
+            vec![Event::call_start(0, "c1", "pay")],
+            "reset".into(),
+        ));
+        let layer = FunctionCallLayer::new(ToolRegistry::new([pay(&runs)]).unwrap());
+        let reply = tower::Layer::layer(&layer, model)
+            .oneshot(request(stream))
+            .await
+            .unwrap();
+        let (messages, error) = reply.collect_partial().await;
+        assert!(error.is_some(), "the break ends the reply");
+        let [Message::ToolCalls(cut)] = messages.as_slice() else {
+            panic!("the call comes back unanswered: {messages:?}")
+        };
+        let fault = cut.calls[0].invalid.as_ref().expect("marked");
+        assert_eq!(fault.kind, InvalidCallKind::Truncated, "stream {stream}");
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
+    }
+}
