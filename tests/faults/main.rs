@@ -6,3 +6,5 @@
 #[cfg(feature = "openai")]
 #[path = "../common/mod.rs"]
 mod common;
+
+mod tools;
