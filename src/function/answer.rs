@@ -84,12 +84,12 @@ pub(crate) fn failed(call_id: &str, name: &str, error: &dyn std::fmt::Display) -
     ToolResult::error(call_id, name, format!("The tool `{name}` failed: {error}"))
 }
 
-/// The tool panicked.
-pub(crate) fn panicked(call_id: &str, name: &str, message: &str) -> ToolResult {
+/// The tool panicked. Its message is not repeated: it may hold secrets.
+pub(crate) fn panicked(call_id: &str, name: &str) -> ToolResult {
     ToolResult::error(
         call_id,
         name,
-        format!("The tool `{name}` crashed: {message}"),
+        format!("The tool `{name}` failed unexpectedly."),
     )
 }
 

@@ -179,8 +179,9 @@ impl Tasks {
     }
 }
 
-/// Runs one call: the tool under its time limit, then its output made into a result
-/// (media checked and files read on the blocking pool).
+/// Runs one call under its time limit: the tool, then its output made into a
+/// result. A slow file counts against the limit as a slow tool does; past it, the
+/// call's result says it timed out.
 async fn run(
     tool: Tool,
     call: ToolCall,
@@ -188,30 +189,41 @@ async fn run(
     media: MediaPolicy,
 ) -> ToolResult {
     tracing::debug!("tool call started");
-    let work = tool.call(call.arguments);
-    let outcome = match timeout {
-        Some(limit) => match tokio::time::timeout(limit, work).await {
-            Ok(outcome) => outcome,
-            Err(_) => return answer::timed_out(&call.id, &call.name, limit),
-        },
-        None => work.await,
+    let Some(limit) = timeout else {
+        return outcome(tool, call, media).await;
     };
-    let output: ToolOutput = match outcome {
+    let (id, name) = (call.id.clone(), call.name.clone());
+    tokio::time::timeout(limit, outcome(tool, call, media))
+        .await
+        .unwrap_or_else(|_| answer::timed_out(&id, &name, limit))
+}
+
+/// Runs the tool and makes its output into a result: media checked and files read
+/// on the blocking pool.
+async fn outcome(tool: Tool, call: ToolCall, media: MediaPolicy) -> ToolResult {
+    let ToolCall {
+        id,
+        name,
+        arguments,
+        ..
+    } = call;
+    let output: ToolOutput = match tool.call(arguments).await {
         Ok(output) => output,
         Err(error @ ToolError::Arguments(_)) => {
             let schema = &tool.spec().parameters;
-            let problem = error.to_string();
-            return answer::bad_arguments(&call.id, &call.name, &problem, Some(schema));
+            return answer::bad_arguments(&id, &name, &error.to_string(), Some(schema));
         }
-        Err(error @ ToolError::Failed(_)) => return answer::failed(&call.id, &call.name, &error),
+        Err(error @ ToolError::Failed(_)) => return answer::failed(&id, &name, &error),
     };
     if !output.has_media() {
-        return output.into_result(&call.id, &call.name, &media);
+        return output.into_result(&id, &name, &media);
     }
-    let (id, name) = (call.id.clone(), call.name.clone());
-    tokio::task::spawn_blocking(move || output.into_result(&id, &name, &media))
-        .await
-        .unwrap_or_else(|error| outcome_of_task(&call.id, &call.name, error))
+    let task = tokio::task::spawn_blocking({
+        let (id, name) = (id.clone(), name.clone());
+        move || output.into_result(&id, &name, &media)
+    });
+    task.await
+        .unwrap_or_else(|error| outcome_of_task(&id, &name, error))
 }
 
 /// A running call: its task, aborted when dropped.
@@ -250,7 +262,8 @@ impl fmt::Debug for Running {
     }
 }
 
-/// The result of a task that did not return: it panicked or was cancelled.
+/// The result of a task that did not return: it panicked or was cancelled. A
+/// panic's message is logged, not told to the model: it may hold anything.
 fn outcome_of_task(call_id: &str, name: &str, error: JoinError) -> ToolResult {
     if !error.is_panic() {
         return answer::cancelled(call_id, name);
@@ -261,6 +274,6 @@ fn outcome_of_task(call_id: &str, name: &str, error: JoinError) -> ToolResult {
         .copied()
         .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("a panic without a message");
-    tracing::warn!(tool = name, call_id, "tool panicked: {message}");
-    answer::panicked(call_id, name, message)
+    tracing::error!(tool = name, call_id, "tool panicked: {message}");
+    answer::panicked(call_id, name)
 }

@@ -23,8 +23,11 @@ use crate::{ChatRequest, Error, Reply};
 ///   when the next call begins or the run of calls ends, not at the end of the
 ///   reply. Calls run as tokio tasks, at most [`concurrency`](Self::concurrency) at
 ///   a time per reply (default 8), each under a time limit
-///   ([`timeout`](Self::timeout), default 60 s; a tool may set its own). Dropping the
-///   reply aborts the tools still running (their futures are dropped).
+///   ([`timeout`](Self::timeout), default 60 s; a tool may set its own) that covers
+///   the tool's run and the reading of the files it returns. Dropping the reply
+///   aborts the tools still running (their futures are dropped). A tool that blocks
+///   its thread cannot be stopped either way: see
+///   [Tools that block](super::Tool#tools-that-block).
 /// - **Outcomes are results, never crashes.** A tool's error, panic or time-out, a
 ///   call of an unknown tool (the result lists the available tools), arguments that
 ///   fail the tool's JSON Schema (the result quotes the schema so that the model can

@@ -1,7 +1,7 @@
 //! Checked media for tool results: bytes or files become image and document blocks.
 
 use std::fmt;
-use std::fs::File;
+use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, Read};
 use std::path::{Component, Path, PathBuf};
 
@@ -10,7 +10,8 @@ use base64::engine::general_purpose::STANDARD;
 
 use crate::{ContentBlock, Media, MediaSource};
 
-/// What media a tool may hand to the model, and where it may read files from.
+/// What media a tool may hand to the model, where it may read files from, and how
+/// much text it may return.
 ///
 /// Every image or document a tool returns from bytes, a file or an inline
 /// content block goes through the policy of its
@@ -23,7 +24,11 @@ use crate::{ContentBlock, Media, MediaSource};
 ///   file is read and again while reading it;
 /// - a file path is resolved **inside the configured root** — relative paths from the
 ///   root, `..` refused, symbolic links followed and checked — and without a root no
-///   file is read at all.
+///   file is read at all; it must name a **regular file**, checked before it is
+///   opened (a named pipe or a device could block the read for ever).
+///
+/// The text of a result — all its text blocks together — has a limit too
+/// ([`max_text_bytes`](Self::max_text_bytes), 1 MiB by default).
 ///
 /// ```
 /// use lmstack::function::{MediaError, MediaPolicy};
@@ -43,6 +48,7 @@ use crate::{ContentBlock, Media, MediaSource};
 pub struct MediaPolicy {
     allowed: Vec<String>,
     max_bytes: usize,
+    max_text_bytes: usize,
     root: Option<PathBuf>,
 }
 
@@ -56,6 +62,10 @@ impl MediaPolicy {
     /// The default size limit: 20 MiB.
     pub const DEFAULT_MAX_BYTES: usize = 20 * 1024 * 1024;
 
+    /// The default limit of a result's text: 1 MiB, some 250 000 tokens, more than
+    /// most models' context.
+    pub const DEFAULT_MAX_TEXT_BYTES: usize = 1024 * 1024;
+
     /// The types allowed by default.
     pub const DEFAULT_ALLOWED: &'static [&'static str] = &[
         "image/png",
@@ -65,7 +75,7 @@ impl MediaPolicy {
         "application/pdf",
     ];
 
-    /// The default policy: the default allow-list and size limit, and no file root
+    /// The default policy: the default allow-list and size limits, and no file root
     /// (tools cannot return files).
     pub fn new() -> Self {
         MediaPolicy {
@@ -74,6 +84,7 @@ impl MediaPolicy {
                 .map(|t| (*t).to_owned())
                 .collect(),
             max_bytes: Self::DEFAULT_MAX_BYTES,
+            max_text_bytes: Self::DEFAULT_MAX_TEXT_BYTES,
             root: None,
         }
     }
@@ -87,6 +98,14 @@ impl MediaPolicy {
     /// Sets the size limit, in bytes, of one image or document.
     pub fn max_bytes(mut self, max_bytes: usize) -> Self {
         self.max_bytes = max_bytes;
+        self
+    }
+
+    /// Sets the limit, in bytes, of the text of one result (its text blocks
+    /// together). A result over it becomes an error result naming the size and the
+    /// limit.
+    pub fn max_text_bytes(mut self, max_text_bytes: usize) -> Self {
+        self.max_text_bytes = max_text_bytes;
         self
     }
 
@@ -111,6 +130,22 @@ impl MediaPolicy {
     /// The size limit, in bytes.
     pub fn limit(&self) -> usize {
         self.max_bytes
+    }
+
+    /// The limit of a result's text, in bytes.
+    pub fn text_limit(&self) -> usize {
+        self.max_text_bytes
+    }
+
+    /// Checks the size of a result's text, `size` bytes, against the text limit.
+    pub(super) fn check_text(&self, size: usize) -> Result<(), MediaError> {
+        if size > self.max_text_bytes {
+            return Err(MediaError::TextTooLarge {
+                size,
+                limit: self.max_text_bytes,
+            });
+        }
+        Ok(())
     }
 
     /// Checks `bytes` against the policy and returns their type: the size, the
@@ -196,39 +231,50 @@ impl MediaPolicy {
         Ok(block)
     }
 
-    /// Reads a file from inside the root, refusing it unread when it is larger than
-    /// the limit. The content is not checked; see [`check`](Self::check). This does
-    /// blocking IO.
+    /// Reads a file from inside the root, refusing it unread when it is not a
+    /// regular file or is larger than the limit. The content is not checked; see
+    /// [`check`](Self::check). This does blocking IO.
     pub fn read(&self, path: &Path) -> Result<Vec<u8>, MediaError> {
         let real = self.resolve(path)?;
         let io_error = |source| MediaError::Io {
             path: path.to_owned(),
             source,
         };
-        let file = File::open(&real).map_err(io_error)?;
-        let metadata = file.metadata().map_err(io_error)?;
+        // The type is checked before the open, which would block on a named pipe,
+        // and again on the opened file, in case the path changed in between.
+        self.check_file(path, &real.symlink_metadata().map_err(io_error)?)?;
+        let file = open_without_blocking(&real).map_err(io_error)?;
+        let size = self.check_file(path, &file.metadata().map_err(io_error)?)?;
+        // The file may grow between the check and the read: read one byte past the
+        // limit at most.
+        let mut bytes = Vec::with_capacity(size as usize);
+        file.take(self.max_bytes as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(io_error)?;
+        if bytes.len() > self.max_bytes {
+            return Err(MediaError::TooLarge {
+                size: bytes.len() as u64,
+                limit: self.max_bytes,
+            });
+        }
+        Ok(bytes)
+    }
+
+    /// The size of the file at `path` (as the tool gave it) by its metadata, if it
+    /// is a regular file within the limit.
+    fn check_file(&self, path: &Path, metadata: &Metadata) -> Result<u64, MediaError> {
         if !metadata.is_file() {
             return Err(MediaError::NotAFile {
                 path: path.to_owned(),
             });
         }
-        let too_large = |size| MediaError::TooLarge {
-            size,
-            limit: self.max_bytes,
-        };
         if metadata.len() > self.max_bytes as u64 {
-            return Err(too_large(metadata.len()));
+            return Err(MediaError::TooLarge {
+                size: metadata.len(),
+                limit: self.max_bytes,
+            });
         }
-        // The file may grow between the check and the read: read one byte past the
-        // limit at most.
-        let mut bytes = Vec::with_capacity(metadata.len() as usize);
-        file.take(self.max_bytes as u64 + 1)
-            .read_to_end(&mut bytes)
-            .map_err(io_error)?;
-        if bytes.len() > self.max_bytes {
-            return Err(too_large(bytes.len() as u64));
-        }
-        Ok(bytes)
+        Ok(metadata.len())
     }
 
     /// The real path of `path` inside the root: relative paths start at the root,
@@ -265,6 +311,21 @@ impl MediaPolicy {
     }
 }
 
+/// Opens a resolved path for reading. On unix without waiting (`O_NONBLOCK`, which
+/// reads of a regular file ignore), so that a named pipe put in the place of a
+/// checked file cannot block the open for ever, and without following a symbolic
+/// link put there (`O_NOFOLLOW`: the resolved path has none).
+fn open_without_blocking(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut options,
+        libc::O_NONBLOCK | libc::O_NOFOLLOW,
+    );
+    options.open(path)
+}
+
 /// An image block for `image/*` media, a document block otherwise.
 fn typed_block(media: Media) -> ContentBlock {
     if media.media_type().is_some_and(|t| t.starts_with("image/")) {
@@ -283,6 +344,14 @@ pub enum MediaError {
     TooLarge {
         /// Its size, in bytes.
         size: u64,
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// The text of a result is larger than the text limit.
+    #[error("the text is {size} bytes, over the limit of {limit} bytes")]
+    TextTooLarge {
+        /// Its size, in bytes.
+        size: usize,
         /// The limit, in bytes.
         limit: usize,
     },

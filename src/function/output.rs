@@ -13,8 +13,9 @@ use crate::{ContentBlock, MediaSource, Metadata, ToolResult};
 /// whether it is an error.
 ///
 /// Images and documents — from bytes, files, or inline blocks — are checked by
-/// the layer's [`MediaPolicy`] when the result is made; a file is read only then (lazily, after
-/// the tool returned, off the async threads). Content the policy refuses turns the
+/// the layer's [`MediaPolicy`] when the result is made, and so is the size of the
+/// text; a file is read only then (lazily, after the tool returned, off the async
+/// threads, within the call's time limit). Content the policy refuses turns the
 /// result into an error result that says why.
 ///
 /// ```
@@ -55,6 +56,16 @@ enum Part {
         path: PathBuf,
         media_type: Option<String>,
     },
+}
+
+impl Part {
+    /// The size of its text, in bytes: 0 for media.
+    fn text_len(&self) -> usize {
+        match self {
+            Part::Block(ContentBlock::Text { text }) => text.len(),
+            _ => 0,
+        }
+    }
 }
 
 impl ToolOutput {
@@ -163,19 +174,23 @@ impl ToolOutput {
         })
     }
 
-    /// Makes the result of call `call_id` of tool `name`: media is checked and files
-    /// are read under `policy` (blocking IO when there are files).
-    /// Refused media makes an error result that says why.
+    /// Makes the result of call `call_id` of tool `name`: the size of the text is
+    /// checked, media is checked and files are read under `policy` (blocking IO when
+    /// there are files). Refused content makes an error result that says why.
     pub fn into_result(self, call_id: &str, name: &str, policy: &MediaPolicy) -> ToolResult {
-        let content: Result<Vec<ContentBlock>, _> = self
-            .parts
-            .into_iter()
-            .map(|part| match part {
-                Part::Block(block) => policy.check_block(block),
-                Part::Bytes { bytes, media_type } => policy.block(&bytes, Some(&media_type)),
-                Part::File { path, media_type } => policy.read_block(&path, media_type.as_deref()),
-            })
-            .collect();
+        let text: usize = self.parts.iter().map(Part::text_len).sum();
+        let content: Result<Vec<ContentBlock>, _> = policy.check_text(text).and_then(|()| {
+            self.parts
+                .into_iter()
+                .map(|part| match part {
+                    Part::Block(block) => policy.check_block(block),
+                    Part::Bytes { bytes, media_type } => policy.block(&bytes, Some(&media_type)),
+                    Part::File { path, media_type } => {
+                        policy.read_block(&path, media_type.as_deref())
+                    }
+                })
+                .collect()
+        });
         match content {
             Ok(content) => ToolResult {
                 call_id: call_id.to_owned(),

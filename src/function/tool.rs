@@ -62,6 +62,50 @@ type Handler = dyn Fn(Value) -> BoxFuture<'static, Result<ToolOutput, ToolError>
 /// value, [`Json`](super::Json) of any serialisable type, content blocks, or a `ToolOutput` built
 /// with images, documents and files — or an error, which the model receives as an
 /// error result.
+///
+/// # Tools that block
+///
+/// The time limit and the cancellation of a dropped reply stop a tool by dropping its
+/// future, which takes effect at its next `.await`. A tool that blocks its thread
+/// instead — `std::thread::sleep`, blocking file or network IO, a long computation
+/// in the `async` block — cannot be stopped: it holds a worker thread of the runtime
+/// until it returns (a timed-out call is answered meanwhile, but the work goes on).
+/// Await async IO (`tokio::fs`, `tokio::net`, an async HTTP client), or move the
+/// blocking work to `tokio::task::spawn_blocking` and have it check, between pieces,
+/// a flag that a guard held by the future sets when it is dropped:
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use lmstack::function::Tool;
+/// use serde_json::json;
+///
+/// /// Raises its flag when the tool's future is dropped (time-out or cancellation).
+/// struct StopOnDrop(Arc<AtomicBool>);
+///
+/// impl Drop for StopOnDrop {
+///     fn drop(&mut self) {
+///         self.0.store(true, Ordering::Relaxed);
+///     }
+/// }
+///
+/// let crunch = Tool::dynamic("crunch", "Crunches numbers", json!({"type": "object"}), |_| async {
+///     let stop = Arc::new(AtomicBool::new(false));
+///     let _guard = StopOnDrop(stop.clone());
+///     let work = tokio::task::spawn_blocking(move || {
+///         let mut total = 0u64;
+///         for piece in 0..1_000u64 {
+///             if stop.load(Ordering::Relaxed) {
+///                 return Err("stopped");
+///             }
+///             total += piece; // one piece of blocking work
+///         }
+///         Ok(total)
+///     });
+///     Ok::<_, lmstack::BoxError>(work.await??.to_string())
+/// });
+/// # let _ = crunch;
+/// ```
 #[derive(Clone)]
 pub struct Tool {
     spec: ToolSpec,

@@ -22,3 +22,5 @@ mod cli;
 mod fuzz;
 #[cfg(feature = "openai")]
 mod provider;
+
+mod tools;
