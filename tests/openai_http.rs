@@ -309,7 +309,7 @@ async fn glm_two_rounds_replay_the_recorded_conversation() {
     )
     .await;
     let mut config = OpenAiConfig::new(server.base_url());
-    config.lowering.strict_tools = Some(false);
+    config.wire.lowering.strict_tools = Some(false);
     let provider = OpenAi::new(config).unwrap();
 
     let mut request = canonical_request(&exchanges[0].request);
@@ -417,7 +417,7 @@ mod through_the_tool_loop {
         ])
         .await;
         let mut config = OpenAiConfig::new(server.base_url());
-        config.lowering.strict_tools = Some(false);
+        config.wire.lowering.strict_tools = Some(false);
         let registry = ToolRegistry::new(recorded_tools(&exchanges[0].request)).unwrap();
         let stack = ServiceBuilder::new()
             .layer(ToolLoopLayer::new())

@@ -15,9 +15,12 @@
 //!   [`redact_url`]: a URL as errors, logs and `Debug` output show it, without
 //!   the user-info, query and fragment that may hold credentials.
 //!
-//! Each adapter is a pure lowering (canonical request → wire request), a pure
-//! lifting (wire response → canonical events) and a thin service joining them to
-//! the transport:
+//! - [`Provider`]: the one HTTP provider service, generic over a [`Wire`] — a
+//!   provider's endpoint, auth header, lowering and lifter — with the settings
+//!   every provider shares in a [`ProviderConfig`] (feature `http`).
+//!
+//! Each adapter is then one folder: a pure lowering (canonical request → wire
+//! request), a pure lifting (wire response → canonical events) and its `Wire`:
 //!
 //! - [`openai`]: OpenAI Chat Completions and compatible servers — vLLM, llama.cpp,
 //!   Ollama, GLM (Z.AI), Groq (feature `openai`).
@@ -29,11 +32,19 @@ pub mod sse;
 
 #[cfg(feature = "http")]
 pub mod body;
+#[cfg(feature = "http")]
+mod config;
 #[cfg(feature = "openai")]
 pub mod openai;
 #[cfg(feature = "http")]
+mod service;
+#[cfg(feature = "http")]
 pub mod transport;
+#[cfg(feature = "http")]
+mod wire;
 
 pub use error::{ProviderError, TransportError, TransportErrorKind};
 pub use key::ApiKey;
 pub use redact::redact_url;
+#[cfg(feature = "http")]
+pub use {config::ProviderConfig, service::Provider, service::ReadBody, wire::Wire};

@@ -7,21 +7,21 @@ use std::process::ExitCode;
 
 use lmstack::function::{FunctionCallLayer, MediaPolicy, ToolLoopLayer, ToolRegistry};
 use lmstack::natural::{NaturalToolUse, RenderDialect};
-use lmstack::provider::ApiKey;
-use lmstack::provider::openai::{OpenAi, OpenAiConfig};
+use lmstack::provider::{ApiKey, Provider as HttpProvider, ProviderConfig, Wire};
 use lmstack::retry::RetryLayer;
 use lmstack::{ChatRequest, Error, Message};
 use tower::{ServiceBuilder, ServiceExt};
 
-use crate::provider_arg::Provider;
+use crate::provider_arg::{Provider, WithWire, Writing};
 use crate::{show, tools};
 
 /// Talks to a real model server: sends PROMPT with the demo tools (a calculator,
 /// the current time, draw_boxes), runs the tool calls the model makes, and prints
 /// the conversation.
 ///
-/// The key is read from OPENAI_API_KEY when set (local servers need none); the
-/// base URL defaults to OPENAI_BASE_URL, else api.openai.com.
+/// The key is read from the provider's variable (OPENAI_API_KEY) when set
+/// (local servers need none); the base URL defaults to OPENAI_BASE_URL, else
+/// the provider's own API.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The server's wire format.
@@ -30,13 +30,10 @@ pub struct Args {
     /// The model to ask.
     #[arg(long)]
     model: String,
-    /// The API root, such as http://127.0.0.1:8080/v1.
-    #[arg(
-        long,
-        env = "OPENAI_BASE_URL",
-        default_value = "https://api.openai.com/v1"
-    )]
-    base_url: String,
+    /// The API root, such as http://127.0.0.1:8080/v1 (default: the
+    /// provider's own API).
+    #[arg(long, env = "OPENAI_BASE_URL")]
+    base_url: Option<String>,
     /// Stream the reply (the model's text is printed as it arrives).
     #[arg(long)]
     stream: bool,
@@ -70,7 +67,8 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(chat(args)) {
+    let provider = args.provider;
+    match provider.run(Writing::default(), Chat { args, runtime }) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");
@@ -79,10 +77,24 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-async fn chat(args: Args) -> Result<(), Error> {
-    let Provider::Openai = args.provider;
-    let mut config = OpenAiConfig::new(&args.base_url).model(&args.model);
-    if let Ok(key) = ApiKey::from_env("OPENAI_API_KEY") {
+/// The conversation, over the chosen wire, on this runtime.
+struct Chat {
+    args: Args,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl WithWire for Chat {
+    type Output = Result<(), Error>;
+
+    fn run<W: Wire>(self, wire: W) -> Result<(), Error> {
+        self.runtime.block_on(chat(wire, self.args))
+    }
+}
+
+async fn chat<W: Wire>(wire: W, args: Args) -> Result<(), Error> {
+    let base_url = args.base_url.as_deref().unwrap_or(W::DEFAULT_BASE_URL);
+    let mut config = ProviderConfig::new(base_url).wire(wire).model(&args.model);
+    if let Ok(key) = ApiKey::from_env(W::KEY_ENV) {
         config = config.api_key(key);
     }
     let media = match &args.files {
@@ -97,7 +109,7 @@ async fn chat(args: Args) -> Result<(), Error> {
                 .then(|| NaturalToolUse::new().dialect(RenderDialect::for_model(&args.model))),
         )
         .layer(RetryLayer::default())
-        .service(OpenAi::new(config)?);
+        .service(HttpProvider::new(config)?);
     let opening = format!("user: {}", args.prompt);
     let mut request = ChatRequest::new(vec![Message::user(args.prompt)]).streaming(args.stream);
     request.options.max_tokens = args.max_tokens;

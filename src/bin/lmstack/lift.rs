@@ -8,14 +8,14 @@
 use std::io::Read;
 use std::process::ExitCode;
 
-use lmstack::provider::body::BodyDecoder;
-use lmstack::provider::openai::Lifter;
+use lmstack::provider::Wire;
+use lmstack::provider::body::{BodyDecoder, DEFAULT_MAX_TOOL_CALLS, Lift};
 use lmstack::provider::sse::DEFAULT_MAX_EVENT_BYTES;
 use lmstack::service::{Machine, Output};
 use lmstack::{Error, Joiner};
 
 use crate::input::{self, Input};
-use crate::provider_arg::Provider;
+use crate::provider_arg::{Provider, WithWire, Writing};
 use crate::show::{MessageLines, print_json_line};
 
 /// Lifts a raw response body from stdin into canonical messages.
@@ -38,28 +38,36 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let Provider::Openai = args.provider;
-    let decoder = if args.stream {
-        BodyDecoder::sse(Lifter::new())
-    } else {
-        BodyDecoder::json(Lifter::new())
-    };
-    let mut decoder = decoder.with_limits(DEFAULT_MAX_EVENT_BYTES, args.input.bytes());
-    let mut printer = match (args.events, args.stream) {
-        (true, true) => Printer::Events,
-        (true, false) => Printer::JoinedEvents(Joiner::new()),
-        (false, _) => Printer::Messages(MessageLines::default()),
-    };
-    let mut out = Output::new();
-    let outcome = feed(&mut decoder, args.input.stdin(), &mut out, &mut printer);
-    // What was lifted before an error is printed too: nothing is lost.
-    printer.print(&mut out);
-    printer.finish();
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error}");
-            ExitCode::FAILURE
+    args.provider.run(Writing::default(), args)
+}
+
+impl WithWire for Args {
+    type Output = ExitCode;
+
+    fn run<W: Wire>(self, wire: W) -> ExitCode {
+        let lifter = wire.lifter(DEFAULT_MAX_TOOL_CALLS);
+        let decoder = if self.stream {
+            BodyDecoder::sse(lifter)
+        } else {
+            BodyDecoder::json(lifter)
+        };
+        let mut decoder = decoder.with_limits(DEFAULT_MAX_EVENT_BYTES, self.input.bytes());
+        let mut printer = match (self.events, self.stream) {
+            (true, true) => Printer::Events,
+            (true, false) => Printer::JoinedEvents(Joiner::new()),
+            (false, _) => Printer::Messages(MessageLines::default()),
+        };
+        let mut out = Output::new();
+        let outcome = feed(&mut decoder, self.input.stdin(), &mut out, &mut printer);
+        // What was lifted before an error is printed too: nothing is lost.
+        printer.print(&mut out);
+        printer.finish();
+        match outcome {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("error: {error}");
+                ExitCode::FAILURE
+            }
         }
     }
 }
@@ -67,7 +75,7 @@ pub fn run(args: Args) -> ExitCode {
 /// Feeds the input to the decoder as it arrives, printing what each piece
 /// lifts, then finishes the decoder.
 fn feed(
-    decoder: &mut BodyDecoder<Lifter>,
+    decoder: &mut BodyDecoder<impl Lift>,
     mut input: Input<impl Read>,
     out: &mut Output,
     printer: &mut Printer,

@@ -3,12 +3,11 @@
 
 use std::process::ExitCode;
 
-use clap::ValueEnum;
 use lmstack::ChatRequest;
-use lmstack::provider::openai::{LowerOptions, MaxTokensField, ToolResultMedia, lower};
+use lmstack::provider::Wire;
 
 use crate::input;
-use crate::provider_arg::Provider;
+use crate::provider_arg::{Media, Provider, WithWire, Writing};
 use crate::show::print_json_line;
 
 /// Lowers a canonical request from stdin into the provider's request body.
@@ -25,17 +24,6 @@ pub struct Args {
     max_completion_tokens: bool,
     #[command(flatten)]
     input: input::Limit,
-}
-
-/// The policies for images and documents in tool results.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum Media {
-    /// A synthetic user message with the files follows the tool messages.
-    Inject,
-    /// The files go inside the tool message (llama.cpp, vLLM).
-    Native,
-    /// A tool result with a file is an error.
-    Reject,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -55,28 +43,29 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let Provider::Openai = args.provider;
-    let options = LowerOptions {
-        tool_result_media: match args.tool_result_media {
-            Media::Inject => ToolResultMedia::Inject,
-            Media::Native => ToolResultMedia::Native,
-            Media::Reject => ToolResultMedia::Reject,
-        },
-        max_tokens_field: if args.max_completion_tokens {
-            MaxTokensField::MaxCompletionTokens
-        } else {
-            MaxTokensField::MaxTokens
-        },
-        ..LowerOptions::default()
+    let writing = Writing {
+        tool_result_media: args.tool_result_media,
+        max_completion_tokens: args.max_completion_tokens,
     };
-    match lower(&request, &options) {
-        Ok(body) => {
-            print_json_line(&body);
-            ExitCode::SUCCESS
-        }
-        Err(error) => {
-            eprintln!("error: {error}");
-            ExitCode::FAILURE
+    args.provider.run(writing, Lower(request))
+}
+
+/// Lowering one request, over the chosen wire.
+struct Lower(ChatRequest);
+
+impl WithWire for Lower {
+    type Output = ExitCode;
+
+    fn run<W: Wire>(self, wire: W) -> ExitCode {
+        match wire.lower(&self.0) {
+            Ok(body) => {
+                print_json_line(&body);
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("error: {error}");
+                ExitCode::FAILURE
+            }
         }
     }
 }

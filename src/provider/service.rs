@@ -1,0 +1,154 @@
+//! The one HTTP provider service: a [`Wire`]'s lowering and lifting joined to a
+//! transport, with the shared configuration, headers and body decoding.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use ::http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
+use bytes::Bytes;
+use tower::Service;
+
+use super::body::BodyDecoder;
+use super::config::ProviderConfig;
+use super::transport::{
+    ByteStream, HttpRequest, HttpResponse, HttpTransport, move_url_credentials,
+};
+use super::wire::Wire;
+use super::{TransportError, TransportErrorKind, redact_url};
+use crate::service::{IntoEvents, MachineStream, ReplyFuture};
+use crate::{ChatRequest, Error, Reply};
+
+/// A model provider over HTTP: a `Service<ChatRequest, Response = Reply>`
+/// speaking the wire `W` over the transport `T`.
+///
+/// In streaming mode the call resolves when the response headers arrive and the
+/// reply streams deltas; in non-streaming mode it resolves with the whole reply
+/// as complete messages. HTTP errors fail the call with [`Error::Provider`]; a
+/// stream that breaks ends the reply with [`Error::Transport`] (or `Provider`
+/// for an error object inside the stream). Wrap it in a
+/// `lmstack::retry::RetryLayer` (feature `retry`) to retry calls that fail
+/// before their first event.
+#[derive(Clone, Debug)]
+pub struct Provider<W, T = HttpTransport> {
+    config: Arc<ProviderConfig<W>>,
+    transport: T,
+}
+
+impl<W: Wire> Provider<W, HttpTransport> {
+    /// The provider on its own HTTP transport.
+    pub fn new(config: ProviderConfig<W>) -> Result<Self, Error> {
+        let transport = HttpTransport::new(W::NAME, config.http.clone())?;
+        Ok(Self::with_transport(config, transport))
+    }
+}
+
+impl<W: Wire, T> Provider<W, T> {
+    /// The provider on the given transport (any `Service<HttpRequest>`).
+    pub fn with_transport(config: ProviderConfig<W>, transport: T) -> Self {
+        Provider {
+            config: Arc::new(config),
+            transport,
+        }
+    }
+
+    crate::service::inner_service_accessors!(transport: T);
+
+    /// The configuration.
+    pub fn config(&self) -> &ProviderConfig<W> {
+        &self.config
+    }
+
+    /// The HTTP request for `request`: lowered body, endpoint and headers (the
+    /// base URL's user and password moved to a header: [`move_url_credentials`]).
+    pub fn http_request(&self, mut request: ChatRequest) -> Result<HttpRequest, Error> {
+        let config = &self.config;
+        if request.options.model.is_none() {
+            request.options.model.clone_from(&config.model);
+        }
+        let body = config.wire.lower(&request)?;
+        let body = serde_json::to_vec(&body).map_err(|e| Error::json("request body", e))?;
+        let url = config.url(&config.wire.path(&request));
+        let accept = match request.options.stream {
+            true => "text/event-stream",
+            false => "application/json",
+        };
+        let mut builder = ::http::Request::post(&url)
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, accept);
+        if let Some(headers) = builder.headers_mut() {
+            config.wire.headers(headers);
+            if let Some(key) = &config.api_key {
+                let (name, value) = config.wire.auth(key);
+                let mut value = HeaderValue::try_from(value).map_err(|_| {
+                    let message = format!("{}: the API key is not a valid header value", W::NAME);
+                    Error::InvalidRequest(message)
+                })?;
+                value.set_sensitive(true);
+                headers.insert(name, value);
+            }
+            headers.extend(config.headers.clone());
+        }
+        let mut http_request = builder.body(Bytes::from(body)).map_err(|error| {
+            let message = format!("invalid request to {}", redact_url(&url));
+            TransportError::new(W::NAME, TransportErrorKind::Request, message).with_source(error)
+        })?;
+        move_url_credentials(W::NAME, &mut http_request)?;
+        Ok(http_request)
+    }
+}
+
+impl<W, T> Service<ChatRequest> for Provider<W, T>
+where
+    W: Wire,
+    T: Service<HttpRequest, Response = HttpResponse, Error = Error>,
+{
+    type Response = Reply;
+    type Error = Error;
+    type Future = ReplyFuture<T::Future, ReadBody<W::Lifter>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.transport.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: ChatRequest) -> Self::Future {
+        let config = &self.config;
+        let streaming = request.options.stream;
+        let read = ReadBody {
+            streaming,
+            max_event_bytes: config.max_event_bytes,
+            max_body_bytes: config.max_body_bytes,
+            lifter: config.wire.lifter(config.max_tool_calls),
+        };
+        match self.http_request(request) {
+            Ok(http_request) => {
+                ReplyFuture::new(self.transport.call(http_request), read, streaming)
+            }
+            Err(error) => ReplyFuture::failed(error),
+        }
+    }
+}
+
+/// How a provider makes its reply of the HTTP response: the body, decoded as it
+/// arrives by the decoder its `Content-Type` calls for, within the limits, by
+/// the wire's lifter `L`. (Public only as a part of [`ReplyFuture`]'s type.)
+pub struct ReadBody<L> {
+    streaming: bool,
+    max_event_bytes: usize,
+    max_body_bytes: usize,
+    lifter: L,
+}
+
+impl<L: super::body::Lift> IntoEvents for ReadBody<L> {
+    type Response = HttpResponse;
+    type Events = MachineStream<ByteStream, BodyDecoder<L>>;
+
+    fn into_events(self, response: HttpResponse) -> Self::Events {
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok());
+        let decoder = BodyDecoder::for_content_type(self.lifter, content_type, self.streaming)
+            .with_limits(self.max_event_bytes, self.max_body_bytes);
+        MachineStream::new(response.into_body(), decoder)
+    }
+}
