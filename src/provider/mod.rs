@@ -27,6 +27,7 @@
 
 mod error;
 mod key;
+pub mod media;
 mod redact;
 pub mod sse;
 
@@ -45,6 +46,7 @@ mod wire;
 
 pub use error::{ProviderError, TransportError, TransportErrorKind};
 pub use key::ApiKey;
+pub use media::ToolResultMedia;
 pub use redact::redact_url;
 #[cfg(feature = "http")]
 pub use {config::ProviderConfig, service::Provider, service::ReadBody, wire::Wire};

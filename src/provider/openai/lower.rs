@@ -11,6 +11,7 @@ use crate::message::{
     MultimodalMessage, ReasoningMessage, TextMessage, ToolAggregateMessage, ToolCallsMessage,
     ToolResultsMessage,
 };
+use crate::provider::media::{self, ToolResultMedia};
 use crate::provider::redact_url;
 use crate::{
     ChatRequest, ContentBlock, Error, Media, MediaSource, Message, Role, ToolCall, ToolChoice,
@@ -53,24 +54,6 @@ impl Default for LowerOptions {
             include_usage: true,
         }
     }
-}
-
-/// What to do with images and documents in tool results. Chat Completions'
-/// `role: "tool"` messages take only text on api.openai.com ("Image URLs are only
-/// allowed for messages with role 'user'"); some compatible servers take more.
-/// Image bytes are never turned into text.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ToolResultMedia {
-    /// The tool message keeps the text plus a note that the files follow; a
-    /// synthetic user message with the files comes right after the run of tool
-    /// messages.
-    #[default]
-    Inject,
-    /// The files go inside the tool message as content parts, for servers that
-    /// accept it (llama.cpp, vLLM with vision models).
-    Native,
-    /// A tool result with a file is an error.
-    Reject,
 }
 
 /// Whether and how reasoning goes back to the server on the next request.
@@ -370,26 +353,16 @@ impl<'a> History<'a> {
                         .map(content_part)
                         .collect::<Result<_, _>>()?,
                 ),
-                ToolResultMedia::Reject => {
-                    return Err(Error::InvalidRequest(format!(
-                        "openai: the result of tool call `{}` ({}) holds an image or document, which Chat Completions tool messages cannot carry (tool result media policy: reject)",
-                        result.call_id, result.name
-                    )));
-                }
+                ToolResultMedia::Reject => return Err(media::rejected(PROVIDER, result)),
                 ToolResultMedia::Inject => {
-                    let mut text = result.text_content();
-                    if !text.is_empty() {
-                        text.push_str("\n\n");
-                    }
-                    text.push_str(&attachment_note(&result.content));
                     self.injected.push(json!({
                         "type": "text",
-                        "text": format!("Attachments from tool call `{}` ({}):", result.call_id, result.name),
+                        "text": media::attachments_heading(result),
                     }));
                     for block in result.content.iter().filter(|b| b.as_media().is_some()) {
                         self.injected.push(content_part(block)?);
                     }
-                    Value::String(text)
+                    Value::String(media::text_with_note(result))
                 }
             }
         };
@@ -499,34 +472,4 @@ fn media_url(media: &Media) -> String {
         MediaSource::Url { url, .. } => url.clone(),
         MediaSource::Base64 { .. } => media.data_uri().unwrap_or_default(),
     }
-}
-
-/// "(The tool returned 1 image; it follows in the next message.)"
-fn attachment_note(content: &[ContentBlock]) -> String {
-    let images = content
-        .iter()
-        .filter(|block| matches!(block, ContentBlock::Image(_)))
-        .count();
-    let documents = content
-        .iter()
-        .filter(|block| matches!(block, ContentBlock::Document(_)))
-        .count();
-    let count = |n: usize, what: &str| match n {
-        0 => None,
-        1 => Some(format!("1 {what}")),
-        n => Some(format!("{n} {what}s")),
-    };
-    let what: Vec<String> = [count(images, "image"), count(documents, "document")]
-        .into_iter()
-        .flatten()
-        .collect();
-    let pronoun = if images + documents == 1 {
-        "it follows"
-    } else {
-        "they follow"
-    };
-    format!(
-        "(The tool returned {}; {pronoun} in the next message.)",
-        what.join(" and ")
-    )
 }

@@ -33,10 +33,11 @@
 mod lift;
 mod lower;
 
+/// The media policy every provider shares, here for the paths written before it was.
+pub use super::media::ToolResultMedia;
 pub use lift::Lifter;
 pub use lower::{
-    LowerOptions, MaxTokensField, PROVIDER, REASONING_FIELD_KEY, REFUSAL_KEY, ReasoningEcho,
-    ToolResultMedia, lower,
+    LowerOptions, MaxTokensField, PROVIDER, REASONING_FIELD_KEY, REFUSAL_KEY, ReasoningEcho, lower,
 };
 
 use ::http::header::{AUTHORIZATION, HeaderName};
