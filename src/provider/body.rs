@@ -39,6 +39,21 @@ pub trait Lift: Send + 'static {
     fn finish(&mut self, out: &mut Output) -> Result<(), Error>;
 }
 
+/// The start of a piece of a response that could not be read, for an error
+/// message: at most 200 bytes, cut at a character boundary.
+pub(crate) fn excerpt(data: &[u8]) -> String {
+    let text = String::from_utf8_lossy(data);
+    let mut end = text.len().min(200);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    if end < text.len() {
+        format!("{}…", &text[..end])
+    } else {
+        text.into_owned()
+    }
+}
+
 /// Decodes a response body, streamed (SSE) or whole (JSON), into events
 /// through a provider's [`Lift`]. Pure: bytes in, events out.
 ///
