@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use lmstack::provider::body::BodyDecoder;
+use lmstack::provider::body::{BodyDecoder, Lift};
 use lmstack::provider::openai::Lifter;
 use lmstack::service::{Machine, Output};
 use lmstack::{
@@ -86,8 +86,8 @@ pub fn sse(chunks: &[Value]) -> Vec<u8> {
 }
 
 /// Cuts `bytes` at the given sizes (cycled), feeds them to `decoder`, returns events.
-pub fn decode_cut(
-    mut decoder: BodyDecoder<Lifter>,
+pub fn decode_cut<L: Lift>(
+    mut decoder: BodyDecoder<L>,
     bytes: &[u8],
     sizes: &[usize],
 ) -> Result<Vec<Event>, Error> {

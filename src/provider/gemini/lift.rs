@@ -9,7 +9,7 @@ use crate::message::{
     Event, FinishReason, Metadata, ReasoningDelta, TextDelta, ToolCallDelta, Usage,
 };
 use crate::provider::body::{DEFAULT_MAX_TOOL_CALLS, Lift, excerpt};
-use crate::provider::sse::SseEvent;
+use crate::provider::sse::{STRAY_EVENT, SseEvent};
 use crate::provider::{ProviderError, TransportError, TransportErrorKind};
 use crate::service::Output;
 
@@ -45,8 +45,10 @@ use crate::service::Output;
 ///   `PROHIBITED_CONTENT`, `SPII`, `IMAGE_SAFETY` → `content_filter`; others
 ///   lowercased (`malformed_function_call`); a prompt blocked
 ///   (`promptFeedback.blockReason`) → `content_filter`;
-/// - an `error` object in the body or in an event becomes
-///   [`Error::Provider`](crate::Error::Provider);
+/// - an `error` object in the body or in an event, or appended to the stream as
+///   raw JSON outside any event (Vertex), becomes
+///   [`Error::Provider`](crate::Error::Provider); other text outside the events
+///   is [`TransportErrorKind::Malformed`];
 /// - a stream that ends without a finish reason is
 ///   [`TransportErrorKind::Truncated`]; more tool calls than
 ///   [`with_max_tool_calls`](Lifter::with_max_tool_calls) allows,
@@ -67,7 +69,7 @@ use crate::service::Output;
 /// lifter.body(body, &mut events).unwrap();
 /// lifter.finish(&mut events).unwrap();
 /// let messages = Joiner::join(events.drain());
-/// let calls = &messages[0].as_tool_calls().unwrap();
+/// let calls = messages[0].calls();
 /// assert_eq!((calls[0].id.as_str(), calls[0].arguments["a"].as_u64()), ("x1", Some(2)));
 /// ```
 #[derive(Debug)]
@@ -289,7 +291,23 @@ impl Lifter {
 }
 
 impl Lift for Lifter {
+    const STRAY_LINES: bool = true;
+
+    /// Lifts one event; text outside the event grammar is an error object
+    /// appended to the stream (a provider error), or else malformed.
     fn event(&mut self, event: SseEvent, out: &mut Output) -> Result<(), Error> {
+        if event.event.as_deref() == Some(STRAY_EVENT) {
+            let error = serde_json::from_str::<Value>(&event.data)
+                .ok()
+                .and_then(|value| ProviderError::from_body(PROVIDER, 200, &value));
+            return Err(match error {
+                Some(error) => error.into(),
+                None => malformed(format!(
+                    "text outside the event stream: {}",
+                    excerpt(event.data.as_bytes())
+                )),
+            });
+        }
         let response = self.parse(event.data.as_bytes(), "an event")?;
         self.lift(response, out)
     }
