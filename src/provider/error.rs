@@ -124,6 +124,7 @@ impl ProviderError {
     /// An error object sent inside a successful response (a stream's chunk, or a
     /// 200 body): read as [`from_body`](Self::from_body) does, or kept as text
     /// when it has no message.
+    #[cfg(feature = "http")]
     pub(crate) fn in_stream(provider: &'static str, error: &Value) -> Self {
         Self::from_body(provider, 200, &serde_json::json!({ "error": error })).unwrap_or_else(
             || Self::plain(provider, 200, raw_message(error.to_string().as_bytes())),
