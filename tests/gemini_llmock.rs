@@ -20,9 +20,6 @@ use lmstack::{ChatRequest, Error, Event, Message};
 use serde_json::{Value, json};
 use tower::{Layer, ServiceExt};
 
-const NEEDS: &str =
-    "needs a running llmock server: .ci/test starts one and sets LMSTACK_LLMOCK_URL";
-
 const ANSWER: &str = "one two three four five six seven";
 
 fn model() -> Retry<Gemini> {
