@@ -512,3 +512,102 @@ struct PromptFeedback {
     #[serde(default)]
     block_reason: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::Joiner;
+
+    fn lift(responses: &[Value]) -> Result<Vec<crate::Message>, Error> {
+        let mut lifter = Lifter::new();
+        let mut out = Output::new();
+        for response in responses {
+            let data = response.to_string();
+            lifter.event(
+                SseEvent {
+                    data,
+                    ..SseEvent::default()
+                },
+                &mut out,
+            )?;
+        }
+        lifter.finish(&mut out)?;
+        Ok(Joiner::join(out.drain()))
+    }
+
+    fn call_part(call: Value) -> Value {
+        json!({"candidates": [{"content": {"parts": [{"functionCall": call}]}}]})
+    }
+
+    #[test]
+    fn partial_arguments_of_every_kind_build_nested_values() {
+        let piece = |path: &str, value: Value| {
+            let mut piece = json!({"jsonPath": path});
+            piece
+                .as_object_mut()
+                .unwrap()
+                .extend(value.as_object().unwrap().clone());
+            call_part(json!({"partialArgs": [piece], "willContinue": true}))
+        };
+        let messages = lift(&[
+            call_part(json!({"name": "plan", "willContinue": true})),
+            piece(
+                "$.trip.city",
+                json!({"stringValue": "Par", "willContinue": true}),
+            ),
+            piece("$.trip.city", json!({"stringValue": "is"})),
+            piece("$.days[0]", json!({"numberValue": 3})),
+            piece("$.days[1]", json!({"numberValue": 4.5})),
+            piece("$.flexible", json!({"boolValue": true})),
+            piece("$.note", json!({"nullValue": "NULL_VALUE"})),
+            call_part(json!({})),
+            json!({"candidates": [{"finishReason": "STOP"}]}),
+        ])
+        .unwrap();
+        assert_eq!(
+            messages[0].calls()[0].arguments,
+            json!({"trip": {"city": "Paris"}, "days": [3, 4.5], "flexible": true, "note": null})
+        );
+    }
+
+    #[test]
+    fn partial_arguments_that_do_not_fit_are_malformed() {
+        for path in ["$.a[5]", "a", "$[x]", "$.a[0"] {
+            let result = lift(&[
+                call_part(json!({"name": "f", "willContinue": true})),
+                call_part(json!({"partialArgs": [{"jsonPath": path, "stringValue": "x"}]})),
+            ]);
+            let error = result.unwrap_err();
+            assert!(error.transport_error().is_some(), "{path}: {error}");
+        }
+        let stray = lift(&[call_part(
+            json!({"partialArgs": [{"jsonPath": "$.a", "stringValue": "x"}]}),
+        )]);
+        assert!(
+            stray
+                .unwrap_err()
+                .to_string()
+                .contains("no streamed call open")
+        );
+    }
+
+    #[test]
+    fn a_streamed_call_is_closed_by_the_next_part_or_the_end() {
+        let messages = lift(&[
+            call_part(json!({"name": "f", "willContinue": true})),
+            call_part(json!({"partialArgs": [{"jsonPath": "$.a", "stringValue": "x"}], "willContinue": true})),
+            json!({"candidates": [{"content": {"parts": [{"text": "done"}]}, "finishReason": "STOP"}]}),
+        ])
+        .unwrap();
+        assert_eq!(messages[0].calls()[0].arguments, json!({"a": "x"}));
+        assert_eq!(messages[1].as_text(), Some("done"));
+        let messages = lift(&[
+            call_part(json!({"name": "f", "willContinue": true})),
+            json!({"candidates": [{"finishReason": "STOP"}]}),
+        ])
+        .unwrap();
+        assert_eq!(messages[0].calls()[0].arguments, json!({}));
+    }
+}

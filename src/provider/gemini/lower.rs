@@ -379,3 +379,32 @@ fn inline_data(media: &Media) -> Result<Value, Error> {
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_media_policy_follows_the_model_unless_set() {
+        let default = LowerOptions::default();
+        for (model, policy) in [
+            ("gemini-2.5-flash", ToolResultMedia::Inject),
+            ("models/gemini-2.0-flash-001", ToolResultMedia::Inject),
+            ("gemini-1.5-pro", ToolResultMedia::Inject),
+            ("gemini-3-pro-preview", ToolResultMedia::Native),
+            ("gemini-3.1-pro-preview", ToolResultMedia::Native),
+            ("gemini-10-ultra", ToolResultMedia::Native),
+            ("my-proxy-model", ToolResultMedia::Native),
+        ] {
+            assert_eq!(default.media_policy(Some(model)), policy, "{model}");
+        }
+        assert_eq!(default.media_policy(None), ToolResultMedia::Native);
+        let set = LowerOptions {
+            tool_result_media: Some(ToolResultMedia::Reject),
+        };
+        assert_eq!(
+            set.media_policy(Some("gemini-3-pro-preview")),
+            ToolResultMedia::Reject
+        );
+    }
+}
