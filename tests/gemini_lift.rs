@@ -438,3 +438,65 @@ proptest! {
         }
     }
 }
+
+/// One part of a generated turn.
+fn part() -> impl Strategy<Value = Value> {
+    let text = "[a-zA-Z0-9 .,é\"\\\\{}]{1,12}";
+    prop_oneof![
+        text.prop_map(|text| json!({"text": text})),
+        text.prop_map(|text| json!({"text": text, "thought": true})),
+        (text, "[A-Za-z0-9+/]{4,8}")
+            .prop_map(|(text, signature)| json!({"text": text, "thoughtSignature": signature})),
+        "[A-Za-z0-9+/]{4,8}"
+            .prop_map(|signature| json!({"text": "", "thoughtSignature": signature})),
+        (
+            "[a-z_]{1,8}",
+            prop::option::of("[a-z0-9]{8}"),
+            prop::collection::hash_map("[a-z]{1,4}", any::<i32>(), 0..3),
+        )
+            .prop_map(|(name, id, args)| {
+                let mut call = json!({"name": name, "args": args});
+                if let Some(id) = id {
+                    call["id"] = id.into();
+                }
+                json!({"functionCall": call})
+            }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// A turn streamed one part per response (usage growing, as Gemini sends it)
+    /// joins to the messages of the same turn as one non-streaming body.
+    #[test]
+    fn a_streamed_turn_equals_its_non_streaming_body(
+        parts in prop::collection::vec(part(), 1..10),
+        finish in prop::sample::select(vec!["STOP", "MAX_TOKENS", "SAFETY", "MALFORMED_FUNCTION_CALL"]),
+        sizes in prop::collection::vec(1usize..64, 1..8),
+    ) {
+        let response = |parts: Vec<Value>, last: bool, n: usize| {
+            let mut candidate = json!({"content": {"role": "model", "parts": parts}, "index": 0});
+            if last {
+                candidate["finishReason"] = finish.into();
+            }
+            json!({
+                "candidates": [candidate],
+                "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": n, "thoughtsTokenCount": 2 * n},
+                "responseId": "r1",
+            })
+        };
+        let stream: String = parts
+            .iter()
+            .enumerate()
+            .map(|(i, part)| {
+                let last = i + 1 == parts.len();
+                format!("data: {}\r\n\r\n", response(vec![part.clone()], last, i + 1))
+            })
+            .collect();
+        let body = response(parts.clone(), true, parts.len()).to_string();
+        let streamed = Joiner::join(decode_cut(BodyDecoder::sse(Lifter::new()), stream.as_bytes(), &sizes).unwrap());
+        let whole = Joiner::join(decode_cut(BodyDecoder::json(Lifter::new()), body.as_bytes(), &sizes).unwrap());
+        prop_assert_eq!(streamed, whole);
+    }
+}
