@@ -500,3 +500,17 @@ proptest! {
         prop_assert_eq!(streamed, whole);
     }
 }
+
+#[test]
+fn a_json_array_of_responses_is_read_as_one_body() {
+    let exchange = &cassette(MULTI_TOOL)[1];
+    let responses: Vec<String> = exchange
+        .response
+        .split("\r\n\r\n")
+        .filter_map(|event| event.strip_prefix("data: "))
+        .map(str::to_owned)
+        .collect();
+    let array = format!("[{}]", responses.join(",\r\n"));
+    let whole = Joiner::join(events(BodyDecoder::json(Lifter::new()), array.as_bytes()).unwrap());
+    assert_eq!(whole, sse(exchange.response.as_bytes()));
+}

@@ -124,7 +124,11 @@ impl Lifter {
         self
     }
 
-    fn parse(&mut self, data: &[u8], what: &str) -> Result<Response, Error> {
+    fn parse<T: serde::de::DeserializeOwned>(
+        &mut self,
+        data: &[u8],
+        what: &str,
+    ) -> Result<T, Error> {
         self.responses += 1;
         serde_json::from_slice(data).map_err(|error| {
             TransportError::new(
@@ -308,14 +312,22 @@ impl Lift for Lifter {
                 )),
             });
         }
-        let response = self.parse(event.data.as_bytes(), "an event")?;
+        let response: Response = self.parse(event.data.as_bytes(), "an event")?;
         self.lift(response, out)
     }
 
-    /// Lifts a whole non-streaming body.
+    /// Lifts a whole non-streaming body: one response, or the JSON array of
+    /// responses `streamGenerateContent` answers without `alt=sse`.
     fn body(&mut self, body: &[u8], out: &mut Output) -> Result<(), Error> {
-        let response = self.parse(body, "the body")?;
-        self.lift(response, out)?;
+        let array = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
+        let responses: Vec<Response> = if array {
+            self.parse(body, "the body")?
+        } else {
+            vec![self.parse(body, "the body")?]
+        };
+        for response in responses {
+            self.lift(response, out)?;
+        }
         self.done = true;
         Ok(())
     }
