@@ -17,8 +17,9 @@ use crate::service::Output;
 /// canonical events.
 ///
 /// Each SSE event is a whole `GenerateContentResponse`, the same object as a
-/// non-streaming body, so both modes go through the same code. Of the first
-/// candidate's parts:
+/// non-streaming body (or each element of the JSON array `streamGenerateContent`
+/// answers without `alt=sse`), so both modes go through the same code. Of the
+/// first candidate's parts:
 ///
 /// - `text` becomes assistant text; with `thought: true`, reasoning (a thought
 ///   summary). A `thoughtSignature` on a thought goes to the reasoning's
