@@ -384,3 +384,83 @@ async fn chat_talks_to_a_server_and_prints_the_messages() {
         json!([{"role": "user", "content": "Add 2 and 3"}])
     );
 }
+
+#[cfg(feature = "gemini")]
+mod gemini {
+    use super::*;
+
+    #[test]
+    fn lift_and_lower_speak_gemini() {
+        let body = fixture("google/vercel-ai/google-tool-call.json");
+        let output = lmstack(&["lift", "--provider", "gemini"], &body);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let lines = json_lines(&output);
+        assert_eq!(lines[0]["calls"][0]["name"], "weather");
+        assert_eq!(lines[1]["reasoning_tokens"], 893);
+
+        let request = json!({
+            "messages": [{"type": "text", "role": "user", "text": "hi"}],
+            "options": {"model": "gemini-2.5-flash", "max_tokens": 10},
+        });
+        let output = lmstack(
+            &["lower", "--provider", "gemini"],
+            request.to_string().as_bytes(),
+        );
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(
+            json_lines(&output)[0],
+            json!({
+                "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+                "generationConfig": {"maxOutputTokens": 10},
+            })
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn chat_talks_to_a_gemini_server() {
+        let body = cassette(
+            "google/fantasy/TestGoogleCommon/gemini-3-pro-preview/multi_tool_streaming.yaml",
+        )[1]
+        .response
+        .clone();
+        let server = Server::start(vec![Answer::ok(
+            "text/event-stream",
+            body.as_bytes(),
+            &[17],
+        )])
+        .await;
+        let output = chat(
+            &server,
+            &[
+                "chat",
+                "--provider",
+                "gemini",
+                "--model",
+                "gemini-3-pro-preview",
+                "--stream",
+                "--json",
+                "Add 2 and 3",
+            ],
+        )
+        .await;
+        let lines = json_lines(&output);
+        assert!(
+            lines
+                .iter()
+                .any(|line| line["text"] == "The sum of 2 and 3 is 5, and their product is 6."),
+            "{lines:?}"
+        );
+        assert_eq!(
+            server.uris(),
+            ["/v1/models/gemini-3-pro-preview:streamGenerateContent?alt=sse"]
+        );
+    }
+}

@@ -28,6 +28,12 @@ pub const DEFAULT_MAX_TOOL_CALLS: usize = 1024;
 /// A provider's lifting: its responses, streamed or whole, → canonical events.
 /// One pure state machine per response serves both wire modes.
 pub trait Lift: Send + 'static {
+    /// Whether the lines of a stream that are not SSE fields reach
+    /// [`event`](Lift::event), as an event named
+    /// [`STRAY_EVENT`](super::sse::STRAY_EVENT) (Gemini appends its error object
+    /// to a stream as raw JSON). Off by default: the grammar ignores them.
+    const STRAY_LINES: bool = false;
+
     /// One server-sent event of a streamed response.
     fn event(&mut self, event: SseEvent, out: &mut Output) -> Result<(), Error>;
 
@@ -37,6 +43,21 @@ pub trait Lift: Send + 'static {
     /// The response ended: hands out what is still held, or says what is
     /// missing (a stream cut before its end marker).
     fn finish(&mut self, out: &mut Output) -> Result<(), Error>;
+}
+
+/// The start of a piece of a response that could not be read, for an error
+/// message: at most 200 bytes, cut at a character boundary.
+pub(crate) fn excerpt(data: &[u8]) -> String {
+    let text = String::from_utf8_lossy(data);
+    let mut end = text.len().min(200);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    if end < text.len() {
+        format!("{}…", &text[..end])
+    } else {
+        text.into_owned()
+    }
 }
 
 /// Decodes a response body, streamed (SSE) or whole (JSON), into events
@@ -80,7 +101,13 @@ const STAGE: &str = "response body decoder";
 impl<L: Lift> BodyDecoder<L> {
     /// A decoder for a streamed body (`text/event-stream`).
     pub fn sse(lifter: L) -> Self {
-        Self::new(Framing::Sse(SseDecoder::new()), lifter)
+        let sse = SseDecoder::new();
+        let sse = if L::STRAY_LINES {
+            sse.with_stray_lines()
+        } else {
+            sse
+        };
+        Self::new(Framing::Sse(sse), lifter)
     }
 
     /// A decoder for a whole JSON body (`application/json`).

@@ -18,7 +18,8 @@ use crate::BoxError;
 /// `retry-after-ms`, `retry-after`, `x-should-retry`) and the error body, which
 /// is read in the shapes of OpenAI (`{"error": {"message", "type", "code",
 /// "param"}}`), Anthropic (`{"type": "error", "error": {"type", "message"}}`) and
-/// Gemini (`{"error": {"code", "message", "status"}}`).
+/// Gemini (`{"error": {"code", "message", "status", "details"}}`, whose
+/// `google.rpc.RetryInfo` detail gives `retry_after` when no header does).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProviderError {
     /// Which provider answered, such as `openai`.
@@ -90,7 +91,8 @@ impl ProviderError {
             .map(str::to_owned);
         error.retry_after = header("retry-after-ms")
             .and_then(|ms| seconds(ms.parse::<f64>().ok()? / 1000.0))
-            .or_else(|| header("retry-after").and_then(|value| parse_retry_after(value, now)));
+            .or_else(|| header("retry-after").and_then(|value| parse_retry_after(value, now)))
+            .or(error.retry_after);
         error.should_retry = header("x-should-retry").and_then(|value| match value {
             "true" => Some(true),
             "false" => Some(false),
@@ -114,8 +116,19 @@ impl ProviderError {
             code: text("code"),
             param: text("param"),
             message,
+            retry_after: google_retry_delay(object.get("details")),
             ..Self::plain(provider, status, String::new())
         })
+    }
+
+    /// An error object sent inside a successful response (a stream's chunk, or a
+    /// 200 body): read as [`from_body`](Self::from_body) does, or kept as text
+    /// when it has no message.
+    #[cfg(feature = "http")]
+    pub(crate) fn in_stream(provider: &'static str, error: &Value) -> Self {
+        Self::from_body(provider, 200, &serde_json::json!({ "error": error })).unwrap_or_else(
+            || Self::plain(provider, 200, raw_message(error.to_string().as_bytes())),
+        )
     }
 
     fn plain(provider: &'static str, status: u16, message: String) -> Self {
@@ -185,6 +198,24 @@ fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     }
     let when = httpdate::parse_http_date(value).ok()?;
     Some(when.duration_since(now).unwrap_or_default())
+}
+
+/// The `retryDelay` of a Google `google.rpc.RetryInfo` in an error's `details`
+/// (`"13s"`, `"34.4s"`: a protobuf `Duration` in JSON).
+fn google_retry_delay(details: Option<&Value>) -> Option<Duration> {
+    details?
+        .as_array()?
+        .iter()
+        .filter(|detail| {
+            detail
+                .get("@type")
+                .and_then(Value::as_str)
+                .is_some_and(|kind| kind.ends_with("google.rpc.RetryInfo"))
+        })
+        .find_map(|detail| {
+            let delay = detail.get("retryDelay")?.as_str()?.trim();
+            seconds(delay.strip_suffix('s')?.parse().ok()?)
+        })
 }
 
 /// A wait of `seconds`; `None` for a value no `Duration` holds (negative, not
@@ -348,6 +379,27 @@ mod tests {
 
     fn read(status: u16, headers: &[(&str, &str)], body: &[u8]) -> ProviderError {
         ProviderError::from_response("openai", status, headers, body, now())
+    }
+
+    #[test]
+    fn a_google_retry_info_detail_gives_the_wait_unless_a_header_does() {
+        let body = br#"{"error":{"code":429,"message":"You exceeded your current quota.","status":"RESOURCE_EXHAUSTED","details":[
+            {"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[]},
+            {"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"13s"}]}}"#;
+        let error = ProviderError::from_response("gemini", 429, &[], body, now());
+        assert_eq!(error.retry_after, Some(Duration::from_secs(13)));
+        assert_eq!(error.error_type.as_deref(), Some("RESOURCE_EXHAUSTED"));
+        assert_eq!(error.code.as_deref(), Some("429"));
+        let error =
+            ProviderError::from_response("gemini", 429, &[("retry-after", "2")], body, now());
+        assert_eq!(error.retry_after, Some(Duration::from_secs(2)));
+        let odd = br#"{"error":{"message":"m","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"-1s"},"x"]}}"#;
+        assert_eq!(read(429, &[], odd).retry_after, None);
+        let fraction = br#"{"error":{"message":"m","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"34.4s"}]}}"#;
+        assert_eq!(
+            read(429, &[], fraction).retry_after,
+            Some(Duration::from_millis(34_400))
+        );
     }
 
     #[test]

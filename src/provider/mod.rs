@@ -23,7 +23,8 @@
 //! request), a pure lifting (wire response → canonical events) and its `Wire`:
 //!
 //! - [`openai`]: OpenAI Chat Completions and compatible servers — vLLM, llama.cpp,
-//!   Ollama, GLM (Z.AI), Groq (feature `openai`).
+//!   Ollama, GLM (Z.AI), Groq (feature `openai`);
+//! - [`gemini`]: Google Gemini's `generateContent` (feature `gemini`).
 
 mod error;
 mod key;
@@ -35,6 +36,8 @@ pub mod sse;
 pub mod body;
 #[cfg(feature = "http")]
 mod config;
+#[cfg(feature = "gemini")]
+pub mod gemini;
 #[cfg(feature = "openai")]
 pub mod openai;
 #[cfg(feature = "http")]

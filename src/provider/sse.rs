@@ -46,6 +46,11 @@ pub struct SseEvent {
     pub id: Option<String>,
 }
 
+/// The name of the event that carries the lines of a stream that are not SSE
+/// fields, when the decoder is asked for them
+/// ([`with_stray_lines`](SseDecoder::with_stray_lines)).
+pub const STRAY_EVENT: &str = "lmstack.stray-lines";
+
 /// The default limit on one event's size: 16 MiB.
 pub const DEFAULT_MAX_EVENT_BYTES: usize = 16 << 20;
 
@@ -65,6 +70,8 @@ pub struct SseDecoder {
     /// Still at the very start of the stream (a byte-order mark may come).
     at_start: bool,
     max_event_bytes: usize,
+    /// Lines that are not SSE fields, when they are kept.
+    stray: Option<String>,
 }
 
 impl Default for SseDecoder {
@@ -89,7 +96,17 @@ impl SseDecoder {
             after_cr: false,
             at_start: true,
             max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
+            stray: None,
         }
+    }
+
+    /// Keeps the lines that are not SSE fields (the grammar ignores them): at the
+    /// next blank line or the end they are delivered, joined with `\n`, as an
+    /// event named [`STRAY_EVENT`] — for servers that append a raw JSON error
+    /// object to a stream (Gemini). They count towards the event limit.
+    pub fn with_stray_lines(mut self) -> Self {
+        self.stray = Some(String::new());
+        self
     }
 
     /// Sets the largest event (and line) accepted, in bytes.
@@ -218,12 +235,32 @@ impl SseDecoder {
                     self.retry = Some(Duration::from_millis(millis));
                 }
             }
-            _ => {} // unknown fields are ignored
+            _ => {
+                // Unknown fields are ignored, unless stray lines are kept.
+                if let Some(stray) = &mut self.stray {
+                    if stray.len() + line.len() + 1 > self.max_event_bytes {
+                        return Err(Error::LimitExceeded {
+                            stage: STAGE,
+                            what: "one event",
+                            limit: self.max_event_bytes,
+                        });
+                    }
+                    stray.push_str(&String::from_utf8_lossy(line));
+                    stray.push('\n');
+                }
+            }
         }
         Ok(())
     }
 
     fn dispatch(&mut self, out: &mut Output<SseEvent>) {
+        if let Some(stray) = self.stray.as_mut().filter(|stray| !stray.is_empty()) {
+            out.push(SseEvent {
+                event: Some(STRAY_EVENT.into()),
+                data: std::mem::take(stray),
+                id: self.last_id.clone(),
+            });
+        }
         let event = self.event.take().filter(|name| !name.is_empty());
         if !std::mem::take(&mut self.has_data) {
             return;
@@ -251,6 +288,24 @@ fn line_end(bytes: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stray_lines_are_kept_only_when_asked_for() {
+        let body: &[u8] = b"data: a\n\n{\n  \"error\": {\"code\": 1}\n}\n";
+        let decode = |decoder: SseDecoder| {
+            let mut decoder = decoder;
+            let mut out = Output::new();
+            decoder.push(body, &mut out).unwrap();
+            decoder.finish(&mut out).unwrap();
+            out.drain().collect::<Vec<_>>()
+        };
+        assert_eq!(decode(SseDecoder::new()).len(), 1);
+        let events = decode(SseDecoder::new().with_stray_lines());
+        assert_eq!(events[1].event.as_deref(), Some(STRAY_EVENT));
+        assert_eq!(events[1].data, "{\n  \"error\": {\"code\": 1}\n}\n");
+        let mut small = SseDecoder::new().with_stray_lines().with_max_event_bytes(8);
+        assert!(small.push(b"0123456789\n", &mut Output::new()).is_err());
+    }
 
     fn decode(pieces: &[&[u8]]) -> Vec<SseEvent> {
         let mut decoder = SseDecoder::new();

@@ -6,11 +6,12 @@
 
 use std::path::PathBuf;
 
-use lmstack::provider::body::BodyDecoder;
+use lmstack::provider::body::{BodyDecoder, Lift};
+#[cfg(feature = "openai")]
 use lmstack::provider::openai::Lifter;
 use lmstack::service::{Machine, Output};
 use lmstack::{
-    ChatRequest, Error, Event, Joiner, Message, Role, ToolCall, ToolChoice, ToolResult, ToolSpec,
+    ChatRequest, Error, Event, Message, Role, ToolCall, ToolChoice, ToolResult, ToolSpec,
 };
 use serde_json::Value;
 
@@ -86,8 +87,8 @@ pub fn sse(chunks: &[Value]) -> Vec<u8> {
 }
 
 /// Cuts `bytes` at the given sizes (cycled), feeds them to `decoder`, returns events.
-pub fn decode_cut(
-    mut decoder: BodyDecoder<Lifter>,
+pub fn decode_cut<L: Lift>(
+    mut decoder: BodyDecoder<L>,
     bytes: &[u8],
     sizes: &[usize],
 ) -> Result<Vec<Event>, Error> {
@@ -103,24 +104,26 @@ pub fn decode_cut(
     Ok(events.drain().collect())
 }
 
-/// A streamed body lifted whole into messages.
+/// A streamed body lifted whole into messages (by OpenAI's lifter).
+#[cfg(feature = "openai")]
 pub fn lift_sse(bytes: &[u8]) -> Result<Vec<Message>, Error> {
     decode_cut(
         BodyDecoder::sse(Lifter::new()),
         bytes,
         &[bytes.len().max(1)],
     )
-    .map(Joiner::join)
+    .map(lmstack::Joiner::join)
 }
 
-/// A non-streaming body lifted into messages.
+/// A non-streaming body lifted into messages (by OpenAI's lifter).
+#[cfg(feature = "openai")]
 pub fn lift_json(bytes: &[u8]) -> Result<Vec<Message>, Error> {
     decode_cut(
         BodyDecoder::json(Lifter::new()),
         bytes,
         &[bytes.len().max(1)],
     )
-    .map(Joiner::join)
+    .map(lmstack::Joiner::join)
 }
 
 /// Messages as their JSON contract form.

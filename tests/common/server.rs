@@ -1,5 +1,6 @@
-//! A scripted HTTP server on loopback: each request to `/v1/chat/completions`
-//! takes the next scripted answer, whose body is written in the given pieces.
+//! A scripted HTTP server on loopback: each POST (to any path, such as
+//! `/v1/chat/completions`) takes the next scripted answer, whose body is written
+//! in the given pieces.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -65,6 +66,8 @@ impl Answer {
 struct Script {
     answers: VecDeque<Answer>,
     requests: Vec<(HeaderMap, Value)>,
+    /// The path and query of each request.
+    uris: Vec<String>,
 }
 
 /// The running server.
@@ -80,9 +83,10 @@ impl Server {
         let script = Arc::new(Mutex::new(Script {
             answers: answers.into(),
             requests: Vec::new(),
+            uris: Vec::new(),
         }));
         let app = axum::Router::new()
-            .route("/v1/chat/completions", post(answer))
+            .fallback(post(answer))
             .with_state(script.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -101,6 +105,11 @@ impl Server {
         format!("http://{}/v1", self.addr)
     }
 
+    /// The path and query of each request received so far.
+    pub fn uris(&self) -> Vec<String> {
+        self.script.lock().unwrap().uris.clone()
+    }
+
     /// The requests received so far: headers and JSON body.
     pub fn requests(&self) -> Vec<(HeaderMap, Value)> {
         self.script.lock().unwrap().requests.clone()
@@ -109,11 +118,13 @@ impl Server {
 
 async fn answer(
     State(script): State<Arc<Mutex<Script>>>,
+    uri: axum::http::Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let answer = {
         let mut script = script.lock().unwrap();
+        script.uris.push(uri.to_string());
         script.requests.push((
             headers,
             serde_json::from_slice(&body).unwrap_or(Value::Null),

@@ -1,14 +1,14 @@
 //! Hostile bytes for the provider's decoders: the SSE decoder alone, and the
-//! OpenAI lifter through `BodyDecoder` with either framing, on arbitrary bytes,
-//! on arbitrary JSON in the shape of Chat Completions, and on the recorded
-//! responses of `tests/fixtures`, mutated. Nothing panics; every failure is a
+//! OpenAI and Gemini lifters through `BodyDecoder` with either framing, on
+//! arbitrary bytes, on arbitrary JSON in the shape of Chat Completions, and on
+//! the recorded responses of `tests/fixtures`, mutated. Nothing panics; every failure is a
 //! typed error; within the default limits, how the bytes are cut never changes
 //! the outcome.
 
 use std::sync::LazyLock;
 
 use lmstack::provider::TransportErrorKind;
-use lmstack::provider::body::{BodyDecoder, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TOOL_CALLS};
+use lmstack::provider::body::{BodyDecoder, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TOOL_CALLS, Lift};
 use lmstack::provider::openai::Lifter;
 use lmstack::provider::sse::{DEFAULT_MAX_EVENT_BYTES, SseDecoder, SseEvent};
 use lmstack::service::Output;
@@ -45,15 +45,44 @@ fn small_limits() -> impl Strategy<Value = Limits> {
     })
 }
 
-/// The OpenAI decoder with SSE framing (`sse`) or JSON framing, within `limits`.
-fn decoder(sse: bool, limits: Limits) -> BodyDecoder<Lifter> {
-    let lifter = Lifter::new().with_max_tool_calls(limits.calls);
+/// Whose lifter decodes.
+#[derive(Clone, Copy, Debug)]
+enum Wire {
+    OpenAi,
+    #[cfg(feature = "gemini")]
+    Gemini,
+}
+
+/// A decoder around `lifter` with SSE framing (`sse`) or JSON framing, within
+/// `limits`.
+fn decoder<L: Lift>(lifter: L, sse: bool, limits: Limits) -> BodyDecoder<L> {
     let decoder = if sse {
         BodyDecoder::sse(lifter)
     } else {
         BodyDecoder::json(lifter)
     };
     decoder.with_limits(limits.event, limits.body)
+}
+
+/// `bytes` cut in `sizes` through `wire`'s decoder.
+fn decode(
+    wire: Wire,
+    bytes: &[u8],
+    sizes: &[usize],
+    sse: bool,
+    limits: Limits,
+) -> Result<Vec<Event>, Error> {
+    match wire {
+        Wire::OpenAi => {
+            let lifter = Lifter::new().with_max_tool_calls(limits.calls);
+            decode_cut(decoder(lifter, sse, limits), bytes, sizes)
+        }
+        #[cfg(feature = "gemini")]
+        Wire::Gemini => {
+            let lifter = lmstack::provider::gemini::Lifter::new().with_max_tool_calls(limits.calls);
+            decode_cut(decoder(lifter, sse, limits), bytes, sizes)
+        }
+    }
 }
 
 /// The errors a response decoder may end with, all typed: a limit, an error
@@ -75,15 +104,16 @@ fn check_typed(error: &Error) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-/// Decodes `bytes` cut in `sizes` through the OpenAI decoder, checking that a
+/// Decodes `bytes` cut in `sizes` through `wire`'s decoder, checking that a
 /// failure is typed and that a success joins into messages.
 fn lift(
+    wire: Wire,
     bytes: &[u8],
     sizes: &[usize],
     sse: bool,
     limits: Limits,
 ) -> Result<Outcome<Event>, TestCaseError> {
-    match decode_cut(decoder(sse, limits), bytes, sizes) {
+    match decode(wire, bytes, sizes, sse, limits) {
         Ok(events) => {
             let calls = Joiner::join(events.clone())
                 .iter()
@@ -99,25 +129,26 @@ fn lift(
     }
 }
 
-/// The OpenAI decoder on `bytes` whole and cut in `sizes`, within the default
+/// `wire`'s decoder on `bytes` whole and cut in `sizes`, within the default
 /// limits: the same outcome either way.
-fn lift_alike(bytes: &[u8], sizes: &[usize], sse: bool) -> Result<(), TestCaseError> {
-    let whole = lift(bytes, &[usize::MAX], sse, DEFAULT_LIMITS)?;
-    let cut = lift(bytes, sizes, sse, DEFAULT_LIMITS)?;
+fn lift_alike(wire: Wire, bytes: &[u8], sizes: &[usize], sse: bool) -> Result<(), TestCaseError> {
+    let whole = lift(wire, bytes, &[usize::MAX], sse, DEFAULT_LIMITS)?;
+    let cut = lift(wire, bytes, sizes, sse, DEFAULT_LIMITS)?;
     prop_assert_eq!(whole, cut);
     Ok(())
 }
 
-/// The OpenAI decoder on `bytes` cut in `sizes` within small `limits`: only the
+/// `wire`'s decoder on `bytes` cut in `sizes` within small `limits`: only the
 /// checks of [`lift`] count, as near a limit the outcome may depend on the
 /// cutting (a line being read counts towards the event limit).
 fn lift_within(
+    wire: Wire,
     bytes: &[u8],
     sizes: &[usize],
     sse: bool,
     limits: Limits,
 ) -> Result<(), TestCaseError> {
-    lift(bytes, sizes, sse, limits).map(drop)
+    lift(wire, bytes, sizes, sse, limits).map(drop)
 }
 
 /// The SSE decoder alone on `bytes` cut in `sizes`; its only failure is its
@@ -534,8 +565,8 @@ proptest! {
         sse in any::<bool>(),
         limits in small_limits(),
     ) {
-        lift_alike(&bytes, &sizes, sse)?;
-        lift_within(&bytes, &sizes, sse, limits)?;
+        lift_alike(Wire::OpenAi, &bytes, &sizes, sse)?;
+        lift_within(Wire::OpenAi, &bytes, &sizes, sse, limits)?;
     }
 
     #[test]
@@ -549,11 +580,11 @@ proptest! {
         if done {
             stream.push_str("data: [DONE]\n\n");
         }
-        lift_alike(stream.as_bytes(), &sizes, true)?;
-        lift_within(stream.as_bytes(), &sizes, true, limits)?;
+        lift_alike(Wire::OpenAi, stream.as_bytes(), &sizes, true)?;
+        lift_within(Wire::OpenAi, stream.as_bytes(), &sizes, true, limits)?;
         let body = values[0].to_string();
-        lift_alike(body.as_bytes(), &sizes, false)?;
-        lift_within(body.as_bytes(), &sizes, false, limits)?;
+        lift_alike(Wire::OpenAi, body.as_bytes(), &sizes, false)?;
+        lift_within(Wire::OpenAi, body.as_bytes(), &sizes, false, limits)?;
     }
 
     #[test]
@@ -570,9 +601,80 @@ proptest! {
         // Each in its own framing, and in the other (a server whose content
         // type lies).
         for (bytes, sse) in [(&stream, true), (&body, false), (&stream, false), (&body, true)] {
-            lift_alike(bytes, &sizes, sse)?;
+            lift_alike(Wire::OpenAi, bytes, &sizes, sse)?;
         }
-        lift_within(&stream, &sizes, true, limits)?;
-        lift_within(&body, &sizes, false, limits)?;
+        lift_within(Wire::OpenAi, &stream, &sizes, true, limits)?;
+        lift_within(Wire::OpenAi, &body, &sizes, false, limits)?;
+    }
+}
+
+/// The recorded Gemini responses: streams and bodies.
+#[cfg(feature = "gemini")]
+static GEMINI_RECORDED: LazyLock<Recorded> = LazyLock::new(|| {
+    let mut streams: Vec<Vec<u8>> = [
+        "google/fantasy/TestGoogleCommon/gemini-3-pro-preview/multi_tool_streaming.yaml",
+        "google/fantasy/TestGoogleThinking/gemini-3-pro-preview/thinking-streaming.yaml",
+        "google/rig/gemini/streaming_multimodal_tool_results/streaming_history_preserves_hybrid_tool_result_image_parts.yaml",
+    ]
+    .into_iter()
+    .flat_map(cassette)
+    .map(|exchange| exchange.response.into_bytes())
+    .collect();
+    streams.extend(
+        [
+            "google/vertexai-sdk-test-data/googleai/streaming-success-thinking-function-call-thought-summary-signature.txt",
+            "google/vertexai-sdk-test-data/vertexai/streaming-failure-error-mid-stream.txt",
+        ]
+        .map(fixture),
+    );
+    streams.extend(
+        [
+            "google/vercel-ai/google-stream-no-args-tool-call.chunks.txt",
+            "google/vercel-ai/google-stream-tool-call-arguments.chunks.txt",
+            "google/vercel-ai/google-tool-call-gemini3.chunks.txt",
+        ]
+        .map(chunks_as_sse),
+    );
+    let bodies = [
+        "google/vercel-ai/google-tool-call.json",
+        "google/vercel-ai/google-429-retry-info.json",
+        "google/vertexai-sdk-test-data/vertexai/unary-success-function-call-parallel-calls.json",
+    ]
+    .map(fixture)
+    .to_vec();
+    Recorded { streams, bodies }
+});
+
+#[cfg(feature = "gemini")]
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn the_gemini_lifter_takes_any_bytes_in_either_framing(
+        bytes in hostile_bytes(),
+        sizes in sizes(),
+        sse in any::<bool>(),
+        limits in small_limits(),
+    ) {
+        lift_alike(Wire::Gemini, &bytes, &sizes, sse)?;
+        lift_within(Wire::Gemini, &bytes, &sizes, sse, limits)?;
+    }
+
+    #[test]
+    fn recorded_gemini_responses_mutated_and_cut_anywhere(
+        stream in any::<Index>(),
+        body in any::<Index>(),
+        mutations in prop::collection::vec(mutation(), 1..6),
+        sizes in sizes(),
+        limits in small_limits(),
+    ) {
+        let recorded = &*GEMINI_RECORDED;
+        let stream = mutate(stream.get(&recorded.streams).clone(), &mutations);
+        let body = mutate(body.get(&recorded.bodies).clone(), &mutations);
+        for (bytes, sse) in [(&stream, true), (&body, false), (&stream, false), (&body, true)] {
+            lift_alike(Wire::Gemini, bytes, &sizes, sse)?;
+        }
+        lift_within(Wire::Gemini, &stream, &sizes, true, limits)?;
+        lift_within(Wire::Gemini, &body, &sizes, false, limits)?;
     }
 }

@@ -3,33 +3,36 @@
 //! job, generic over the wire, run by [`Provider::run`].
 
 use clap::ValueEnum;
-use lmstack::provider::Wire;
-use lmstack::provider::openai::{ChatCompletions, LowerOptions, MaxTokensField, ToolResultMedia};
+use lmstack::provider::gemini::GenerateContent;
+use lmstack::provider::openai::{ChatCompletions, LowerOptions, MaxTokensField};
+use lmstack::provider::{ToolResultMedia, Wire, gemini};
 
 /// A provider's wire format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Provider {
     /// OpenAI Chat Completions and compatible servers (vLLM, llama.cpp, Ollama, GLM, Groq).
     Openai,
+    /// Google Gemini's `generateContent`.
+    Gemini,
 }
 
 /// How requests are written, as the command line says it; each wire takes
 /// what applies to it.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Writing {
-    /// What to do with images and documents in tool results.
-    pub tool_result_media: Media,
+    /// What to do with images and documents in tool results; `None` for the
+    /// wire's default.
+    pub tool_result_media: Option<Media>,
     /// Send the token limit as `max_completion_tokens` (OpenAI's reasoning models).
     pub max_completion_tokens: bool,
 }
 
 /// The policies for images and documents in tool results.
-#[derive(Clone, Copy, Debug, Default, ValueEnum)]
+#[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum Media {
     /// A synthetic user message with the files follows the tool messages.
-    #[default]
     Inject,
-    /// The files go inside the tool message (llama.cpp, vLLM).
+    /// The files go inside the tool result (llama.cpp, vLLM, Gemini 3).
     Native,
     /// A tool result with a file is an error.
     Reject,
@@ -50,11 +53,9 @@ impl Provider {
         match self {
             Provider::Openai => job.run(ChatCompletions {
                 lowering: LowerOptions {
-                    tool_result_media: match writing.tool_result_media {
-                        Media::Inject => ToolResultMedia::Inject,
-                        Media::Native => ToolResultMedia::Native,
-                        Media::Reject => ToolResultMedia::Reject,
-                    },
+                    tool_result_media: writing
+                        .tool_result_media
+                        .map_or(ToolResultMedia::Inject, Media::policy),
                     max_tokens_field: if writing.max_completion_tokens {
                         MaxTokensField::MaxCompletionTokens
                     } else {
@@ -63,6 +64,21 @@ impl Provider {
                     ..LowerOptions::default()
                 },
             }),
+            Provider::Gemini => job.run(GenerateContent {
+                lowering: gemini::LowerOptions {
+                    tool_result_media: writing.tool_result_media.map(Media::policy),
+                },
+            }),
+        }
+    }
+}
+
+impl Media {
+    fn policy(self) -> ToolResultMedia {
+        match self {
+            Media::Inject => ToolResultMedia::Inject,
+            Media::Native => ToolResultMedia::Native,
+            Media::Reject => ToolResultMedia::Reject,
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::Error;
 use crate::message::{
     Event, FinishReason, Metadata, ReasoningDelta, TextDelta, ToolCallDelta, Usage,
 };
-use crate::provider::body::{DEFAULT_MAX_TOOL_CALLS, Lift};
+use crate::provider::body::{DEFAULT_MAX_TOOL_CALLS, Lift, excerpt};
 use crate::provider::sse::SseEvent;
 use crate::provider::{ProviderError, TransportError, TransportErrorKind};
 use crate::service::Output;
@@ -173,19 +173,7 @@ impl Lifter {
 
     fn lift(&mut self, chunk: Chunk, out: &mut Output) -> Result<(), Error> {
         if let Some(error) = chunk.error {
-            let error =
-                ProviderError::from_body(PROVIDER, 200, &serde_json::json!({"error": error}))
-                    .unwrap_or_else(|| {
-                        // No headers, so no `Retry-After` date: the time is unused.
-                        ProviderError::from_response(
-                            PROVIDER,
-                            200,
-                            &[],
-                            error.to_string().as_bytes(),
-                            std::time::SystemTime::UNIX_EPOCH,
-                        )
-                    });
-            return Err(error.into());
+            return Err(ProviderError::in_stream(PROVIDER, &error).into());
         }
         if self.generation_id.is_none() {
             self.generation_id = chunk.id.filter(|id| !id.is_empty());
@@ -420,19 +408,6 @@ impl Lift for Lifter {
             None => {}
         }
         Ok(())
-    }
-}
-
-fn excerpt(data: &[u8]) -> String {
-    let text = String::from_utf8_lossy(data);
-    let mut end = text.len().min(200);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    if end < text.len() {
-        format!("{}…", &text[..end])
-    } else {
-        text.into_owned()
     }
 }
 

@@ -1,0 +1,113 @@
+//! Google Gemini's `generateContent` API (the Gemini API and Vertex AI's
+//! `generateContent`, by base URL).
+//!
+//! Three parts, the first two pure:
+//!
+//! - [`lower`]: a canonical [`ChatRequest`] → the request body
+//!   ([`LowerOptions`] says how images in tool results are sent);
+//! - [`Lifter`]: the response, streamed (`alt=sse`, each event a whole
+//!   `GenerateContentResponse`) or whole (JSON), → canonical events, through the
+//!   same code in both modes;
+//! - [`GenerateContent`]: the [`Wire`] that gives them to the shared
+//!   [`Provider`] service; [`Gemini`] and [`GeminiConfig`] name it over this wire.
+//!
+//! ```no_run
+//! use lmstack::provider::gemini::{Gemini, GeminiConfig};
+//! use lmstack::{ChatRequest, Message};
+//! use tower::ServiceExt;
+//!
+//! # async fn run() -> Result<(), lmstack::Error> {
+//! let gemini = Gemini::new(GeminiConfig::gemini()?.model("gemini-2.5-flash"))?; // GEMINI_API_KEY
+//! let request = ChatRequest::new(vec![Message::user("What is 2 + 3?")]).streaming(true);
+//! let messages = gemini.oneshot(request).await?.collect().await?;
+//! println!("{messages:?}");
+//! # Ok(()) }
+//! ```
+
+mod lift;
+mod lower;
+
+pub use super::media::ToolResultMedia;
+pub use lift::Lifter;
+pub use lower::{GENERATED_ID_KEY, LowerOptions, PROVIDER, THOUGHT_SIGNATURE_KEY, lower};
+
+use ::http::header::HeaderName;
+use serde_json::Value;
+
+use super::transport::HttpTransport;
+use super::{ApiKey, Provider, ProviderConfig, Wire};
+use crate::{ChatRequest, Error};
+
+/// The `generateContent` wire (`POST {base_url}/models/{model}:generateContent`,
+/// or `:streamGenerateContent?alt=sse` in streaming mode; the key in
+/// `x-goog-api-key`), with its options: how requests are written.
+#[derive(Clone, Debug, Default)]
+pub struct GenerateContent {
+    /// How requests are written (see [`LowerOptions`]).
+    pub lowering: LowerOptions,
+}
+
+impl Wire for GenerateContent {
+    const NAME: &'static str = PROVIDER;
+    const KEY_ENV: &'static str = "GEMINI_API_KEY";
+    const DEFAULT_BASE_URL: &'static str = "https://generativelanguage.googleapis.com/v1beta";
+    type Lifter = Lifter;
+
+    fn path(&self, request: &ChatRequest) -> String {
+        let model = request.options.model.as_deref().unwrap_or_default();
+        let model = model.strip_prefix("models/").unwrap_or(model);
+        let model = percent_encoding::utf8_percent_encode(model, MODEL_NAME);
+        if request.options.stream {
+            format!("/models/{model}:streamGenerateContent?alt=sse")
+        } else {
+            format!("/models/{model}:generateContent")
+        }
+    }
+
+    fn auth(&self, key: &ApiKey) -> (HeaderName, String) {
+        (
+            HeaderName::from_static("x-goog-api-key"),
+            key.expose().to_owned(),
+        )
+    }
+
+    fn lower(&self, request: &ChatRequest) -> Result<Value, Error> {
+        lower(request, &self.lowering)
+    }
+
+    fn lifter(&self, max_tool_calls: usize) -> Lifter {
+        Lifter::new().with_max_tool_calls(max_tool_calls)
+    }
+}
+
+/// What a model name may hold as it is in the path: everything but what would
+/// end or re-shape the path segment.
+const MODEL_NAME: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+    .add(b' ')
+    .add(b'/')
+    .add(b'?')
+    .add(b'#')
+    .add(b'%')
+    .add(b':');
+
+/// The configuration of a [`Gemini`] provider: the shared settings, and the
+/// wire's [`LowerOptions`] in `wire.lowering`.
+pub type GeminiConfig = ProviderConfig<GenerateContent>;
+
+/// The Gemini provider: the shared [`Provider`] over the [`GenerateContent`] wire.
+pub type Gemini<T = HttpTransport> = Provider<GenerateContent, T>;
+
+impl ProviderConfig<GenerateContent> {
+    /// generativelanguage.googleapis.com, with the key in `GEMINI_API_KEY`.
+    pub fn gemini() -> Result<Self, Error> {
+        Ok(Self::new(GenerateContent::DEFAULT_BASE_URL)
+            .api_key(ApiKey::from_env(GenerateContent::KEY_ENV)?))
+    }
+
+    /// Sets the policy for images and documents in tool results (by default
+    /// chosen by model: see [`LowerOptions::tool_result_media`]).
+    pub fn tool_result_media(mut self, policy: ToolResultMedia) -> Self {
+        self.wire.lowering.tool_result_media = Some(policy);
+        self
+    }
+}
