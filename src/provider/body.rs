@@ -12,6 +12,7 @@
 //! non-streaming request with an endless event stream, is cut off there.
 
 use bytes::Bytes;
+use serde_json::Value;
 
 use super::sse::{SseDecoder, SseEvent};
 use crate::Error;
@@ -164,4 +165,32 @@ impl<L: Lift> Machine for BodyDecoder<L> {
         }
         self.lifter.finish(out)
     }
+}
+
+/// The first 200 characters of a body or event that could not be read, for an
+/// error message (lossy UTF-8, `…` when cut).
+pub(crate) fn excerpt(data: &[u8]) -> String {
+    let text = String::from_utf8_lossy(data);
+    let mut end = text.len().min(200);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    if end < text.len() {
+        format!("{}…", &text[..end])
+    } else {
+        text.into_owned()
+    }
+}
+
+/// A token count at the JSON pointer `path` of a usage object, read leniently:
+/// a value that is not a non-negative number (a string, say) counts as absent;
+/// a float counts as its whole part (`12.0` is 12).
+pub(crate) fn token_count(usage: &Value, path: &str) -> Option<u64> {
+    let value = usage.pointer(path)?;
+    value.as_u64().or_else(|| {
+        value
+            .as_f64()
+            .filter(|n| n.is_finite() && *n >= 0.0)
+            .map(|n| n as u64)
+    })
 }

@@ -23,7 +23,8 @@
 //! request), a pure lifting (wire response → canonical events) and its `Wire`:
 //!
 //! - [`openai`]: OpenAI Chat Completions and compatible servers — vLLM, llama.cpp,
-//!   Ollama, GLM (Z.AI), Groq (feature `openai`).
+//!   Ollama, GLM (Z.AI), Groq (feature `openai`);
+//! - [`anthropic`]: Anthropic Messages (feature `anthropic`).
 
 mod error;
 mod key;
@@ -31,6 +32,8 @@ pub mod media;
 mod redact;
 pub mod sse;
 
+#[cfg(feature = "anthropic")]
+pub mod anthropic;
 #[cfg(feature = "http")]
 pub mod body;
 #[cfg(feature = "http")]

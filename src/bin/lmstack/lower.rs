@@ -16,9 +16,10 @@ pub struct Args {
     /// The wire format to write.
     #[arg(long, value_enum)]
     provider: Provider,
-    /// What to do with images and documents in tool results.
-    #[arg(long, value_enum, default_value = "inject")]
-    tool_result_media: Media,
+    /// What to do with images and documents in tool results (by default
+    /// `inject` for openai, `native` for anthropic).
+    #[arg(long, value_enum)]
+    tool_result_media: Option<Media>,
     /// Send the token limit as `max_completion_tokens` (OpenAI's reasoning models).
     #[arg(long)]
     max_completion_tokens: bool,

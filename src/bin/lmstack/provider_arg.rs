@@ -4,6 +4,7 @@
 
 use clap::ValueEnum;
 use lmstack::provider::Wire;
+use lmstack::provider::anthropic::{self, Messages};
 use lmstack::provider::openai::{ChatCompletions, LowerOptions, MaxTokensField, ToolResultMedia};
 
 /// A provider's wire format.
@@ -11,14 +12,17 @@ use lmstack::provider::openai::{ChatCompletions, LowerOptions, MaxTokensField, T
 pub enum Provider {
     /// OpenAI Chat Completions and compatible servers (vLLM, llama.cpp, Ollama, GLM, Groq).
     Openai,
+    /// Anthropic Messages.
+    Anthropic,
 }
 
 /// How requests are written, as the command line says it; each wire takes
 /// what applies to it.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Writing {
-    /// What to do with images and documents in tool results.
-    pub tool_result_media: Media,
+    /// What to do with images and documents in tool results (for Anthropic,
+    /// `Native` unless set).
+    pub tool_result_media: Option<Media>,
     /// Send the token limit as `max_completion_tokens` (OpenAI's reasoning models).
     pub max_completion_tokens: bool,
 }
@@ -50,11 +54,7 @@ impl Provider {
         match self {
             Provider::Openai => job.run(ChatCompletions {
                 lowering: LowerOptions {
-                    tool_result_media: match writing.tool_result_media {
-                        Media::Inject => ToolResultMedia::Inject,
-                        Media::Native => ToolResultMedia::Native,
-                        Media::Reject => ToolResultMedia::Reject,
-                    },
+                    tool_result_media: writing.media(ToolResultMedia::Inject),
                     max_tokens_field: if writing.max_completion_tokens {
                         MaxTokensField::MaxCompletionTokens
                     } else {
@@ -63,6 +63,24 @@ impl Provider {
                     ..LowerOptions::default()
                 },
             }),
+            Provider::Anthropic => job.run(Messages {
+                lowering: anthropic::LowerOptions {
+                    tool_result_media: writing.media(ToolResultMedia::Native),
+                    ..anthropic::LowerOptions::default()
+                },
+            }),
+        }
+    }
+}
+
+impl Writing {
+    /// The media policy the command line chose, or the wire's `default`.
+    fn media(&self, default: ToolResultMedia) -> ToolResultMedia {
+        match self.tool_result_media {
+            None => default,
+            Some(Media::Inject) => ToolResultMedia::Inject,
+            Some(Media::Native) => ToolResultMedia::Native,
+            Some(Media::Reject) => ToolResultMedia::Reject,
         }
     }
 }

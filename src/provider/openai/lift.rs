@@ -10,7 +10,7 @@ use crate::Error;
 use crate::message::{
     Event, FinishReason, Metadata, ReasoningDelta, TextDelta, ToolCallDelta, Usage,
 };
-use crate::provider::body::{DEFAULT_MAX_TOOL_CALLS, Lift};
+use crate::provider::body::{DEFAULT_MAX_TOOL_CALLS, Lift, excerpt, token_count};
 use crate::provider::sse::SseEvent;
 use crate::provider::{ProviderError, TransportError, TransportErrorKind};
 use crate::service::Output;
@@ -173,18 +173,7 @@ impl Lifter {
 
     fn lift(&mut self, chunk: Chunk, out: &mut Output) -> Result<(), Error> {
         if let Some(error) = chunk.error {
-            let error =
-                ProviderError::from_body(PROVIDER, 200, &serde_json::json!({"error": error}))
-                    .unwrap_or_else(|| {
-                        // No headers, so no `Retry-After` date: the time is unused.
-                        ProviderError::from_response(
-                            PROVIDER,
-                            200,
-                            &[],
-                            error.to_string().as_bytes(),
-                            std::time::SystemTime::UNIX_EPOCH,
-                        )
-                    });
+            let error = ProviderError::in_stream(PROVIDER, &serde_json::json!({"error": error}));
             return Err(error.into());
         }
         if self.generation_id.is_none() {
@@ -423,19 +412,6 @@ impl Lift for Lifter {
     }
 }
 
-fn excerpt(data: &[u8]) -> String {
-    let text = String::from_utf8_lossy(data);
-    let mut end = text.len().min(200);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    if end < text.len() {
-        format!("{}…", &text[..end])
-    } else {
-        text.into_owned()
-    }
-}
-
 /// A `chat.completion.chunk`, or a `chat.completion` (whose choices carry
 /// `message` instead of `delta`). Unknown fields are ignored.
 #[derive(Deserialize)]
@@ -531,19 +507,12 @@ struct WireFunction {
 /// absent; a float counts as its whole part (`12.0` is 12).
 fn lift_usage(usage: &Value, metadata: Metadata) -> Option<Usage> {
     usage.as_object()?;
-    let count = |path: &str| {
-        let value = usage.pointer(path)?;
-        value.as_u64().or_else(|| {
-            value
-                .as_f64()
-                .filter(|n| n.is_finite() && *n >= 0.0)
-                .map(|n| n as u64)
-        })
-    };
+    let count = |path: &str| token_count(usage, path);
     Some(Usage {
         input_tokens: count("/prompt_tokens").unwrap_or_default(),
         output_tokens: count("/completion_tokens").unwrap_or_default(),
         cached_input_tokens: count("/prompt_tokens_details/cached_tokens"),
+        cache_creation_input_tokens: None,
         reasoning_tokens: count("/completion_tokens_details/reasoning_tokens"),
         metadata,
     })
