@@ -1,5 +1,5 @@
 //! A scripted HTTP server on loopback: each request to `/v1/chat/completions`
-//! takes the next scripted answer, whose body is written in the given pieces.
+//! (OpenAI) or `/v1/messages` (Anthropic) takes the next scripted answer, whose body is written in the given pieces.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -83,6 +83,7 @@ impl Server {
         }));
         let app = axum::Router::new()
             .route("/v1/chat/completions", post(answer))
+            .route("/v1/messages", post(answer))
             .with_state(script.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
