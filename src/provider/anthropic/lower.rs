@@ -4,7 +4,9 @@
 //! are, become the top-level `system`. The assistant's side of a turn —
 //! reasoning, text, tool calls, server tool blocks — becomes one `assistant`
 //! message of content blocks in their order; a run of tool results becomes one
-//! `user` message of `tool_result` blocks.
+//! `user` message of `tool_result` blocks. Under the `Inject` media policy,
+//! the files follow in a user message of their own right after it (the API
+//! joins consecutive user turns).
 
 use serde_json::{Map, Value, json};
 
@@ -302,13 +304,18 @@ impl<'a> History<'a> {
 
     fn results(&mut self, results: &[ToolResult]) -> Result<(), Error> {
         for result in results {
-            let block = self.tool_result(result)?;
+            let mut files = Vec::new();
+            let block = self.tool_result(result, &mut files)?;
             self.block(Role::User, block);
+            // After the block: opening the results message closes the turn
+            // before it, and the files wait for the results message to close.
+            self.injected.extend(files);
         }
         Ok(())
     }
 
-    fn tool_result(&mut self, result: &ToolResult) -> Result<Value, Error> {
+    /// A result's block; under `Inject`, its files go to `files`.
+    fn tool_result(&self, result: &ToolResult, files: &mut Vec<Value>) -> Result<Value, Error> {
         let has_media = result
             .content
             .iter()
@@ -331,11 +338,9 @@ impl<'a> History<'a> {
                 }
                 ToolResultMedia::Reject => return Err(media::rejected(PROVIDER, result)),
                 ToolResultMedia::Inject => {
-                    self.injected
-                        .push(text_block(media::attachments_heading(result)));
-                    for block in result.content.iter().filter(|b| b.as_media().is_some()) {
-                        self.injected.push(content_block(block));
-                    }
+                    files.push(text_block(media::attachments_heading(result)));
+                    let media = result.content.iter().filter(|b| b.as_media().is_some());
+                    files.extend(media.map(content_block));
                     Value::String(media::text_with_note(result))
                 }
             }
