@@ -454,25 +454,26 @@ impl Lift for Lifter {
     }
 
     /// Ends the response: emits the usage and the finish reason. A stream that
-    /// ended with neither `message_stop` nor a stop reason is an error.
+    /// ended with neither `message_stop` nor a stop reason is an error, and
+    /// emits nothing: `message_start`'s usage alone must not pass for a first
+    /// event (a retry layer replays only calls that gave none).
     fn finish(&mut self, out: &mut Output) -> Result<(), Error> {
+        if self.stop_reason.is_none() && !self.done {
+            return Err(TransportError::new(
+                PROVIDER,
+                TransportErrorKind::Truncated,
+                format!(
+                    "the stream ended after {} events without `message_stop` or a stop reason",
+                    self.events
+                ),
+            )
+            .into());
+        }
         if let Some(usage) = self.counts.usage(self.metadata()) {
             out.push(Event::Usage(usage));
         }
-        match self.stop_reason.take() {
-            Some(reason) => out.push(Event::finish(Self::map_finish(reason))),
-            None if !self.done => {
-                return Err(TransportError::new(
-                    PROVIDER,
-                    TransportErrorKind::Truncated,
-                    format!(
-                        "the stream ended after {} events without `message_stop` or a stop reason",
-                        self.events
-                    ),
-                )
-                .into());
-            }
-            None => {}
+        if let Some(reason) = self.stop_reason.take() {
+            out.push(Event::finish(Self::map_finish(reason)));
         }
         Ok(())
     }
