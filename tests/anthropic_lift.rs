@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use lmstack::provider::TransportErrorKind;
-use lmstack::provider::anthropic::{BLOCK_KEY, Lifter};
+use lmstack::provider::anthropic::{BLOCK_KEY, CACHE_CREATION_KEY, Lifter};
 use lmstack::provider::body::BodyDecoder;
 use lmstack::{Error, Event, FinishReason, Joiner, Message};
 use proptest::prelude::*;
@@ -75,7 +75,10 @@ fn describe(messages: &[Message]) -> Vec<String> {
                 usage.input_tokens,
                 usage.output_tokens,
                 usage.cached_input_tokens,
-                usage.cache_creation_input_tokens,
+                usage
+                    .metadata
+                    .get(CACHE_CREATION_KEY)
+                    .and_then(Value::as_u64),
                 usage.reasoning_tokens
             ),
             other => format!("{other:?}"),

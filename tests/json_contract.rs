@@ -202,13 +202,11 @@ fn usage_message() {
             input_tokens: 12,
             output_tokens: 40,
             cached_input_tokens: Some(8),
-            cache_creation_input_tokens: Some(2),
             reasoning_tokens: Some(30),
             metadata: Metadata::default(),
         }),
         json!({"type": "usage", "input_tokens": 12, "output_tokens": 40,
-               "cached_input_tokens": 8, "cache_creation_input_tokens": 2,
-               "reasoning_tokens": 30}),
+               "cached_input_tokens": 8, "reasoning_tokens": 30}),
     );
 }
 

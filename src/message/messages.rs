@@ -131,11 +131,6 @@ pub struct Usage {
     /// Input tokens served from the provider's cache, when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_input_tokens: Option<u64>,
-    /// Input tokens written to the provider's cache by this request, when
-    /// reported (Anthropic's `cache_creation_input_tokens`); counted in
-    /// `input_tokens` too.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_creation_input_tokens: Option<u64>,
     /// Output tokens spent on reasoning, when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<u64>,

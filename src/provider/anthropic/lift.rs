@@ -4,6 +4,12 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::lower::{BLOCK_KEY, PROVIDER};
+
+/// The key of [`Usage::metadata`] that holds the input tokens this request
+/// wrote to Anthropic's prompt cache (`cache_creation_input_tokens`; counted in
+/// `input_tokens` too). A metadata key, not a field: an `Event` stays within
+/// 64 bytes.
+pub const CACHE_CREATION_KEY: &str = "cache_creation_input_tokens";
 use crate::Error;
 use crate::message::{
     Event, FinishReason, Message, Metadata, ReasoningDelta, ReasoningMessage, Role, TextDelta,
@@ -50,8 +56,9 @@ use crate::service::Output;
 ///   `tool_calls`; `max_tokens`, `model_context_window_exceeded` → `length`;
 ///   `refusal` → `refusal`; others (`pause_turn`) are kept verbatim;
 /// - usage: `input_tokens` is the sum of Anthropic's uncached, cache-read and
-///   cache-creation input tokens; `cached_input_tokens` the cache reads;
-///   `cache_creation_input_tokens` the cache writes; `reasoning_tokens`
+///   cache-creation input tokens; `cached_input_tokens` the cache reads; the
+///   cache writes are in the usage's metadata under [`CACHE_CREATION_KEY`];
+///   `reasoning_tokens`
 ///   `output_tokens_details.thinking_tokens` when sent;
 /// - a stream that ends with neither `message_stop` nor a stop reason is
 ///   [`TransportErrorKind::Truncated`]; more tool calls than
@@ -78,7 +85,8 @@ use crate::service::Output;
 /// let messages = Joiner::join(events.drain());
 /// assert_eq!(messages[0].as_text(), Some("Hi"));
 /// assert_eq!(messages[0].metadata().generation_id(), Some("msg_1"));
-/// assert_eq!(messages[1], Message::usage(3, 2));
+/// let Message::Usage(usage) = &messages[1] else { panic!() };
+/// assert_eq!((usage.input_tokens, usage.output_tokens), (3, 2));
 /// ```
 #[derive(Debug)]
 pub struct Lifter {
@@ -139,7 +147,10 @@ impl Counts {
         }
     }
 
-    fn usage(&self, metadata: Metadata) -> Option<Usage> {
+    fn usage(&self, mut metadata: Metadata) -> Option<Usage> {
+        if let Some(created) = self.cache_creation {
+            metadata.insert(CACHE_CREATION_KEY, created.into());
+        }
         self.seen.then(|| Usage {
             input_tokens: [self.input, self.cache_read, self.cache_creation]
                 .into_iter()
@@ -147,7 +158,6 @@ impl Counts {
                 .fold(0u64, u64::saturating_add),
             output_tokens: self.output.unwrap_or_default(),
             cached_input_tokens: self.cache_read,
-            cache_creation_input_tokens: self.cache_creation,
             reasoning_tokens: self.thinking,
             metadata,
         })

@@ -30,7 +30,7 @@
 mod lift;
 mod lower;
 
-pub use lift::Lifter;
+pub use lift::{CACHE_CREATION_KEY, Lifter};
 pub use lower::{BLOCK_KEY, DEFAULT_MAX_TOKENS, LowerOptions, PROVIDER, lower};
 
 use ::http::header::{HeaderMap, HeaderName, HeaderValue};

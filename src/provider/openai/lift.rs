@@ -512,7 +512,6 @@ fn lift_usage(usage: &Value, metadata: Metadata) -> Option<Usage> {
         input_tokens: count("/prompt_tokens").unwrap_or_default(),
         output_tokens: count("/completion_tokens").unwrap_or_default(),
         cached_input_tokens: count("/prompt_tokens_details/cached_tokens"),
-        cache_creation_input_tokens: None,
         reasoning_tokens: count("/completion_tokens_details/reasoning_tokens"),
         metadata,
     })
