@@ -51,7 +51,8 @@ use crate::service::Output;
 /// - `error` events, and a body of type `error` →
 ///   [`Error::Provider`](crate::Error::Provider) (an `overloaded_error` is
 ///   retryable);
-/// - `ping`, unknown events, unknown block and delta types are ignored;
+/// - `ping`, unknown events, unknown block and delta types, and deltas for a
+///   block other than the one open are ignored;
 /// - stop reasons: `end_turn`, `stop_sequence` → `stop`; `tool_use` →
 ///   `tool_calls`; `max_tokens`, `model_context_window_exceeded` → `length`;
 ///   `refusal` → `refusal`; others (`pause_turn`) are kept verbatim;
@@ -494,7 +495,7 @@ fn malformed(message: String) -> Error {
 }
 
 fn stream_error(error: &Value) -> Error {
-    ProviderError::in_stream(PROVIDER, &serde_json::json!({ "error": error })).into()
+    ProviderError::in_stream(PROVIDER, error).into()
 }
 
 /// One event of a Messages stream; unknown types are [`StreamEvent::Other`].

@@ -173,7 +173,7 @@ impl Lifter {
 
     fn lift(&mut self, chunk: Chunk, out: &mut Output) -> Result<(), Error> {
         if let Some(error) = chunk.error {
-            let error = ProviderError::in_stream(PROVIDER, &serde_json::json!({"error": error}));
+            let error = ProviderError::in_stream(PROVIDER, &error);
             return Err(error.into());
         }
         if self.generation_id.is_none() {
