@@ -621,3 +621,142 @@ proptest! {
         }
     }
 }
+
+/// One model turn: signed thinking, text, calls, usage and a stop reason.
+#[derive(Clone, Debug)]
+struct Turn {
+    thinking: Option<(String, String)>,
+    text: Option<String>,
+    calls: Vec<(String, Value)>,
+    usage: (u64, u64, u64),
+    stop: &'static str,
+}
+
+fn turn() -> impl Strategy<Value = Turn> {
+    let text = "[a-zé \"\\\\{}\n]{1,16}";
+    let arguments =
+        proptest::collection::btree_map("[a-z]{1,4}", text, 0..3).prop_map(|map| json!(map));
+    (
+        proptest::option::of((text, "[A-Za-z0-9+/=]{1,24}")),
+        proptest::option::of(text),
+        proptest::collection::vec(("[a-z_]{1,8}", arguments), 0..4),
+        (0u64..5000, 1u64..5000, 0u64..5000),
+        proptest::sample::select(vec!["end_turn", "tool_use", "max_tokens", "pause_turn"]),
+    )
+        .prop_map(|(thinking, text, calls, usage, stop)| Turn {
+            thinking,
+            text,
+            calls,
+            usage,
+            stop,
+        })
+}
+
+impl Turn {
+    fn blocks(&self) -> Vec<Value> {
+        let mut blocks = Vec::new();
+        if let Some((thinking, signature)) = &self.thinking {
+            blocks.push(json!({"type": "thinking", "thinking": thinking, "signature": signature}));
+        }
+        if let Some(text) = &self.text {
+            blocks.push(json!({"type": "text", "text": text}));
+        }
+        for (n, (name, input)) in self.calls.iter().enumerate() {
+            blocks.push(json!({"type": "tool_use", "id": format!("toolu_{n}"), "name": name, "input": input}));
+        }
+        blocks
+    }
+
+    fn body(&self) -> Vec<u8> {
+        let (input, output, cached) = self.usage;
+        json!({"id": "msg_p", "type": "message", "role": "assistant", "content": self.blocks(),
+               "stop_reason": self.stop,
+               "usage": {"input_tokens": input, "output_tokens": output, "cache_read_input_tokens": cached}})
+        .to_string()
+        .into_bytes()
+    }
+
+    /// The turn streamed, each text cut into pieces where `cuts` says.
+    fn stream(&self, cuts: &[usize]) -> Vec<u8> {
+        let mut cuts = cuts.iter().cycle();
+        let mut pieces = |text: &str| {
+            let chars: Vec<char> = text.chars().collect();
+            let mut out = Vec::new();
+            let mut rest = &chars[..];
+            while !rest.is_empty() {
+                let size = (*cuts.next().unwrap_or(&1)).clamp(1, rest.len());
+                out.push(rest[..size].iter().collect::<String>());
+                rest = &rest[size..];
+            }
+            out
+        };
+        let (input, _, cached) = self.usage;
+        let mut events = vec![json!({"type": "message_start", "message": {"id": "msg_p",
+            "usage": {"input_tokens": input, "output_tokens": 1, "cache_read_input_tokens": cached}}})];
+        for (index, whole) in (0u32..).zip(self.blocks()) {
+            let mut start = whole.clone();
+            match whole["type"].as_str() {
+                Some("thinking") => {
+                    start["thinking"] = "".into();
+                    start["signature"] = "".into();
+                    events.push(block(index, start));
+                    for piece in pieces(whole["thinking"].as_str().unwrap()) {
+                        events.push(delta(
+                            index,
+                            json!({"type": "thinking_delta", "thinking": piece}),
+                        ));
+                    }
+                    for piece in pieces(whole["signature"].as_str().unwrap()) {
+                        events.push(delta(
+                            index,
+                            json!({"type": "signature_delta", "signature": piece}),
+                        ));
+                    }
+                }
+                Some("text") => {
+                    start["text"] = "".into();
+                    events.push(block(index, start));
+                    for piece in pieces(whole["text"].as_str().unwrap()) {
+                        events.push(delta(index, json!({"type": "text_delta", "text": piece})));
+                    }
+                }
+                _ => {
+                    start["input"] = json!({});
+                    events.push(block(index, start));
+                    events.push(delta(
+                        index,
+                        json!({"type": "input_json_delta", "partial_json": ""}),
+                    ));
+                    for piece in pieces(&whole["input"].to_string()) {
+                        events.push(delta(
+                            index,
+                            json!({"type": "input_json_delta", "partial_json": piece}),
+                        ));
+                    }
+                }
+            }
+            events.push(json!({"type": "ping"}));
+            events.push(stop(index));
+        }
+        events.extend(end(self.stop, json!({"output_tokens": self.usage.1})));
+        stream(&events)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn a_joined_stream_equals_the_non_streaming_body(
+        turn in turn(),
+        cuts in proptest::collection::vec(1usize..6, 1..8),
+        sizes in proptest::collection::vec(1usize..64, 1..8),
+    ) {
+        let whole = lift(&turn.body(), false).unwrap();
+        let streamed = lift_cut(&turn.stream(&cuts), true, &sizes).unwrap();
+        prop_assert_eq!(&streamed, &whole);
+        let calls: Vec<Value> = whole.0.iter().flat_map(|m| m.calls()).map(|c| c.arguments.clone()).collect();
+        let expected: Vec<Value> = turn.calls.iter().map(|(_, input)| input.clone()).collect();
+        prop_assert_eq!(calls, expected);
+    }
+}
