@@ -259,3 +259,16 @@ mod through_retry {
         assert!(waits.is_empty());
     }
 }
+
+#[tokio::test]
+async fn the_key_goes_in_x_api_key_marked_sensitive_and_never_in_debug_output() {
+    let config =
+        AnthropicConfig::new("http://127.0.0.1:9/v1").api_key(ApiKey::new("sk-ant-secret"));
+    assert!(!format!("{config:?}").contains("sk-ant-secret"));
+    let provider = Anthropic::new(config).unwrap();
+    assert!(!format!("{provider:?}").contains("sk-ant-secret"));
+    let http = provider.http_request(request(false)).unwrap();
+    assert_eq!(http.uri(), "http://127.0.0.1:9/v1/messages");
+    assert!(http.headers()["x-api-key"].is_sensitive());
+    assert!(!format!("{http:?}").contains("sk-ant-secret"));
+}
