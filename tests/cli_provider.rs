@@ -385,6 +385,78 @@ async fn chat_talks_to_a_server_and_prints_the_messages() {
     );
 }
 
+#[test]
+fn lift_and_lower_speak_anthropic() {
+    let body = fixture("anthropic/LmDotnetTools/sample-response-anthropic.sse.txt");
+    let output = lmstack(&["lift", "--provider", "anthropic", "--stream"], &body);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let messages = json_lines(&output);
+    assert_eq!(
+        messages
+            .iter()
+            .map(|m| m["type"].clone())
+            .collect::<Vec<_>>(),
+        ["reasoning", "text", "tool_calls", "usage"]
+    );
+    assert_eq!(messages[2]["calls"].as_array().unwrap().len(), 3);
+
+    let request = json!({"messages": [
+        {"type": "text", "role": "system", "text": "Be brief."},
+        {"type": "text", "role": "user", "text": "Hi"},
+    ], "options": {"model": "claude"}});
+    let output = lmstack(
+        &["lower", "--provider", "anthropic"],
+        request.to_string().as_bytes(),
+    );
+    assert_eq!(
+        json_lines(&output),
+        [
+            json!({"model": "claude", "max_tokens": 4096, "system": "Be brief.",
+                "messages": [{"role": "user", "content": "Hi"}]})
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_runs_the_demo_tools_over_anthropic() {
+    let call = json!({"id": "msg_1", "type": "message", "role": "assistant", "content": [
+        {"type": "tool_use", "id": "toolu_calc", "name": "calculator", "input": {"expression": "6 * 7"}},
+    ], "stop_reason": "tool_use", "usage": {"input_tokens": 10, "output_tokens": 5}});
+    let answer = json!({"id": "msg_2", "type": "message", "role": "assistant", "content": [
+        {"type": "text", "text": "6 × 7 is 42."},
+    ], "stop_reason": "end_turn", "usage": {"input_tokens": 20, "output_tokens": 5}});
+    let server = Server::start(vec![
+        Answer::ok("application/json", call.to_string().as_bytes(), &[11]),
+        Answer::ok("application/json", answer.to_string().as_bytes(), &[11]),
+    ])
+    .await;
+    let output = chat(
+        &server,
+        &[
+            "chat",
+            "--provider",
+            "anthropic",
+            "--model",
+            "m",
+            "What is 6 times 7?",
+        ],
+    )
+    .await;
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(stdout.contains("6 * 7 = 42"), "{stdout}");
+    assert!(stdout.contains("6 × 7 is 42."), "{stdout}");
+    let sent = &server.requests()[1].1;
+    assert_eq!(sent["messages"][2]["content"][0]["type"], "tool_result");
+    assert_eq!(
+        sent["messages"][2]["content"][0]["tool_use_id"],
+        "toolu_calc"
+    );
+}
+
 #[cfg(feature = "gemini")]
 mod gemini {
     use super::*;

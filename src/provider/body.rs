@@ -12,6 +12,7 @@
 //! non-streaming request with an endless event stream, is cut off there.
 
 use bytes::Bytes;
+use serde_json::Value;
 
 use super::sse::{SseDecoder, SseEvent};
 use crate::Error;
@@ -191,4 +192,17 @@ impl<L: Lift> Machine for BodyDecoder<L> {
         }
         self.lifter.finish(out)
     }
+}
+
+/// A token count at the JSON pointer `path` of a usage object, read leniently:
+/// a value that is not a non-negative number (a string, say) counts as absent;
+/// a float counts as its whole part (`12.0` is 12).
+pub(crate) fn token_count(usage: &Value, path: &str) -> Option<u64> {
+    let value = usage.pointer(path)?;
+    value.as_u64().or_else(|| {
+        value
+            .as_f64()
+            .filter(|n| n.is_finite() && *n >= 0.0)
+            .map(|n| n as u64)
+    })
 }

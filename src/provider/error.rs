@@ -101,6 +101,15 @@ impl ProviderError {
         error
     }
 
+    /// The error object a provider sent inside a successful (HTTP 200) response,
+    /// a stream's error event or an error chunk: read as [`from_body`](Self::from_body)
+    /// does, or kept as raw text when it has no message.
+    pub fn in_stream(provider: &'static str, error: &Value) -> Self {
+        Self::from_body(provider, 200, error).unwrap_or_else(|| {
+            Self::plain(provider, 200, raw_message(error.to_string().as_bytes()))
+        })
+    }
+
     /// Reads an error object (`{"error": {…}}`, or the inner object itself), as
     /// sent in a body or inside a stream. `None` when `value` is not one.
     pub fn from_body(provider: &'static str, status: u16, value: &Value) -> Option<Self> {
@@ -119,16 +128,6 @@ impl ProviderError {
             retry_after: google_retry_delay(object.get("details")),
             ..Self::plain(provider, status, String::new())
         })
-    }
-
-    /// An error object sent inside a successful response (a stream's chunk, or a
-    /// 200 body): read as [`from_body`](Self::from_body) does, or kept as text
-    /// when it has no message.
-    #[cfg(feature = "http")]
-    pub(crate) fn in_stream(provider: &'static str, error: &Value) -> Self {
-        Self::from_body(provider, 200, &serde_json::json!({ "error": error })).unwrap_or_else(
-            || Self::plain(provider, 200, raw_message(error.to_string().as_bytes())),
-        )
     }
 
     fn plain(provider: &'static str, status: u16, message: String) -> Self {

@@ -24,6 +24,7 @@
 //!
 //! - [`openai`]: OpenAI Chat Completions and compatible servers — vLLM, llama.cpp,
 //!   Ollama, GLM (Z.AI), Groq (feature `openai`);
+//! - [`anthropic`]: Anthropic Messages (feature `anthropic`).
 //! - [`gemini`]: Google Gemini's `generateContent` (feature `gemini`).
 
 mod error;
@@ -32,6 +33,8 @@ pub mod media;
 mod redact;
 pub mod sse;
 
+#[cfg(feature = "anthropic")]
+pub mod anthropic;
 #[cfg(feature = "http")]
 pub mod body;
 #[cfg(feature = "http")]

@@ -61,6 +61,29 @@ pub fn cassette(name: &str) -> Vec<Exchange> {
     exchanges
 }
 
+/// The exchanges of an anthropic-sdk-python JSON cassette: a request body
+/// object, and a response body that is raw SSE text or a parsed JSON object
+/// (given back as its JSON text).
+pub fn json_cassette(name: &str) -> Vec<Exchange> {
+    let cassette: Value = serde_json::from_slice(&fixture(name)).unwrap();
+    cassette
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|exchange| {
+            let response = &exchange["response"];
+            Exchange {
+                request: exchange["request"]["body"].clone(),
+                status: response["status_code"].as_u64().unwrap() as u16,
+                response: match &response["body"] {
+                    Value::String(text) => text.clone(),
+                    body => body.to_string(),
+                },
+            }
+        })
+        .collect()
+}
+
 fn json_of(body: &serde_yaml::Value) -> Value {
     serde_json::from_str(body.as_str().expect("a body string")).expect("a JSON request body")
 }
@@ -86,7 +109,8 @@ pub fn sse(chunks: &[Value]) -> Vec<u8> {
     body.into_bytes()
 }
 
-/// Cuts `bytes` at the given sizes (cycled), feeds them to `decoder`, returns events.
+/// Cuts `bytes` at the given sizes (cycled), feeds them to `decoder` (of any
+/// wire's lifter), returns events.
 pub fn decode_cut<L: Lift>(
     mut decoder: BodyDecoder<L>,
     bytes: &[u8],
@@ -104,26 +128,21 @@ pub fn decode_cut<L: Lift>(
     Ok(events.drain().collect())
 }
 
-/// A streamed body lifted whole into messages (by OpenAI's lifter).
-#[cfg(feature = "openai")]
-pub fn lift_sse(bytes: &[u8]) -> Result<Vec<Message>, Error> {
-    decode_cut(
-        BodyDecoder::sse(Lifter::new()),
-        bytes,
-        &[bytes.len().max(1)],
-    )
-    .map(lmstack::Joiner::join)
+/// A body lifted whole into messages by `decoder`, of any wire.
+pub fn lift_with<L: Lift>(decoder: BodyDecoder<L>, bytes: &[u8]) -> Result<Vec<Message>, Error> {
+    decode_cut(decoder, bytes, &[bytes.len().max(1)]).map(lmstack::Joiner::join)
 }
 
-/// A non-streaming body lifted into messages (by OpenAI's lifter).
+/// A streamed body lifted whole into messages by OpenAI's lifter.
+#[cfg(feature = "openai")]
+pub fn lift_sse(bytes: &[u8]) -> Result<Vec<Message>, Error> {
+    lift_with(BodyDecoder::sse(Lifter::new()), bytes)
+}
+
+/// A non-streaming body lifted into messages by OpenAI's lifter.
 #[cfg(feature = "openai")]
 pub fn lift_json(bytes: &[u8]) -> Result<Vec<Message>, Error> {
-    decode_cut(
-        BodyDecoder::json(Lifter::new()),
-        bytes,
-        &[bytes.len().max(1)],
-    )
-    .map(lmstack::Joiner::join)
+    lift_with(BodyDecoder::json(Lifter::new()), bytes)
 }
 
 /// Messages as their JSON contract form.

@@ -1,15 +1,18 @@
-//! Hostile bytes for the provider's decoders: the SSE decoder alone, and the
-//! OpenAI and Gemini lifters through `BodyDecoder` with either framing, on
-//! arbitrary bytes, on arbitrary JSON in the shape of Chat Completions, and on
-//! the recorded responses of `tests/fixtures`, mutated. Nothing panics; every failure is a
+//! Hostile bytes for the provider's decoders: the SSE decoder alone, and each
+//! wire's lifter (OpenAI; Anthropic in [`anthropic`]) through `BodyDecoder` with
+//! either framing, on arbitrary bytes, on arbitrary JSON in the shape of its
+//! wire, and on the recorded responses of `tests/fixtures`, mutated. Nothing panics; every failure is a
 //! typed error; within the default limits, how the bytes are cut never changes
 //! the outcome.
 
 use std::sync::LazyLock;
 
 use lmstack::provider::TransportErrorKind;
-use lmstack::provider::body::{BodyDecoder, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TOOL_CALLS, Lift};
-use lmstack::provider::openai::Lifter;
+use lmstack::provider::Wire;
+use lmstack::provider::body::{BodyDecoder, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TOOL_CALLS};
+#[cfg(feature = "gemini")]
+use lmstack::provider::gemini::GenerateContent;
+use lmstack::provider::openai::ChatCompletions;
 use lmstack::provider::sse::{DEFAULT_MAX_EVENT_BYTES, SseDecoder, SseEvent};
 use lmstack::service::Output;
 use lmstack::{Error, Event, Joiner};
@@ -45,44 +48,16 @@ fn small_limits() -> impl Strategy<Value = Limits> {
     })
 }
 
-/// Whose lifter decodes.
-#[derive(Clone, Copy, Debug)]
-enum Wire {
-    OpenAi,
-    #[cfg(feature = "gemini")]
-    Gemini,
-}
-
-/// A decoder around `lifter` with SSE framing (`sse`) or JSON framing, within
+/// The wire `W`'s decoder with SSE framing (`sse`) or JSON framing, within
 /// `limits`.
-fn decoder<L: Lift>(lifter: L, sse: bool, limits: Limits) -> BodyDecoder<L> {
+fn decoder<W: Wire>(sse: bool, limits: Limits) -> BodyDecoder<W::Lifter> {
+    let lifter = W::default().lifter(limits.calls);
     let decoder = if sse {
         BodyDecoder::sse(lifter)
     } else {
         BodyDecoder::json(lifter)
     };
     decoder.with_limits(limits.event, limits.body)
-}
-
-/// `bytes` cut in `sizes` through `wire`'s decoder.
-fn decode(
-    wire: Wire,
-    bytes: &[u8],
-    sizes: &[usize],
-    sse: bool,
-    limits: Limits,
-) -> Result<Vec<Event>, Error> {
-    match wire {
-        Wire::OpenAi => {
-            let lifter = Lifter::new().with_max_tool_calls(limits.calls);
-            decode_cut(decoder(lifter, sse, limits), bytes, sizes)
-        }
-        #[cfg(feature = "gemini")]
-        Wire::Gemini => {
-            let lifter = lmstack::provider::gemini::Lifter::new().with_max_tool_calls(limits.calls);
-            decode_cut(decoder(lifter, sse, limits), bytes, sizes)
-        }
-    }
 }
 
 /// The errors a response decoder may end with, all typed: a limit, an error
@@ -104,16 +79,15 @@ fn check_typed(error: &Error) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-/// Decodes `bytes` cut in `sizes` through `wire`'s decoder, checking that a
-/// failure is typed and that a success joins into messages.
-fn lift(
-    wire: Wire,
+/// Decodes `bytes` cut in `sizes` through the wire `W`'s decoder, checking
+/// that a failure is typed and that a success joins into messages.
+fn lift<W: Wire>(
     bytes: &[u8],
     sizes: &[usize],
     sse: bool,
     limits: Limits,
 ) -> Result<Outcome<Event>, TestCaseError> {
-    match decode(wire, bytes, sizes, sse, limits) {
+    match decode_cut(decoder::<W>(sse, limits), bytes, sizes) {
         Ok(events) => {
             let calls = Joiner::join(events.clone())
                 .iter()
@@ -129,26 +103,25 @@ fn lift(
     }
 }
 
-/// `wire`'s decoder on `bytes` whole and cut in `sizes`, within the default
-/// limits: the same outcome either way.
-fn lift_alike(wire: Wire, bytes: &[u8], sizes: &[usize], sse: bool) -> Result<(), TestCaseError> {
-    let whole = lift(wire, bytes, &[usize::MAX], sse, DEFAULT_LIMITS)?;
-    let cut = lift(wire, bytes, sizes, sse, DEFAULT_LIMITS)?;
+/// The wire `W`'s decoder on `bytes` whole and cut in `sizes`, within the
+/// default limits: the same outcome either way.
+fn lift_alike<W: Wire>(bytes: &[u8], sizes: &[usize], sse: bool) -> Result<(), TestCaseError> {
+    let whole = lift::<W>(bytes, &[usize::MAX], sse, DEFAULT_LIMITS)?;
+    let cut = lift::<W>(bytes, sizes, sse, DEFAULT_LIMITS)?;
     prop_assert_eq!(whole, cut);
     Ok(())
 }
 
-/// `wire`'s decoder on `bytes` cut in `sizes` within small `limits`: only the
+/// The wire `W`'s decoder on `bytes` cut in `sizes` within small `limits`: only the
 /// checks of [`lift`] count, as near a limit the outcome may depend on the
 /// cutting (a line being read counts towards the event limit).
-fn lift_within(
-    wire: Wire,
+fn lift_within<W: Wire>(
     bytes: &[u8],
     sizes: &[usize],
     sse: bool,
     limits: Limits,
 ) -> Result<(), TestCaseError> {
-    lift(wire, bytes, sizes, sse, limits).map(drop)
+    lift::<W>(bytes, sizes, sse, limits).map(drop)
 }
 
 /// The SSE decoder alone on `bytes` cut in `sizes`; its only failure is its
@@ -565,8 +538,8 @@ proptest! {
         sse in any::<bool>(),
         limits in small_limits(),
     ) {
-        lift_alike(Wire::OpenAi, &bytes, &sizes, sse)?;
-        lift_within(Wire::OpenAi, &bytes, &sizes, sse, limits)?;
+        lift_alike::<ChatCompletions>(&bytes, &sizes, sse)?;
+        lift_within::<ChatCompletions>(&bytes, &sizes, sse, limits)?;
     }
 
     #[test]
@@ -580,11 +553,11 @@ proptest! {
         if done {
             stream.push_str("data: [DONE]\n\n");
         }
-        lift_alike(Wire::OpenAi, stream.as_bytes(), &sizes, true)?;
-        lift_within(Wire::OpenAi, stream.as_bytes(), &sizes, true, limits)?;
+        lift_alike::<ChatCompletions>(stream.as_bytes(), &sizes, true)?;
+        lift_within::<ChatCompletions>(stream.as_bytes(), &sizes, true, limits)?;
         let body = values[0].to_string();
-        lift_alike(Wire::OpenAi, body.as_bytes(), &sizes, false)?;
-        lift_within(Wire::OpenAi, body.as_bytes(), &sizes, false, limits)?;
+        lift_alike::<ChatCompletions>(body.as_bytes(), &sizes, false)?;
+        lift_within::<ChatCompletions>(body.as_bytes(), &sizes, false, limits)?;
     }
 
     #[test]
@@ -601,10 +574,232 @@ proptest! {
         // Each in its own framing, and in the other (a server whose content
         // type lies).
         for (bytes, sse) in [(&stream, true), (&body, false), (&stream, false), (&body, true)] {
-            lift_alike(Wire::OpenAi, bytes, &sizes, sse)?;
+            lift_alike::<ChatCompletions>(bytes, &sizes, sse)?;
         }
-        lift_within(Wire::OpenAi, &stream, &sizes, true, limits)?;
-        lift_within(Wire::OpenAi, &body, &sizes, false, limits)?;
+        lift_within::<ChatCompletions>(&stream, &sizes, true, limits)?;
+        lift_within::<ChatCompletions>(&body, &sizes, false, limits)?;
+    }
+}
+
+/// The Anthropic lifter under the same properties: any bytes, any events in
+/// the shape of Messages streams, and the recorded responses mutated.
+#[cfg(feature = "anthropic")]
+mod anthropic {
+    use lmstack::provider::anthropic::Messages;
+
+    use super::*;
+    use crate::common::json_cassette;
+
+    static RECORDED: LazyLock<Recorded> = LazyLock::new(|| {
+        let mut streams = vec![
+            fixture("anthropic/LmDotnetTools/sample-response-anthropic.sse.txt"),
+            chunks_as_sse("anthropic/vercel-ai/anthropic-clear-thinking.1.chunks.txt"),
+            chunks_as_sse("anthropic/vercel-ai/anthropic-tool-no-args.chunks.txt"),
+        ];
+        for name in [
+            "anthropic/fantasy/TestAnthropicCommon/claude-sonnet-4/multi_tool_streaming.yaml",
+            "anthropic/fantasy/TestAnthropicThinking/claude-sonnet-4/thinking-streaming.yaml",
+        ] {
+            streams.extend(cassette(name).into_iter().map(|e| e.response.into_bytes()));
+        }
+        let mut bodies = vec![
+            fixture("anthropic/vercel-ai/anthropic-claude-opus-5-reasoning-high.1.json"),
+            fixture("anthropic/vercel-ai/anthropic-json-tool.1.json"),
+        ];
+        for name in [
+            "10e53c1d-51be-4c64-b5bf-99adb3fa4719",
+            "555fb399-a54c-455b-9ac5-2c9673f18e12",
+            "d743d628-16aa-4c9f-ae78-51deb578f746",
+            "f59a9391-643b-422c-96dc-1f28bc7ea4d7",
+        ] {
+            for exchange in json_cassette(&format!("anthropic/anthropic-sdk-python/{name}.json")) {
+                let response = exchange.response.into_bytes();
+                match response.starts_with(b"event:") {
+                    true => streams.push(response),
+                    false => bodies.push(response),
+                }
+            }
+        }
+        Recorded { streams, bodies }
+    });
+
+    /// A content block of any kind the lifter knows, and some it does not.
+    fn block() -> impl Strategy<Value = Value> {
+        object(vec![
+            field(
+                "type",
+                0,
+                one_of(&[
+                    "text",
+                    "thinking",
+                    "redacted_thinking",
+                    "tool_use",
+                    "server_tool_use",
+                    "web_search_tool_result",
+                    "image",
+                ]),
+            ),
+            field("text", 1, text()),
+            field("thinking", 1, text()),
+            field("signature", 1, text()),
+            field("data", 2, text()),
+            field("id", 1, one_of(&["toolu_1", "toolu_2", ""])),
+            field("name", 1, one_of(&["f", "g", ""])),
+            field(
+                "input",
+                1,
+                prop_oneof![Just(Value::Object(Map::new())), any_json()],
+            ),
+        ])
+    }
+
+    fn delta() -> impl Strategy<Value = Value> {
+        object(vec![
+            field(
+                "type",
+                0,
+                one_of(&[
+                    "text_delta",
+                    "input_json_delta",
+                    "thinking_delta",
+                    "signature_delta",
+                    "citations_delta",
+                ]),
+            ),
+            field("text", 1, text()),
+            field("partial_json", 1, text()),
+            field("thinking", 1, text()),
+            field("signature", 1, text()),
+        ])
+    }
+
+    fn usage() -> impl Strategy<Value = Value> {
+        let count = prop_oneof![
+            Just(Value::from(12)),
+            Just(Value::from(-1)),
+            Just(Value::from(u64::MAX)),
+            Just(Value::from(1.5e300))
+        ];
+        object(vec![
+            field("input_tokens", 0, count.clone()),
+            field("output_tokens", 0, count.clone()),
+            field("cache_read_input_tokens", 1, count.clone()),
+            field("cache_creation_input_tokens", 1, count),
+        ])
+    }
+
+    /// One event of a Messages stream, every field optional and any field
+    /// sometimes of the wrong type.
+    fn event() -> impl Strategy<Value = Value> {
+        let index = || prop_oneof![8 => 0u64..3, 1 => Just(u64::MAX)].prop_map(Value::from);
+        let typed =
+            |kind: &'static str, fields: Vec<BoxedStrategy<Option<(&'static str, Value)>>>| {
+                object(fields).prop_map(move |mut value| {
+                    value["type"] = kind.into();
+                    value
+                })
+            };
+        prop_oneof![
+            typed(
+                "message_start",
+                vec![field(
+                    "message",
+                    0,
+                    object(vec![
+                        field("id", 1, one_of(&["msg_1", ""])),
+                        field("usage", 1, usage()),
+                    ]),
+                )],
+            ),
+            typed(
+                "content_block_start",
+                vec![
+                    field("index", 1, index()),
+                    field("content_block", 0, block())
+                ],
+            ),
+            typed(
+                "content_block_delta",
+                vec![field("index", 1, index()), field("delta", 0, delta())],
+            ),
+            typed("content_block_stop", vec![field("index", 1, index())]),
+            typed(
+                "message_delta",
+                vec![
+                    field(
+                        "delta",
+                        0,
+                        object(vec![field(
+                            "stop_reason",
+                            0,
+                            one_of(&["end_turn", "tool_use", "max_tokens", "pause_turn"]),
+                        )]),
+                    ),
+                    field("usage", 1, usage()),
+                ],
+            ),
+            typed("message_stop", vec![]),
+            typed("ping", vec![]),
+            typed(
+                "error",
+                vec![field(
+                    "error",
+                    0,
+                    object(vec![
+                        field("type", 1, one_of(&["overloaded_error", "api_error"])),
+                        field("message", 0, text()),
+                    ]),
+                )],
+            ),
+            any_json(),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn the_anthropic_lifter_takes_any_bytes_in_either_framing(
+            bytes in hostile_bytes(),
+            sizes in sizes(),
+            sse in any::<bool>(),
+            limits in small_limits(),
+        ) {
+            lift_alike::<Messages>(&bytes, &sizes, sse)?;
+            lift_within::<Messages>(&bytes, &sizes, sse, limits)?;
+        }
+
+        #[test]
+        fn the_anthropic_lifter_takes_any_events_streamed_or_whole(
+            values in prop::collection::vec(event(), 1..16),
+            sizes in sizes(),
+            limits in small_limits(),
+        ) {
+            let stream: String = values.iter().map(|value| format!("data: {value}\n\n")).collect();
+            lift_alike::<Messages>(stream.as_bytes(), &sizes, true)?;
+            lift_within::<Messages>(stream.as_bytes(), &sizes, true, limits)?;
+            let body = values[0].to_string();
+            lift_alike::<Messages>(body.as_bytes(), &sizes, false)?;
+            lift_within::<Messages>(body.as_bytes(), &sizes, false, limits)?;
+        }
+
+        #[test]
+        fn recorded_anthropic_responses_mutated_and_cut_anywhere(
+            stream in any::<Index>(),
+            body in any::<Index>(),
+            mutations in prop::collection::vec(mutation(), 1..6),
+            sizes in sizes(),
+            limits in small_limits(),
+        ) {
+            let recorded = &*RECORDED;
+            let stream = mutate(stream.get(&recorded.streams).clone(), &mutations);
+            let body = mutate(body.get(&recorded.bodies).clone(), &mutations);
+            for (bytes, sse) in [(&stream, true), (&body, false), (&stream, false), (&body, true)] {
+                lift_alike::<Messages>(bytes, &sizes, sse)?;
+            }
+            lift_within::<Messages>(&stream, &sizes, true, limits)?;
+            lift_within::<Messages>(&body, &sizes, false, limits)?;
+        }
     }
 }
 
@@ -656,8 +851,8 @@ proptest! {
         sse in any::<bool>(),
         limits in small_limits(),
     ) {
-        lift_alike(Wire::Gemini, &bytes, &sizes, sse)?;
-        lift_within(Wire::Gemini, &bytes, &sizes, sse, limits)?;
+        lift_alike::<GenerateContent>(&bytes, &sizes, sse)?;
+        lift_within::<GenerateContent>(&bytes, &sizes, sse, limits)?;
     }
 
     #[test]
@@ -672,9 +867,9 @@ proptest! {
         let stream = mutate(stream.get(&recorded.streams).clone(), &mutations);
         let body = mutate(body.get(&recorded.bodies).clone(), &mutations);
         for (bytes, sse) in [(&stream, true), (&body, false), (&stream, false), (&body, true)] {
-            lift_alike(Wire::Gemini, bytes, &sizes, sse)?;
+            lift_alike::<GenerateContent>(bytes, &sizes, sse)?;
         }
-        lift_within(Wire::Gemini, &stream, &sizes, true, limits)?;
-        lift_within(Wire::Gemini, &body, &sizes, false, limits)?;
+        lift_within::<GenerateContent>(&stream, &sizes, true, limits)?;
+        lift_within::<GenerateContent>(&body, &sizes, false, limits)?;
     }
 }

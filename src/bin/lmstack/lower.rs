@@ -17,7 +17,8 @@ pub struct Args {
     #[arg(long, value_enum)]
     provider: Provider,
     /// What to do with images and documents in tool results (by default the
-    /// wire's choice: inject for OpenAI, by model for Gemini).
+    /// wire's choice: inject for OpenAI, native for Anthropic, by model for
+    /// Gemini).
     #[arg(long, value_enum)]
     tool_result_media: Option<Media>,
     /// Send the token limit as `max_completion_tokens` (OpenAI's reasoning models).

@@ -3,15 +3,18 @@
 //! job, generic over the wire, run by [`Provider::run`].
 
 use clap::ValueEnum;
-use lmstack::provider::gemini::GenerateContent;
+use lmstack::provider::anthropic::{self, Messages};
+use lmstack::provider::gemini::{self, GenerateContent};
 use lmstack::provider::openai::{ChatCompletions, LowerOptions, MaxTokensField};
-use lmstack::provider::{ToolResultMedia, Wire, gemini};
+use lmstack::provider::{ToolResultMedia, Wire};
 
 /// A provider's wire format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Provider {
     /// OpenAI Chat Completions and compatible servers (vLLM, llama.cpp, Ollama, GLM, Groq).
     Openai,
+    /// Anthropic Messages.
+    Anthropic,
     /// Google Gemini's `generateContent`.
     Gemini,
 }
@@ -21,7 +24,8 @@ pub enum Provider {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Writing {
     /// What to do with images and documents in tool results; `None` for the
-    /// wire's default.
+    /// wire's default (inject for OpenAI, native for Anthropic, by model for
+    /// Gemini).
     pub tool_result_media: Option<Media>,
     /// Send the token limit as `max_completion_tokens` (OpenAI's reasoning models).
     pub max_completion_tokens: bool,
@@ -30,9 +34,9 @@ pub struct Writing {
 /// The policies for images and documents in tool results.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum Media {
-    /// A synthetic user message with the files follows the tool messages.
+    /// A synthetic user message with the files follows the tool results.
     Inject,
-    /// The files go inside the tool result (llama.cpp, vLLM, Gemini 3).
+    /// The files go inside the tool result (Anthropic, Gemini 3, llama.cpp, vLLM).
     Native,
     /// A tool result with a file is an error.
     Reject,
@@ -50,12 +54,11 @@ pub trait WithWire {
 impl Provider {
     /// Runs `job` over this provider's wire, written as `writing` says.
     pub fn run<J: WithWire>(self, writing: Writing, job: J) -> J::Output {
+        let media = writing.tool_result_media.map(Media::policy);
         match self {
             Provider::Openai => job.run(ChatCompletions {
                 lowering: LowerOptions {
-                    tool_result_media: writing
-                        .tool_result_media
-                        .map_or(ToolResultMedia::Inject, Media::policy),
+                    tool_result_media: media.unwrap_or(ToolResultMedia::Inject),
                     max_tokens_field: if writing.max_completion_tokens {
                         MaxTokensField::MaxCompletionTokens
                     } else {
@@ -64,9 +67,15 @@ impl Provider {
                     ..LowerOptions::default()
                 },
             }),
+            Provider::Anthropic => job.run(Messages {
+                lowering: anthropic::LowerOptions {
+                    tool_result_media: media.unwrap_or(ToolResultMedia::Native),
+                    ..anthropic::LowerOptions::default()
+                },
+            }),
             Provider::Gemini => job.run(GenerateContent {
                 lowering: gemini::LowerOptions {
-                    tool_result_media: writing.tool_result_media.map(Media::policy),
+                    tool_result_media: media,
                 },
             }),
         }

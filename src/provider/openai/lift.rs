@@ -10,7 +10,7 @@ use crate::Error;
 use crate::message::{
     Event, FinishReason, Metadata, ReasoningDelta, TextDelta, ToolCallDelta, Usage,
 };
-use crate::provider::body::{DEFAULT_MAX_TOOL_CALLS, Lift, excerpt};
+use crate::provider::body::{DEFAULT_MAX_TOOL_CALLS, Lift, excerpt, token_count};
 use crate::provider::sse::SseEvent;
 use crate::provider::{ProviderError, TransportError, TransportErrorKind};
 use crate::service::Output;
@@ -506,15 +506,7 @@ struct WireFunction {
 /// absent; a float counts as its whole part (`12.0` is 12).
 fn lift_usage(usage: &Value, metadata: Metadata) -> Option<Usage> {
     usage.as_object()?;
-    let count = |path: &str| {
-        let value = usage.pointer(path)?;
-        value.as_u64().or_else(|| {
-            value
-                .as_f64()
-                .filter(|n| n.is_finite() && *n >= 0.0)
-                .map(|n| n as u64)
-        })
-    };
+    let count = |path: &str| token_count(usage, path);
     Some(Usage {
         input_tokens: count("/prompt_tokens").unwrap_or_default(),
         output_tokens: count("/completion_tokens").unwrap_or_default(),

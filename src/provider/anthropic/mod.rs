@@ -1,0 +1,113 @@
+//! Anthropic Messages (`POST {base_url}/messages`).
+//!
+//! Three parts, the first two pure:
+//!
+//! - [`lower`]: a canonical [`ChatRequest`] → the request body ([`LowerOptions`]:
+//!   the default `max_tokens`, the policy for images in tool results);
+//! - [`Lifter`]: the response, streamed (SSE events) or whole (JSON), →
+//!   canonical events, through the same code in both modes;
+//! - [`Messages`]: the [`Wire`] that gives them to the shared [`Provider`]
+//!   service; [`Anthropic`] and [`AnthropicConfig`] name it over this wire.
+//!
+//! ```no_run
+//! use lmstack::provider::anthropic::{Anthropic, AnthropicConfig};
+//! use lmstack::retry::RetryLayer;
+//! use lmstack::{ChatRequest, Message};
+//! use tower::{ServiceBuilder, ServiceExt};
+//!
+//! # async fn run() -> Result<(), lmstack::Error> {
+//! // api.anthropic.com, with the key in ANTHROPIC_API_KEY.
+//! let config = AnthropicConfig::anthropic()?.model("claude-sonnet-4-5");
+//! let model = ServiceBuilder::new()
+//!     .layer(RetryLayer::default())
+//!     .service(Anthropic::new(config)?);
+//! let request = ChatRequest::new(vec![Message::user("What is 2 + 3?")]).streaming(true);
+//! let messages = model.oneshot(request).await?.collect().await?;
+//! println!("{messages:?}");
+//! # Ok(()) }
+//! ```
+
+mod lift;
+mod lower;
+
+pub use lift::{CACHE_CREATION_KEY, Lifter};
+pub use lower::{BLOCK_KEY, DEFAULT_MAX_TOKENS, LowerOptions, PROVIDER, lower};
+
+use ::http::header::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
+
+use super::media::ToolResultMedia;
+use super::transport::HttpTransport;
+use super::{ApiKey, Provider, ProviderConfig, Wire};
+use crate::{ChatRequest, Error};
+
+/// The API version every request names (`anthropic-version`).
+pub const API_VERSION: &str = "2023-06-01";
+
+/// The Messages wire (`POST {base_url}/messages`, the key in `x-api-key`,
+/// `anthropic-version: 2023-06-01`), with its options: how requests are written.
+#[derive(Clone, Debug, Default)]
+pub struct Messages {
+    /// How requests are written (see [`LowerOptions`]).
+    pub lowering: LowerOptions,
+}
+
+impl Wire for Messages {
+    const NAME: &'static str = PROVIDER;
+    const KEY_ENV: &'static str = "ANTHROPIC_API_KEY";
+    const DEFAULT_BASE_URL: &'static str = "https://api.anthropic.com/v1";
+    type Lifter = Lifter;
+
+    fn path(&self, _request: &ChatRequest) -> String {
+        "/messages".into()
+    }
+
+    fn auth(&self, key: &ApiKey) -> (HeaderName, String) {
+        (
+            HeaderName::from_static("x-api-key"),
+            key.expose().to_owned(),
+        )
+    }
+
+    fn headers(&self, headers: &mut HeaderMap) {
+        headers.insert(
+            HeaderName::from_static("anthropic-version"),
+            HeaderValue::from_static(API_VERSION),
+        );
+    }
+
+    fn lower(&self, request: &ChatRequest) -> Result<Value, Error> {
+        lower(request, &self.lowering)
+    }
+
+    fn lifter(&self, max_tool_calls: usize) -> Lifter {
+        Lifter::new().with_max_tool_calls(max_tool_calls)
+    }
+}
+
+/// The configuration of an [`Anthropic`] provider: the shared settings, and the
+/// wire's [`LowerOptions`] in `wire.lowering`.
+pub type AnthropicConfig = ProviderConfig<Messages>;
+
+/// The Messages provider: the shared [`Provider`] over the [`Messages`] wire.
+pub type Anthropic<T = HttpTransport> = Provider<Messages, T>;
+
+impl ProviderConfig<Messages> {
+    /// api.anthropic.com, with the key in `ANTHROPIC_API_KEY`.
+    pub fn anthropic() -> Result<Self, Error> {
+        Ok(Self::new(Messages::DEFAULT_BASE_URL).api_key(ApiKey::from_env(Messages::KEY_ENV)?))
+    }
+
+    /// Sets how requests are written.
+    pub fn lowering(mut self, lowering: LowerOptions) -> Self {
+        self.wire.lowering = lowering;
+        self
+    }
+
+    /// Sets the policy for images and documents in tool results (`Native` by
+    /// default).
+    pub fn tool_result_media(mut self, policy: ToolResultMedia) -> Self {
+        self.wire.lowering.tool_result_media = policy;
+        self
+    }
+}
