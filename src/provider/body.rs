@@ -47,8 +47,13 @@ pub trait Lift: Send + 'static {
 }
 
 /// The start of a piece of a response that could not be read, for an error
-/// message: at most 200 bytes, cut at a character boundary.
-pub(crate) fn excerpt(data: &[u8]) -> String {
+/// message: at most 200 bytes, cut at a character boundary. For a [`Lift`]'s
+/// errors.
+///
+/// ```
+/// assert_eq!(lmstack::provider::body::excerpt(b"{oops"), "{oops");
+/// ```
+pub fn excerpt(data: &[u8]) -> String {
     let text = String::from_utf8_lossy(data);
     let mut end = text.len().min(200);
     while !text.is_char_boundary(end) {
@@ -196,8 +201,15 @@ impl<L: Lift> Machine for BodyDecoder<L> {
 
 /// A token count at the JSON pointer `path` of a usage object, read leniently:
 /// a value that is not a non-negative number (a string, say) counts as absent;
-/// a float counts as its whole part (`12.0` is 12).
-pub(crate) fn token_count(usage: &Value, path: &str) -> Option<u64> {
+/// a float counts as its whole part (`12.0` is 12). For a [`Lift`]'s usage.
+///
+/// ```
+/// use lmstack::provider::body::token_count;
+/// let usage = serde_json::json!({"input": 12.0, "output": "7"});
+/// assert_eq!(token_count(&usage, "/input"), Some(12));
+/// assert_eq!(token_count(&usage, "/output"), None);
+/// ```
+pub fn token_count(usage: &Value, path: &str) -> Option<u64> {
     let value = usage.pointer(path)?;
     value.as_u64().or_else(|| {
         value

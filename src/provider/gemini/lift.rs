@@ -8,7 +8,7 @@ use crate::Error;
 use crate::message::{
     Event, FinishReason, Metadata, ReasoningDelta, TextDelta, ToolCallDelta, Usage,
 };
-use crate::provider::body::{DEFAULT_MAX_TOOL_CALLS, Lift, excerpt};
+use crate::provider::body::{DEFAULT_MAX_TOOL_CALLS, Lift, excerpt, token_count};
 use crate::provider::sse::{STRAY_EVENT, SseEvent};
 use crate::provider::{ProviderError, TransportError, TransportErrorKind};
 use crate::service::Output;
@@ -426,7 +426,8 @@ fn slot<'a>(mut value: &'a mut Value, path: &str) -> Option<&'a mut Value> {
 
 /// Reads `usageMetadata`; `None` when it holds no token counts.
 fn lift_usage(usage: &Value) -> Option<Usage> {
-    let count = |key: &str| usage.get(key).and_then(Value::as_u64);
+    // Read leniently, as every wire's counts are (a string counts as absent).
+    let count = |key: &str| token_count(usage, &format!("/{key}"));
     let input = count("promptTokenCount");
     let candidates = count("candidatesTokenCount");
     let thoughts = count("thoughtsTokenCount");
