@@ -28,6 +28,8 @@
 //! - [`gemini`]: Google Gemini's `generateContent` (feature `gemini`).
 
 mod error;
+#[cfg(feature = "http")]
+mod history;
 mod key;
 pub mod media;
 mod redact;

@@ -10,10 +10,8 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::message::{
-    MultimodalMessage, ReasoningMessage, TextMessage, ToolAggregateMessage, ToolCallsMessage,
-    ToolResultsMessage,
-};
+use crate::message::{MultimodalMessage, ReasoningMessage, TextMessage};
+use crate::provider::history::LowerHistory;
 use crate::provider::media::{self, ToolResultMedia};
 use crate::{
     ChatRequest, ContentBlock, Error, Media, MediaSource, Message, Role, ToolCall, ToolChoice,
@@ -173,22 +171,7 @@ impl<'a> History<'a> {
     }
 
     fn lower(&mut self, messages: &[Message]) -> Result<(), Error> {
-        for message in messages {
-            match message {
-                Message::Text(text) => self.text(text)?,
-                Message::Multimodal(multimodal) => self.multimodal(multimodal)?,
-                Message::Reasoning(reasoning) => self.reasoning(reasoning),
-                Message::ToolCalls(ToolCallsMessage { calls, .. }) => self.calls(calls),
-                Message::ToolResults(ToolResultsMessage { results, .. }) => {
-                    self.results(results)?
-                }
-                Message::ToolAggregate(ToolAggregateMessage { calls, results, .. }) => {
-                    self.calls(calls);
-                    self.results(results)?;
-                }
-                Message::Usage(_) => {}
-            }
-        }
+        self.walk(messages)?;
         self.close();
         Ok(())
     }
@@ -221,6 +204,50 @@ impl<'a> History<'a> {
         }
     }
 
+    /// A result's block; under `Inject`, its files go to `files`.
+    fn tool_result(&self, result: &ToolResult, files: &mut Vec<Value>) -> Result<Value, Error> {
+        let has_media = result
+            .content
+            .iter()
+            .any(|block| block.as_media().is_some());
+        let content = if !has_media {
+            match result.content.as_slice() {
+                [ContentBlock::Text { text }] => Value::String(text.clone()),
+                blocks => Value::Array(
+                    blocks
+                        .iter()
+                        .filter_map(ContentBlock::as_text)
+                        .map(text_block)
+                        .collect(),
+                ),
+            }
+        } else {
+            match self.options.tool_result_media {
+                ToolResultMedia::Native => {
+                    Value::Array(result.content.iter().map(content_block).collect())
+                }
+                ToolResultMedia::Reject => return Err(media::rejected(PROVIDER, result)),
+                ToolResultMedia::Inject => {
+                    files.push(text_block(media::attachments_heading(result)));
+                    let media = result.content.iter().filter(|b| b.as_media().is_some());
+                    files.extend(media.map(content_block));
+                    Value::String(media::text_with_note(result))
+                }
+            }
+        };
+        let mut block = json!({
+            "type": "tool_result",
+            "tool_use_id": result.call_id,
+            "content": content,
+        });
+        if result.is_error {
+            block["is_error"] = true.into();
+        }
+        Ok(block)
+    }
+}
+
+impl<'a> LowerHistory for History<'a> {
     fn text(&mut self, message: &TextMessage) -> Result<(), Error> {
         match message.role {
             Role::System => self.system.push(message.text.clone()),
@@ -312,48 +339,6 @@ impl<'a> History<'a> {
             self.injected.extend(files);
         }
         Ok(())
-    }
-
-    /// A result's block; under `Inject`, its files go to `files`.
-    fn tool_result(&self, result: &ToolResult, files: &mut Vec<Value>) -> Result<Value, Error> {
-        let has_media = result
-            .content
-            .iter()
-            .any(|block| block.as_media().is_some());
-        let content = if !has_media {
-            match result.content.as_slice() {
-                [ContentBlock::Text { text }] => Value::String(text.clone()),
-                blocks => Value::Array(
-                    blocks
-                        .iter()
-                        .filter_map(ContentBlock::as_text)
-                        .map(text_block)
-                        .collect(),
-                ),
-            }
-        } else {
-            match self.options.tool_result_media {
-                ToolResultMedia::Native => {
-                    Value::Array(result.content.iter().map(content_block).collect())
-                }
-                ToolResultMedia::Reject => return Err(media::rejected(PROVIDER, result)),
-                ToolResultMedia::Inject => {
-                    files.push(text_block(media::attachments_heading(result)));
-                    let media = result.content.iter().filter(|b| b.as_media().is_some());
-                    files.extend(media.map(content_block));
-                    Value::String(media::text_with_note(result))
-                }
-            }
-        };
-        let mut block = json!({
-            "type": "tool_result",
-            "tool_use_id": result.call_id,
-            "content": content,
-        });
-        if result.is_error {
-            block["is_error"] = true.into();
-        }
-        Ok(block)
     }
 }
 

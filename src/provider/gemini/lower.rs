@@ -8,10 +8,8 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
-use crate::message::{
-    Metadata, MultimodalMessage, ReasoningMessage, TextMessage, ToolAggregateMessage,
-    ToolCallsMessage, ToolResultsMessage,
-};
+use crate::message::{Metadata, MultimodalMessage, ReasoningMessage, TextMessage};
+use crate::provider::history::LowerHistory;
 use crate::provider::media::{self, ToolResultMedia};
 use crate::provider::redact_url;
 use crate::{
@@ -173,22 +171,7 @@ impl History {
     }
 
     fn lower(&mut self, messages: &[Message]) -> Result<(), Error> {
-        for message in messages {
-            match message {
-                Message::Text(text) => self.text(text)?,
-                Message::Multimodal(multimodal) => self.multimodal(multimodal)?,
-                Message::Reasoning(reasoning) => self.reasoning(reasoning),
-                Message::ToolCalls(ToolCallsMessage { calls, .. }) => self.calls(calls),
-                Message::ToolResults(ToolResultsMessage { results, .. }) => {
-                    self.results(results)?
-                }
-                Message::ToolAggregate(ToolAggregateMessage { calls, results, .. }) => {
-                    self.calls(calls);
-                    self.results(results)?;
-                }
-                Message::Usage(_) => {}
-            }
-        }
+        self.walk(messages)?;
         self.close_injected();
         Ok(())
     }
@@ -212,6 +195,14 @@ impl History {
         self.contents.push(json!({"role": role, "parts": [part]}));
     }
 
+    fn close_injected(&mut self) {
+        for part in std::mem::take(&mut self.injected) {
+            self.push_part("user", part);
+        }
+    }
+}
+
+impl LowerHistory for History {
     fn text(&mut self, message: &TextMessage) -> Result<(), Error> {
         let part = with_signature(json!({"text": message.text}), &message.metadata);
         match message.role {
@@ -328,12 +319,6 @@ impl History {
             self.push("user", json!({"functionResponse": response}));
         }
         Ok(())
-    }
-
-    fn close_injected(&mut self) {
-        for part in std::mem::take(&mut self.injected) {
-            self.push_part("user", part);
-        }
     }
 }
 

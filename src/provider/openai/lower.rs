@@ -7,10 +7,8 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::message::{
-    MultimodalMessage, ReasoningMessage, TextMessage, ToolAggregateMessage, ToolCallsMessage,
-    ToolResultsMessage,
-};
+use crate::message::{MultimodalMessage, ReasoningMessage, TextMessage};
+use crate::provider::history::LowerHistory;
 use crate::provider::media::{self, ToolResultMedia};
 use crate::provider::redact_url;
 use crate::{
@@ -197,22 +195,7 @@ impl<'a> History<'a> {
     }
 
     fn lower(mut self, messages: &[Message]) -> Result<Vec<Value>, Error> {
-        for message in messages {
-            match message {
-                Message::Text(text) => self.text(text)?,
-                Message::Multimodal(multimodal) => self.multimodal(multimodal)?,
-                Message::Reasoning(reasoning) => self.reasoning(reasoning),
-                Message::ToolCalls(ToolCallsMessage { calls, .. }) => self.calls(calls),
-                Message::ToolResults(ToolResultsMessage { results, .. }) => {
-                    self.results(results)?
-                }
-                Message::ToolAggregate(ToolAggregateMessage { calls, results, .. }) => {
-                    self.calls(calls);
-                    self.results(results)?;
-                }
-                Message::Usage(_) => {}
-            }
-        }
+        self.walk(messages)?;
         self.close_turn();
         self.close_injected();
         Ok(self.out)
@@ -230,6 +213,75 @@ impl<'a> History<'a> {
         self.out.push(message);
     }
 
+    fn tool_message(&mut self, result: &ToolResult) -> Result<Value, Error> {
+        let media = result
+            .content
+            .iter()
+            .filter(|block| block.as_media().is_some())
+            .count();
+        let content = if media == 0 {
+            text_content(&result.content)
+        } else {
+            match self.options.tool_result_media {
+                ToolResultMedia::Native => Value::Array(
+                    result
+                        .content
+                        .iter()
+                        .map(content_part)
+                        .collect::<Result<_, _>>()?,
+                ),
+                ToolResultMedia::Reject => return Err(media::rejected(PROVIDER, result)),
+                ToolResultMedia::Inject => {
+                    self.injected.push(json!({
+                        "type": "text",
+                        "text": media::attachments_heading(result),
+                    }));
+                    for block in result.content.iter().filter(|b| b.as_media().is_some()) {
+                        self.injected.push(content_part(block)?);
+                    }
+                    Value::String(media::text_with_note(result))
+                }
+            }
+        };
+        Ok(json!({"role": "tool", "tool_call_id": result.call_id, "content": content}))
+    }
+
+    fn close_turn(&mut self) {
+        let Some(turn) = self.assistant.take() else {
+            return;
+        };
+        let mut message = Map::new();
+        message.insert("role".into(), "assistant".into());
+        match turn.text {
+            Some(text) => {
+                message.insert("content".into(), text.into());
+            }
+            None if turn.calls.is_empty() && turn.refusal.is_none() => {
+                message.insert("content".into(), "".into());
+            }
+            None => {}
+        }
+        if let Some(refusal) = turn.refusal {
+            message.insert("refusal".into(), refusal.into());
+        }
+        if let Some((field, text)) = turn.reasoning {
+            message.insert(field, text.into());
+        }
+        if !turn.calls.is_empty() {
+            message.insert("tool_calls".into(), turn.calls.into());
+        }
+        self.out.push(Value::Object(message));
+    }
+
+    fn close_injected(&mut self) {
+        if !self.injected.is_empty() {
+            let parts = std::mem::take(&mut self.injected);
+            self.out.push(json!({"role": "user", "content": parts}));
+        }
+    }
+}
+
+impl<'a> LowerHistory for History<'a> {
     fn text(&mut self, message: &TextMessage) -> Result<(), Error> {
         match message.role {
             Role::Assistant => {
@@ -334,73 +386,6 @@ impl<'a> History<'a> {
             self.out.push(message);
         }
         Ok(())
-    }
-
-    fn tool_message(&mut self, result: &ToolResult) -> Result<Value, Error> {
-        let media = result
-            .content
-            .iter()
-            .filter(|block| block.as_media().is_some())
-            .count();
-        let content = if media == 0 {
-            text_content(&result.content)
-        } else {
-            match self.options.tool_result_media {
-                ToolResultMedia::Native => Value::Array(
-                    result
-                        .content
-                        .iter()
-                        .map(content_part)
-                        .collect::<Result<_, _>>()?,
-                ),
-                ToolResultMedia::Reject => return Err(media::rejected(PROVIDER, result)),
-                ToolResultMedia::Inject => {
-                    self.injected.push(json!({
-                        "type": "text",
-                        "text": media::attachments_heading(result),
-                    }));
-                    for block in result.content.iter().filter(|b| b.as_media().is_some()) {
-                        self.injected.push(content_part(block)?);
-                    }
-                    Value::String(media::text_with_note(result))
-                }
-            }
-        };
-        Ok(json!({"role": "tool", "tool_call_id": result.call_id, "content": content}))
-    }
-
-    fn close_turn(&mut self) {
-        let Some(turn) = self.assistant.take() else {
-            return;
-        };
-        let mut message = Map::new();
-        message.insert("role".into(), "assistant".into());
-        match turn.text {
-            Some(text) => {
-                message.insert("content".into(), text.into());
-            }
-            None if turn.calls.is_empty() && turn.refusal.is_none() => {
-                message.insert("content".into(), "".into());
-            }
-            None => {}
-        }
-        if let Some(refusal) = turn.refusal {
-            message.insert("refusal".into(), refusal.into());
-        }
-        if let Some((field, text)) = turn.reasoning {
-            message.insert(field, text.into());
-        }
-        if !turn.calls.is_empty() {
-            message.insert("tool_calls".into(), turn.calls.into());
-        }
-        self.out.push(Value::Object(message));
-    }
-
-    fn close_injected(&mut self) {
-        if !self.injected.is_empty() {
-            let parts = std::mem::take(&mut self.injected);
-            self.out.push(json!({"role": "user", "content": parts}));
-        }
     }
 }
 

@@ -1,0 +1,44 @@
+//! The walk every lowering makes over a canonical history: one method per kind
+//! of message, and the order they are visited in, in one place.
+
+use crate::Error;
+use crate::message::{
+    Message, MultimodalMessage, ReasoningMessage, TextMessage, ToolAggregateMessage, ToolCall,
+    ToolCallsMessage, ToolResult, ToolResultsMessage,
+};
+
+/// A wire's lowering of a history, message kind by message kind. A
+/// `tool_aggregate` is visited as its calls, then its results; usage is not sent.
+pub(crate) trait LowerHistory {
+    /// A text message.
+    fn text(&mut self, message: &TextMessage) -> Result<(), Error>;
+    /// A multimodal message.
+    fn multimodal(&mut self, message: &MultimodalMessage) -> Result<(), Error>;
+    /// A reasoning message.
+    fn reasoning(&mut self, message: &ReasoningMessage);
+    /// The model's tool calls.
+    fn calls(&mut self, calls: &[ToolCall]);
+    /// Tool results.
+    fn results(&mut self, results: &[ToolResult]) -> Result<(), Error>;
+
+    /// Visits every message of `messages`, in order.
+    fn walk(&mut self, messages: &[Message]) -> Result<(), Error> {
+        for message in messages {
+            match message {
+                Message::Text(text) => self.text(text)?,
+                Message::Multimodal(multimodal) => self.multimodal(multimodal)?,
+                Message::Reasoning(reasoning) => self.reasoning(reasoning),
+                Message::ToolCalls(ToolCallsMessage { calls, .. }) => self.calls(calls),
+                Message::ToolResults(ToolResultsMessage { results, .. }) => {
+                    self.results(results)?
+                }
+                Message::ToolAggregate(ToolAggregateMessage { calls, results, .. }) => {
+                    self.calls(calls);
+                    self.results(results)?;
+                }
+                Message::Usage(_) => {}
+            }
+        }
+        Ok(())
+    }
+}
