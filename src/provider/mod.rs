@@ -28,7 +28,7 @@
 //! - [`gemini`]: Google Gemini's `generateContent` (feature `gemini`).
 
 mod error;
-#[cfg(feature = "http")]
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 mod history;
 mod key;
 pub mod media;
