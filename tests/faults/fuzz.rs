@@ -486,6 +486,45 @@ fn mutation() -> impl Strategy<Value = Mutation> {
     ]
 }
 
+/// The wire `W`'s decoder on `bytes` cut in `sizes`: the same whole and cut
+/// within the default limits ([`lift_alike`]), and typed within `limits`
+/// ([`lift_within`]).
+fn lift_checked<W: Wire>(
+    bytes: &[u8],
+    sizes: &[usize],
+    sse: bool,
+    limits: Limits,
+) -> Result<(), TestCaseError> {
+    lift_alike::<W>(bytes, sizes, sse)?;
+    lift_within::<W>(bytes, sizes, sse, limits)
+}
+
+/// The wire `W`'s decoder on one recorded stream and one recorded body of
+/// `recorded`, mutated: each in its own framing and in the other (a server
+/// whose content type lies), the same whole and cut, and typed within small
+/// `limits`.
+fn mutated_alike<W: Wire>(
+    recorded: &Recorded,
+    stream: Index,
+    body: Index,
+    mutations: &[Mutation],
+    sizes: &[usize],
+    limits: Limits,
+) -> Result<(), TestCaseError> {
+    let stream = mutate(stream.get(&recorded.streams).clone(), mutations);
+    let body = mutate(body.get(&recorded.bodies).clone(), mutations);
+    for (bytes, sse) in [
+        (&stream, true),
+        (&body, false),
+        (&stream, false),
+        (&body, true),
+    ] {
+        lift_alike::<W>(bytes, sizes, sse)?;
+    }
+    lift_within::<W>(&stream, sizes, true, limits)?;
+    lift_within::<W>(&body, sizes, false, limits)
+}
+
 fn mutate(mut body: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
     for mutation in mutations {
         if body.is_empty() {
@@ -538,8 +577,7 @@ proptest! {
         sse in any::<bool>(),
         limits in small_limits(),
     ) {
-        lift_alike::<ChatCompletions>(&bytes, &sizes, sse)?;
-        lift_within::<ChatCompletions>(&bytes, &sizes, sse, limits)?;
+        lift_checked::<ChatCompletions>(&bytes, &sizes, sse, limits)?;
     }
 
     #[test]
@@ -553,11 +591,9 @@ proptest! {
         if done {
             stream.push_str("data: [DONE]\n\n");
         }
-        lift_alike::<ChatCompletions>(stream.as_bytes(), &sizes, true)?;
-        lift_within::<ChatCompletions>(stream.as_bytes(), &sizes, true, limits)?;
+        lift_checked::<ChatCompletions>(stream.as_bytes(), &sizes, true, limits)?;
         let body = values[0].to_string();
-        lift_alike::<ChatCompletions>(body.as_bytes(), &sizes, false)?;
-        lift_within::<ChatCompletions>(body.as_bytes(), &sizes, false, limits)?;
+        lift_checked::<ChatCompletions>(body.as_bytes(), &sizes, false, limits)?;
     }
 
     #[test]
@@ -568,16 +604,7 @@ proptest! {
         sizes in sizes(),
         limits in small_limits(),
     ) {
-        let recorded = &*RECORDED;
-        let stream = mutate(stream.get(&recorded.streams).clone(), &mutations);
-        let body = mutate(body.get(&recorded.bodies).clone(), &mutations);
-        // Each in its own framing, and in the other (a server whose content
-        // type lies).
-        for (bytes, sse) in [(&stream, true), (&body, false), (&stream, false), (&body, true)] {
-            lift_alike::<ChatCompletions>(bytes, &sizes, sse)?;
-        }
-        lift_within::<ChatCompletions>(&stream, &sizes, true, limits)?;
-        lift_within::<ChatCompletions>(&body, &sizes, false, limits)?;
+        mutated_alike::<ChatCompletions>(&RECORDED, stream, body, &mutations, &sizes, limits)?;
     }
 }
 
@@ -765,8 +792,7 @@ mod anthropic {
             sse in any::<bool>(),
             limits in small_limits(),
         ) {
-            lift_alike::<Messages>(&bytes, &sizes, sse)?;
-            lift_within::<Messages>(&bytes, &sizes, sse, limits)?;
+            lift_checked::<Messages>(&bytes, &sizes, sse, limits)?;
         }
 
         #[test]
@@ -776,11 +802,9 @@ mod anthropic {
             limits in small_limits(),
         ) {
             let stream: String = values.iter().map(|value| format!("data: {value}\n\n")).collect();
-            lift_alike::<Messages>(stream.as_bytes(), &sizes, true)?;
-            lift_within::<Messages>(stream.as_bytes(), &sizes, true, limits)?;
+            lift_checked::<Messages>(stream.as_bytes(), &sizes, true, limits)?;
             let body = values[0].to_string();
-            lift_alike::<Messages>(body.as_bytes(), &sizes, false)?;
-            lift_within::<Messages>(body.as_bytes(), &sizes, false, limits)?;
+            lift_checked::<Messages>(body.as_bytes(), &sizes, false, limits)?;
         }
 
         #[test]
@@ -791,14 +815,7 @@ mod anthropic {
             sizes in sizes(),
             limits in small_limits(),
         ) {
-            let recorded = &*RECORDED;
-            let stream = mutate(stream.get(&recorded.streams).clone(), &mutations);
-            let body = mutate(body.get(&recorded.bodies).clone(), &mutations);
-            for (bytes, sse) in [(&stream, true), (&body, false), (&stream, false), (&body, true)] {
-                lift_alike::<Messages>(bytes, &sizes, sse)?;
-            }
-            lift_within::<Messages>(&stream, &sizes, true, limits)?;
-            lift_within::<Messages>(&body, &sizes, false, limits)?;
+            mutated_alike::<Messages>(&RECORDED, stream, body, &mutations, &sizes, limits)?;
         }
     }
 }
@@ -851,8 +868,7 @@ proptest! {
         sse in any::<bool>(),
         limits in small_limits(),
     ) {
-        lift_alike::<GenerateContent>(&bytes, &sizes, sse)?;
-        lift_within::<GenerateContent>(&bytes, &sizes, sse, limits)?;
+        lift_checked::<GenerateContent>(&bytes, &sizes, sse, limits)?;
     }
 
     #[test]
@@ -863,13 +879,6 @@ proptest! {
         sizes in sizes(),
         limits in small_limits(),
     ) {
-        let recorded = &*GEMINI_RECORDED;
-        let stream = mutate(stream.get(&recorded.streams).clone(), &mutations);
-        let body = mutate(body.get(&recorded.bodies).clone(), &mutations);
-        for (bytes, sse) in [(&stream, true), (&body, false), (&stream, false), (&body, true)] {
-            lift_alike::<GenerateContent>(bytes, &sizes, sse)?;
-        }
-        lift_within::<GenerateContent>(&stream, &sizes, true, limits)?;
-        lift_within::<GenerateContent>(&body, &sizes, false, limits)?;
+        mutated_alike::<GenerateContent>(&GEMINI_RECORDED, stream, body, &mutations, &sizes, limits)?;
     }
 }
