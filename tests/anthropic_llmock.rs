@@ -13,11 +13,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::llmock::{attempts, llmock, script, unique};
+use common::llmock::{ANSWER, attempts, llmock, read, script, script_faults_then_answer, unique};
 use lmstack::provider::TransportErrorKind;
 use lmstack::provider::anthropic::{Anthropic, AnthropicConfig};
 use lmstack::retry::{Retry, RetryLayer};
-use lmstack::{ChatRequest, Error, Event, Message};
+use lmstack::{ChatRequest, Error, Message};
 use serde_json::{Value, json};
 use tower::{Layer, ServiceExt};
 
@@ -34,28 +34,12 @@ fn ask(model: &str, stream: bool) -> ChatRequest {
         .streaming(stream)
 }
 
-const ANSWER: &str = "one two three four five six seven";
-
 /// Scripts `fault` before the answer for `name`, then streams the answer
 /// through the provider and the retry layer: the text that arrived, and how
 /// the reply ended.
 async fn stream_through(name: &str, fault: Value) -> (String, Result<(), Error>) {
-    script(
-        name,
-        json!([fault, {"type": "reply", "text": ANSWER, "times": 2}]),
-    )
-    .await;
-    let reply = model().oneshot(ask(name, true)).await.unwrap();
-    let items: Vec<Result<Event, Error>> = futures::StreamExt::collect(reply).await;
-    let mut text = String::new();
-    for item in items {
-        match item {
-            Ok(Event::TextDelta(delta)) => text.push_str(&delta.text),
-            Ok(_) => {}
-            Err(error) => return (text, Err(error)),
-        }
-    }
-    (text, Ok(()))
+    script_faults_then_answer(name, fault).await;
+    read(model().oneshot(ask(name, true)).await.unwrap()).await
 }
 
 #[tokio::test]

@@ -12,15 +12,13 @@ mod common;
 
 use std::time::Duration;
 
-use common::llmock::{attempts, llmock, script, unique};
+use common::llmock::{ANSWER, attempts, llmock, read, script, script_faults_then_answer, unique};
 use lmstack::provider::TransportErrorKind;
 use lmstack::provider::gemini::{Gemini, GeminiConfig};
 use lmstack::retry::{Retry, RetryLayer};
-use lmstack::{ChatRequest, Error, Event, Message};
+use lmstack::{ChatRequest, Error, Message};
 use serde_json::{Value, json};
 use tower::{Layer, ServiceExt};
-
-const ANSWER: &str = "one two three four five six seven";
 
 fn model() -> Retry<Gemini> {
     let config = GeminiConfig::new(format!("{}/gemini/v1beta", llmock()));
@@ -38,20 +36,8 @@ fn ask(model: &str) -> ChatRequest {
 /// Scripts `faults` then the answer for `name`, and streams the reply: the text
 /// that arrived, and how it ended.
 async fn stream_through(name: &str, faults: Value) -> (String, Result<(), Error>) {
-    let mut behaviors = faults.as_array().unwrap().clone();
-    behaviors.push(json!({"type": "reply", "text": ANSWER, "times": 2}));
-    script(name, Value::Array(behaviors)).await;
-    let reply = model().oneshot(ask(name)).await.unwrap();
-    let mut text = String::new();
-    let items: Vec<Result<Event, Error>> = futures::StreamExt::collect(reply).await;
-    for item in items {
-        match item {
-            Ok(Event::TextDelta(delta)) => text.push_str(&delta.text),
-            Ok(_) => {}
-            Err(error) => return (text, Err(error)),
-        }
-    }
-    (text, Ok(()))
+    script_faults_then_answer(name, faults).await;
+    read(model().oneshot(ask(name)).await.unwrap()).await
 }
 
 #[tokio::test]

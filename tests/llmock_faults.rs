@@ -16,12 +16,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::llmock::{attempts, llmock, script, unique};
+use common::llmock::{ANSWER, attempts, llmock, read, script, script_faults_then_answer, unique};
 use lmstack::provider::openai::{OpenAi, OpenAiConfig};
 use lmstack::provider::transport::HttpConfig;
 use lmstack::provider::{ProviderError, TransportErrorKind};
 use lmstack::retry::{Retry, RetryLayer};
-use lmstack::{ChatRequest, Error, Event, Message};
+use lmstack::{ChatRequest, Error, Message};
 use serde_json::{Value, json};
 use tower::{Layer, ServiceExt};
 
@@ -39,22 +39,6 @@ fn ask(model: &str, stream: bool) -> ChatRequest {
         .streaming(stream)
 }
 
-const ANSWER: &str = "one two three four five six seven";
-
-/// Reads a streaming reply to its end: the text that arrived, and how it ended.
-async fn read(reply: lmstack::Reply) -> (String, Result<(), Error>) {
-    let mut text = String::new();
-    let items: Vec<Result<Event, Error>> = futures::StreamExt::collect(reply).await;
-    for item in items {
-        match item {
-            Ok(Event::TextDelta(delta)) => text.push_str(&delta.text),
-            Ok(_) => {}
-            Err(error) => return (text, Err(error)),
-        }
-    }
-    (text, Ok(()))
-}
-
 /// Scripts `fault` before the answer for `name`, then streams the answer through
 /// the provider and the retry layer: the text that arrived, and how it ended.
 async fn stream_through(
@@ -62,11 +46,7 @@ async fn stream_through(
     fault: Value,
     read_timeout: Duration,
 ) -> (String, Result<(), Error>) {
-    script(
-        name,
-        json!([fault, {"type": "reply", "text": ANSWER, "times": 2}]),
-    )
-    .await;
+    script_faults_then_answer(name, fault).await;
     read(model(read_timeout).oneshot(ask(name, true)).await.unwrap()).await
 }
 

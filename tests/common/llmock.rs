@@ -86,3 +86,31 @@ pub async fn pending(prefix: &str) -> Vec<Value> {
         .cloned()
         .collect()
 }
+
+/// The answer the fault tests script after their faults.
+pub const ANSWER: &str = "one two three four five six seven";
+
+/// Queues `faults` for `model`, then [`ANSWER`] (twice: a retry that comes
+/// once too often still finds it, and the count of attempts tells).
+pub async fn script_faults_then_answer(model: &str, faults: Value) {
+    let mut behaviors = match faults {
+        Value::Array(faults) => faults,
+        fault => vec![fault],
+    };
+    behaviors.push(json!({"type": "reply", "text": ANSWER, "times": 2}));
+    script(model, Value::Array(behaviors)).await;
+}
+
+/// Reads a streaming reply to its end: the text that arrived, and how it ended.
+pub async fn read(reply: lmstack::Reply) -> (String, Result<(), lmstack::Error>) {
+    let mut text = String::new();
+    let items: Vec<_> = futures::StreamExt::collect(reply).await;
+    for item in items {
+        match item {
+            Ok(lmstack::Event::TextDelta(delta)) => text.push_str(&delta.text),
+            Ok(_) => {}
+            Err(error) => return (text, Err(error)),
+        }
+    }
+    (text, Ok(()))
+}
