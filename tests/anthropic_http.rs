@@ -148,6 +148,22 @@ mod through_retry {
         (result, waits)
     }
 
+    /// The second recorded stream of fantasy's parallel-calls cassette.
+    fn multi_tool_stream() -> String {
+        cassette("anthropic/fantasy/TestAnthropicCommon/claude-sonnet-4/multi_tool_streaming.yaml")
+            [1]
+        .response
+        .clone()
+    }
+
+    /// The first `n` SSE events of `body`.
+    fn first_events(body: &str, n: usize) -> String {
+        body.split("\n\n")
+            .take(n)
+            .map(|event| format!("{event}\n\n"))
+            .collect()
+    }
+
     #[tokio::test]
     async fn the_recorded_429s_with_x_should_retry_are_retried_until_the_200() {
         let exchanges = json_cassette(
@@ -184,11 +200,7 @@ mod through_retry {
             "event: error\ndata: {}\n\n",
             std::str::from_utf8(overloaded).unwrap()
         );
-        let body = cassette(
-            "anthropic/fantasy/TestAnthropicCommon/claude-sonnet-4/multi_tool_streaming.yaml",
-        )[1]
-        .response
-        .clone();
+        let body = multi_tool_stream();
         let server = Server::start(vec![
             Answer::error(529, overloaded, &[]),
             Answer::ok("text/event-stream", in_stream.as_bytes(), &[9]),
@@ -206,17 +218,9 @@ mod through_retry {
 
     #[tokio::test]
     async fn a_stream_that_breaks_before_its_first_event_is_retried() {
-        let body = cassette(
-            "anthropic/fantasy/TestAnthropicCommon/claude-sonnet-4/multi_tool_streaming.yaml",
-        )[1]
-        .response
-        .clone();
+        let body = multi_tool_stream();
         // `message_start`, an empty text block's start and a ping: no event yet.
-        let head: String = body
-            .split("\n\n")
-            .take(3)
-            .map(|event| format!("{event}\n\n"))
-            .collect();
+        let head: String = first_events(&body, 3);
         let mut broken = Answer::ok("text/event-stream", head.as_bytes(), &[usize::MAX]);
         broken.break_after = true;
         let server = Server::start(vec![
@@ -235,16 +239,8 @@ mod through_retry {
 
     #[tokio::test]
     async fn a_stream_that_breaks_after_its_first_event_is_not_retried() {
-        let body = cassette(
-            "anthropic/fantasy/TestAnthropicCommon/claude-sonnet-4/multi_tool_streaming.yaml",
-        )[1]
-        .response
-        .clone();
-        let head: String = body
-            .split("\n\n")
-            .take(4)
-            .map(|event| format!("{event}\n\n"))
-            .collect();
+        let body = multi_tool_stream();
+        let head: String = first_events(&body, 4);
         assert!(head.contains("text_delta"), "the first event is in");
         let mut broken = Answer::ok("text/event-stream", head.as_bytes(), &[usize::MAX]);
         broken.break_after = true;
