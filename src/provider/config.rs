@@ -7,9 +7,10 @@ use std::fmt;
 use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 
 use super::body::{DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TOOL_CALLS};
+use super::key::ApiKey;
+use super::redact::redact_url;
 use super::sse::DEFAULT_MAX_EVENT_BYTES;
 use super::transport::HttpConfig;
-use super::{ApiKey, redact_url};
 
 /// The configuration of a [`Provider`](super::Provider) speaking the wire `W`:
 /// the settings every provider shares, and `wire`, the wire's own (how requests

@@ -10,11 +10,12 @@ use tower::Service;
 
 use super::body::BodyDecoder;
 use super::config::ProviderConfig;
+use super::error::{TransportError, TransportErrorKind};
+use super::redact::redact_url;
 use super::transport::{
     ByteStream, HttpRequest, HttpResponse, HttpTransport, move_url_credentials,
 };
 use super::wire::Wire;
-use super::{TransportError, TransportErrorKind, redact_url};
 use crate::service::{IntoEvents, MachineStream, ReplyFuture};
 use crate::{ChatRequest, Error, Reply};
 

@@ -46,7 +46,8 @@ use http::header::{AUTHORIZATION, HeaderValue};
 use percent_encoding::percent_decode_str;
 use tower::Service;
 
-use super::{ProviderError, TransportError, TransportErrorKind, redact_url};
+use super::error::{ProviderError, TransportError, TransportErrorKind};
+use super::redact::redact_url;
 use crate::Error;
 
 /// A request to a provider: method, URL, headers and a body in memory.

@@ -8,8 +8,8 @@ use std::fmt;
 use ::http::header::{HeaderMap, HeaderName};
 use serde_json::Value;
 
-use super::ApiKey;
 use super::body::Lift;
+use super::key::ApiKey;
 use crate::{ChatRequest, Error};
 
 /// One provider's wire format: the small part of a provider that is its own.

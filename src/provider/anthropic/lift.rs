@@ -16,8 +16,8 @@ use crate::message::{
     TextMessage, ToolCallDelta, Usage,
 };
 use crate::provider::body::{DEFAULT_MAX_TOOL_CALLS, Lift, excerpt, token_count};
+use crate::provider::error::{ProviderError, TransportError, TransportErrorKind};
 use crate::provider::sse::SseEvent;
-use crate::provider::{ProviderError, TransportError, TransportErrorKind};
 use crate::service::Output;
 
 /// Lifts Anthropic Messages responses — a streamed series of events, or a whole

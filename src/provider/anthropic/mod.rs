@@ -36,9 +36,12 @@ pub use lower::{BLOCK_KEY, DEFAULT_MAX_TOKENS, LowerOptions, PROVIDER, lower};
 use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
+use super::config::ProviderConfig;
+use super::key::ApiKey;
 use super::media::ToolResultMedia;
+use super::service::Provider;
 use super::transport::HttpTransport;
-use super::{ApiKey, Provider, ProviderConfig, Wire};
+use super::wire::Wire;
 use crate::{ChatRequest, Error};
 
 /// The API version every request names (`anthropic-version`).

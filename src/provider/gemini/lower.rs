@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use crate::message::{Metadata, MultimodalMessage, ReasoningMessage, TextMessage};
 use crate::provider::history::LowerHistory;
 use crate::provider::media::{self, ToolResultMedia};
-use crate::provider::redact_url;
+use crate::provider::redact::redact_url;
 use crate::{
     ChatRequest, ContentBlock, Error, Media, MediaSource, Message, Role, ToolCall, ToolChoice,
     ToolResult, ToolSpec,

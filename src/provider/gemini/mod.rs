@@ -34,8 +34,11 @@ pub use lower::{GENERATED_ID_KEY, LowerOptions, PROVIDER, THOUGHT_SIGNATURE_KEY,
 use ::http::header::HeaderName;
 use serde_json::Value;
 
+use super::config::ProviderConfig;
+use super::key::ApiKey;
+use super::service::Provider;
 use super::transport::HttpTransport;
-use super::{ApiKey, Provider, ProviderConfig, Wire};
+use super::wire::Wire;
 use crate::{ChatRequest, Error};
 
 /// The `generateContent` wire (`POST {base_url}/models/{model}:generateContent`,

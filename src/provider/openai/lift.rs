@@ -11,8 +11,8 @@ use crate::message::{
     Event, FinishReason, Metadata, ReasoningDelta, TextDelta, ToolCallDelta, Usage,
 };
 use crate::provider::body::{DEFAULT_MAX_TOOL_CALLS, Lift, excerpt, token_count};
+use crate::provider::error::{ProviderError, TransportError, TransportErrorKind};
 use crate::provider::sse::SseEvent;
-use crate::provider::{ProviderError, TransportError, TransportErrorKind};
 use crate::service::Output;
 
 /// The data of the event that ends a stream.

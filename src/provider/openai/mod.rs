@@ -43,8 +43,11 @@ pub use lower::{
 use ::http::header::{AUTHORIZATION, HeaderName};
 use serde_json::Value;
 
+use super::config::ProviderConfig;
+use super::key::ApiKey;
+use super::service::Provider;
 use super::transport::HttpTransport;
-use super::{ApiKey, Provider, ProviderConfig, Wire};
+use super::wire::Wire;
 use crate::{ChatRequest, Error};
 
 /// The Chat Completions wire (`POST {base_url}/chat/completions`, the key as
