@@ -11,6 +11,7 @@ use super::key::ApiKey;
 use super::redact::redact_url;
 use super::sse::DEFAULT_MAX_EVENT_BYTES;
 use super::transport::HttpConfig;
+use super::wire::Wire;
 
 /// The configuration of a [`Provider`](super::Provider) speaking the wire `W`:
 /// the settings every provider shares, and `wire`, the wire's own (how requests
@@ -58,6 +59,14 @@ impl<W: Default> ProviderConfig<W> {
             max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
             wire: W::default(),
         }
+    }
+}
+
+impl<W: Wire> ProviderConfig<W> {
+    /// The provider's own service (`W::DEFAULT_BASE_URL`), with the key read
+    /// from `W::KEY_ENV`; an error when that variable is not set.
+    pub fn hosted() -> Result<Self, crate::Error> {
+        Ok(Self::new(W::DEFAULT_BASE_URL).api_key(ApiKey::from_env(W::KEY_ENV)?))
     }
 }
 

@@ -42,3 +42,11 @@ pub(crate) trait LowerHistory {
         Ok(())
     }
 }
+
+/// The error of a `text` or `multimodal` message (`kind`) with role `tool`:
+/// tool output goes in `tool_results`, which name their call.
+pub(crate) fn tool_role(provider: &str, kind: &str) -> Error {
+    Error::InvalidRequest(format!(
+        "{provider}: a `{kind}` message with role `tool` names no call; send tool output as `tool_results`"
+    ))
+}

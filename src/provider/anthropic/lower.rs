@@ -11,7 +11,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::message::{MultimodalMessage, ReasoningMessage, TextMessage};
-use crate::provider::history::LowerHistory;
+use crate::provider::history::{self, LowerHistory};
 use crate::provider::media::{self, ToolResultMedia};
 use crate::{
     ChatRequest, ContentBlock, Error, Media, MediaSource, Message, Role, ToolCall, ToolChoice,
@@ -261,11 +261,7 @@ impl<'a> LowerHistory for History<'a> {
                 _ if message.text.is_empty() => {} // the API refuses empty text blocks
                 _ => self.block(Role::Assistant, text_block(&message.text)),
             },
-            Role::Tool => {
-                return Err(Error::InvalidRequest(
-                    "anthropic: a `text` message with role `tool` names no call; send tool output as `tool_results`".into(),
-                ));
-            }
+            Role::Tool => return Err(history::tool_role(PROVIDER, "text")),
         }
         Ok(())
     }
@@ -300,11 +296,7 @@ impl<'a> LowerHistory for History<'a> {
                     self.block(Role::Assistant, text_block(text));
                 }
             }
-            Role::Tool => {
-                return Err(Error::InvalidRequest(
-                    "anthropic: a `multimodal` message with role `tool` names no call; send tool output as `tool_results`".into(),
-                ));
-            }
+            Role::Tool => return Err(history::tool_role(PROVIDER, "multimodal")),
         }
         Ok(())
     }

@@ -98,7 +98,7 @@ pub type Anthropic<T = HttpTransport> = Provider<Messages, T>;
 impl ProviderConfig<Messages> {
     /// api.anthropic.com, with the key in `ANTHROPIC_API_KEY`.
     pub fn anthropic() -> Result<Self, Error> {
-        Ok(Self::new(Messages::DEFAULT_BASE_URL).api_key(ApiKey::from_env(Messages::KEY_ENV)?))
+        Self::hosted()
     }
 
     /// Sets how requests are written.

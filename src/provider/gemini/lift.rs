@@ -427,10 +427,10 @@ fn slot<'a>(mut value: &'a mut Value, path: &str) -> Option<&'a mut Value> {
 /// Reads `usageMetadata`; `None` when it holds no token counts.
 fn lift_usage(usage: &Value) -> Option<Usage> {
     // Read leniently, as every wire's counts are (a string counts as absent).
-    let count = |key: &str| token_count(usage, &format!("/{key}"));
-    let input = count("promptTokenCount");
-    let candidates = count("candidatesTokenCount");
-    let thoughts = count("thoughtsTokenCount");
+    let count = |path: &str| token_count(usage, path);
+    let input = count("/promptTokenCount");
+    let candidates = count("/candidatesTokenCount");
+    let thoughts = count("/thoughtsTokenCount");
     if input.is_none() && candidates.is_none() && thoughts.is_none() {
         return None; // Vertex sends `{"trafficType": …}` alone mid-stream
     }
@@ -439,7 +439,7 @@ fn lift_usage(usage: &Value) -> Option<Usage> {
         output_tokens: candidates
             .unwrap_or_default()
             .saturating_add(thoughts.unwrap_or_default()),
-        cached_input_tokens: count("cachedContentTokenCount"),
+        cached_input_tokens: count("/cachedContentTokenCount"),
         reasoning_tokens: thoughts,
         metadata: Metadata::default(),
     })

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use serde_json::{Map, Value, json};
 
 use crate::message::{Metadata, MultimodalMessage, ReasoningMessage, TextMessage};
-use crate::provider::history::LowerHistory;
+use crate::provider::history::{self, LowerHistory};
 use crate::provider::media::{self, ToolResultMedia};
 use crate::provider::redact::redact_url;
 use crate::{
@@ -211,7 +211,7 @@ impl LowerHistory for History {
             }
             Role::User => self.push("user", part),
             Role::Assistant => self.push("model", part),
-            Role::Tool => return Err(tool_role("text")),
+            Role::Tool => return Err(history::tool_role(PROVIDER, "text")),
         }
         Ok(())
     }
@@ -242,7 +242,7 @@ impl LowerHistory for History {
                     self.push(role, part);
                 }
             }
-            Role::Tool => return Err(tool_role("multimodal")),
+            Role::Tool => return Err(history::tool_role(PROVIDER, "multimodal")),
         }
         Ok(())
     }
@@ -338,12 +338,6 @@ fn with_signature(mut part: Value, metadata: &Metadata) -> Value {
         part["thoughtSignature"] = signature.clone();
     }
     part
-}
-
-fn tool_role(kind: &str) -> Error {
-    Error::InvalidRequest(format!(
-        "gemini: a `{kind}` message with role `tool` names no call; send tool output as `tool_results`"
-    ))
 }
 
 fn content_part(block: &ContentBlock) -> Result<Value, Error> {

@@ -103,8 +103,7 @@ pub type Gemini<T = HttpTransport> = Provider<GenerateContent, T>;
 impl ProviderConfig<GenerateContent> {
     /// generativelanguage.googleapis.com, with the key in `GEMINI_API_KEY`.
     pub fn gemini() -> Result<Self, Error> {
-        Ok(Self::new(GenerateContent::DEFAULT_BASE_URL)
-            .api_key(ApiKey::from_env(GenerateContent::KEY_ENV)?))
+        Self::hosted()
     }
 
     /// Sets the policy for images and documents in tool results (by default

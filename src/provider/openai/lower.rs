@@ -8,7 +8,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::message::{MultimodalMessage, ReasoningMessage, TextMessage};
-use crate::provider::history::LowerHistory;
+use crate::provider::history::{self, LowerHistory};
 use crate::provider::media::{self, ToolResultMedia};
 use crate::provider::redact::redact_url;
 use crate::{
@@ -301,11 +301,7 @@ impl<'a> LowerHistory for History<'a> {
                 let role = role_name(message.role);
                 self.push(json!({"role": role, "content": message.text}));
             }
-            Role::Tool => {
-                return Err(Error::InvalidRequest(
-                    "openai: a `text` message with role `tool` names no call; send tool output as `tool_results`".into(),
-                ));
-            }
+            Role::Tool => return Err(history::tool_role(PROVIDER, "text")),
         }
         Ok(())
     }
@@ -339,11 +335,7 @@ impl<'a> LowerHistory for History<'a> {
                     self.push(json!({"role": "system", "content": text}));
                 }
             }
-            Role::Tool => {
-                return Err(Error::InvalidRequest(
-                    "openai: a `multimodal` message with role `tool` names no call; send tool output as `tool_results`".into(),
-                ));
-            }
+            Role::Tool => return Err(history::tool_role(PROVIDER, "multimodal")),
         }
         Ok(())
     }

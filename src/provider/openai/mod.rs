@@ -93,8 +93,7 @@ impl ProviderConfig<ChatCompletions> {
     /// api.openai.com, with the key in `OPENAI_API_KEY`, `max_completion_tokens`
     /// for the token limit.
     pub fn openai() -> Result<Self, Error> {
-        let mut config = Self::new(ChatCompletions::DEFAULT_BASE_URL)
-            .api_key(ApiKey::from_env(ChatCompletions::KEY_ENV)?);
+        let mut config = Self::hosted()?;
         config.wire.lowering.max_tokens_field = MaxTokensField::MaxCompletionTokens;
         Ok(config)
     }
