@@ -5,7 +5,9 @@
 
 use std::convert::Infallible;
 
-use lmstack::function::{Json, MediaPolicy, Tool, ToolError, ToolOutput, ToolRegistry};
+use lmstack::function::{
+    CallContext, Json, MediaPolicy, Tool, ToolError, ToolOutput, ToolRegistry,
+};
 use lmstack::{ContentBlock, Error, ToolResult};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -65,11 +67,17 @@ async fn a_typed_tool_reports_arguments_it_cannot_read() {
         Ok::<_, Infallible>(args.query)
     });
     let output = tool
-        .call(json!({"query": "rust", "scope": "web"}))
+        .call(
+            json!({"query": "rust", "scope": "web"}),
+            CallContext::new("c"),
+        )
         .await
         .unwrap();
     assert_eq!(output, ToolOutput::text("rust"));
-    let error = tool.call(json!({"query": 3})).await.unwrap_err();
+    let error = tool
+        .call(json!({"query": 3}), CallContext::new("c"))
+        .await
+        .unwrap_err();
     assert!(matches!(error, ToolError::Arguments(_)), "{error:?}");
 }
 
@@ -81,7 +89,10 @@ async fn a_dynamic_tool_gets_the_raw_arguments() {
         json!({"type": "object"}),
         |args: Value| async move { Ok::<_, Infallible>(args) },
     );
-    let output = tool.call(json!({"x": [1, 2]})).await.unwrap();
+    let output = tool
+        .call(json!({"x": [1, 2]}), CallContext::new("c"))
+        .await
+        .unwrap();
     assert_eq!(output, ToolOutput::text(r#"{"x":[1,2]}"#));
 }
 
@@ -117,7 +128,9 @@ fn an_invalid_schema_is_rejected_when_the_registry_is_built() {
 
 #[test]
 fn the_registry_finds_tools_by_name_ignoring_case() {
-    let registry = ToolRegistry::new([ok_tool("get_weather"), ok_tool("add")]).unwrap();
+    let registry = ToolRegistry::new([ok_tool("get_weather"), ok_tool("add")])
+        .unwrap()
+        .tools();
     assert_eq!(registry.len(), 2);
     assert_eq!(registry.get("GET_WEATHER").unwrap().name(), "get_weather");
     assert!(registry.get("weather").is_none());

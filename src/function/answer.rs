@@ -5,12 +5,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::registry::ToolRegistry;
+use super::registry::ToolSet;
 use crate::{InvalidCall, InvalidCallKind, ToolCall, ToolResult};
 
 /// A call of a tool the registry does not have: the available tools are listed.
-pub(crate) fn unknown_tool(call: &ToolCall, registry: &ToolRegistry) -> ToolResult {
-    let available: Vec<String> = registry.names().map(|name| format!("`{name}`")).collect();
+pub(crate) fn unknown_tool(call: &ToolCall, tools: &ToolSet) -> ToolResult {
+    let available: Vec<String> = tools.names().map(|name| format!("`{name}`")).collect();
     let available = if available.is_empty() {
         "No tools are available.".to_owned()
     } else {
@@ -46,14 +46,14 @@ pub(crate) fn bad_arguments(
 }
 
 /// A call marked invalid upstream (by a parser or the joiner).
-pub(crate) fn invalid(call: &ToolCall, fault: &InvalidCall, registry: &ToolRegistry) -> ToolResult {
+pub(crate) fn invalid(call: &ToolCall, fault: &InvalidCall, tools: &ToolSet) -> ToolResult {
     match fault.kind {
-        InvalidCallKind::UnknownTool => unknown_tool(call, registry),
+        InvalidCallKind::UnknownTool => unknown_tool(call, tools),
         InvalidCallKind::MalformedArguments | InvalidCallKind::SchemaViolation => bad_arguments(
             &call.id,
             &call.name,
             &fault.message,
-            registry.get(&call.name).map(|tool| &tool.spec().parameters),
+            tools.get(&call.name).map(|tool| &tool.spec().parameters),
         ),
         InvalidCallKind::NotAllowed => not_allowed(call),
         InvalidCallKind::Truncated => ToolResult::error(

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::mem;
 
 use super::answer;
-use super::registry::ToolRegistry;
+use super::registry::ToolSet;
 use super::tool::Tool;
 use crate::message::{
     Event, InvalidCall, InvalidCallKind, Joiner, Message, Metadata, ToolAggregateMessage, ToolCall,
@@ -61,7 +61,8 @@ pub(crate) struct JobId {
 
 /// The core state machine.
 pub(crate) struct Dispatch {
-    registry: ToolRegistry,
+    /// The registry's tools when the request was made.
+    tools: ToolSet,
     /// The request's `tool_choice`: a call it does not allow is not run.
     choice: Option<ToolChoice>,
     /// Tools the request declared that the registry does not have: the caller runs
@@ -111,17 +112,17 @@ impl Dispatch {
     /// A core for one reply. `declared` are the names of the request's tools before
     /// the registry's were injected; `choice` is the request's `tool_choice`.
     pub(crate) fn new<'a>(
-        registry: ToolRegistry,
+        tools: ToolSet,
         declared: impl IntoIterator<Item = &'a str>,
         choice: Option<ToolChoice>,
     ) -> Self {
         let foreign = declared
             .into_iter()
-            .filter(|name| registry.get(name).is_none())
+            .filter(|name| tools.get(name).is_none())
             .map(str::to_owned)
             .collect();
         Dispatch {
-            registry,
+            tools,
             choice,
             foreign,
             open: None,
@@ -273,14 +274,14 @@ impl Dispatch {
         let Some(run) = run_at(&mut self.slots, self.first, slot) else {
             return;
         };
-        let registry = &self.registry;
+        let tools = &self.tools;
         let outcome = if call.provider_executed {
             Outcome::Foreign
         } else if self.choice.as_ref().is_some_and(|c| !c.allows(&call.name)) {
             Outcome::Done(answer::not_allowed(&call))
         } else if let Some(fault) = &call.invalid {
-            Outcome::Done(answer::invalid(&call, fault, registry))
-        } else if let Some(entry) = registry.entry(&call.name) {
+            Outcome::Done(answer::invalid(&call, fault, tools))
+        } else if let Some(entry) = tools.entry(&call.name) {
             match entry.validate(&call.arguments) {
                 Err(problem) => Outcome::Done(answer::bad_arguments(
                     &call.id,
@@ -308,7 +309,7 @@ impl Dispatch {
         {
             Outcome::Foreign
         } else {
-            Outcome::Done(answer::unknown_tool(&call, registry))
+            Outcome::Done(answer::unknown_tool(&call, tools))
         };
         run.calls.push((call, outcome));
     }
@@ -427,12 +428,13 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::function::ToolRegistry;
 
     fn core() -> Dispatch {
         let echo = Tool::dynamic("echo", "", json!({"type": "object"}), |_| async {
             Ok::<_, std::convert::Infallible>("")
         });
-        Dispatch::new(ToolRegistry::new([echo]).unwrap(), [], None)
+        Dispatch::new(ToolRegistry::new([echo]).unwrap().tools(), [], None)
     }
 
     /// Pushes one input; returns the jobs and the events handed out.

@@ -15,6 +15,7 @@ use tokio::task::{JoinError, JoinHandle};
 use tracing::Instrument;
 
 use super::answer;
+use super::context::CallContext;
 use super::dispatch::{Action, Dispatch, Input, Job, JobId};
 use super::media::MediaPolicy;
 use super::output::ToolOutput;
@@ -181,7 +182,8 @@ impl Tasks {
 
 /// Runs one call under its time limit: the tool, then its output made into a
 /// result. A slow file counts against the limit as a slow tool does; past it, the
-/// call's result says it timed out.
+/// call's result says it timed out. A call stopped before it finished — timed out,
+/// or its task aborted — has its context cancelled.
 async fn run(
     tool: Tool,
     call: ToolCall,
@@ -189,25 +191,42 @@ async fn run(
     media: MediaPolicy,
 ) -> ToolResult {
     tracing::debug!("tool call started");
-    let Some(limit) = timeout else {
-        return outcome(tool, call, media).await;
-    };
+    let limit = timeout.map(|limit| (limit, tokio::time::Instant::now() + limit));
+    let context = CallContext::new(call.id.as_str()).with_deadline(limit.map(|(_, at)| at));
+    let stop = context.cancel_on_drop();
     let (id, name) = (call.id.clone(), call.name.clone());
-    tokio::time::timeout(limit, outcome(tool, call, media))
-        .await
-        .unwrap_or_else(|_| answer::timed_out(&id, &name, limit))
+    let result = match limit {
+        Some((limit, deadline)) => {
+            tokio::time::timeout_at(deadline, outcome(tool, call, context, media))
+                .await
+                .map_err(|_| answer::timed_out(&id, &name, limit))
+        }
+        None => Ok(outcome(tool, call, context, media).await),
+    };
+    match result {
+        Ok(result) => {
+            stop.disarm();
+            result
+        }
+        Err(timed_out) => timed_out,
+    }
 }
 
 /// Runs the tool and makes its output into a result: media checked and files read
 /// on the blocking pool.
-async fn outcome(tool: Tool, call: ToolCall, media: MediaPolicy) -> ToolResult {
+async fn outcome(
+    tool: Tool,
+    call: ToolCall,
+    context: CallContext,
+    media: MediaPolicy,
+) -> ToolResult {
     let ToolCall {
         id,
         name,
         arguments,
         ..
     } = call;
-    let output: ToolOutput = match tool.call(arguments).await {
+    let output: ToolOutput = match tool.call(arguments, context).await {
         Ok(output) => output,
         Err(error @ ToolError::Arguments(_)) => {
             let schema = &tool.spec().parameters;

@@ -16,8 +16,11 @@ use crate::{ChatRequest, Error, Reply};
 /// Runs the tool calls of the model's replies with the tools of a [`ToolRegistry`].
 ///
 /// On the way in, the registry's specs are added to `options.tools` (see
-/// [`ToolRegistry::inject`]). On the way out, every run of tool calls in the reply
-/// becomes a `tool_aggregate` message: the calls with their results, in call order.
+/// [`ToolSet::inject`](super::ToolSet::inject)); each request works with the
+/// registry's tools at that moment (a [tool source](super::ToolSource) whose list
+/// changed shows its new tools from the next request on). On the way out, every
+/// run of tool calls in the reply becomes a `tool_aggregate` message: the calls
+/// with their results, in call order.
 ///
 /// - **When calls run.** A call starts as soon as it is complete — in streaming mode
 ///   when the next call begins or the run of calls ends, not at the end of the
@@ -25,8 +28,10 @@ use crate::{ChatRequest, Error, Reply};
 ///   a time per reply (default 8), each under a time limit
 ///   ([`timeout`](Self::timeout), default 60 s; a tool may set its own) that covers
 ///   the tool's run and the reading of the files it returns. Dropping the reply
-///   aborts the tools still running (their futures are dropped). A tool that blocks
-///   its thread cannot be stopped either way: see
+///   aborts the tools still running (their futures are dropped). Either way the
+///   call's [`CallContext`](super::CallContext) is cancelled, which stops the work
+///   its future does not own (a remote tool's request is cancelled on its server).
+///   A tool that blocks its thread without watching its context cannot be stopped: see
 ///   [Tools that block](super::Tool#tools-that-block).
 /// - **Outcomes are results, never crashes.** A tool's error, panic or time-out, a
 ///   call of an unknown tool (the result lists the available tools), arguments that
@@ -174,12 +179,13 @@ impl<S: ChatService> Service<ChatRequest> for FunctionCall<S> {
 
     fn call(&mut self, mut request: ChatRequest) -> Self::Future {
         let config = &self.config;
-        let dispatch = Dispatch::new(
-            config.registry.clone(),
-            request.options.tools.iter().map(|tool| tool.name.as_str()),
-            request.options.tool_choice.clone(),
-        );
-        config.registry.inject(&mut request.options);
+        let tools = config.registry.tools();
+        // The request's own tools, before the registry's join them: the caller runs
+        // those the registry lacks.
+        let declared = request.options.tools.iter().map(|tool| tool.name.as_str());
+        let choice = request.options.tool_choice.clone();
+        let dispatch = Dispatch::new(tools.clone(), declared, choice);
+        tools.inject(&mut request.options);
         let stream = request.options.stream;
         let execute = Execute::new(dispatch, config.run.clone());
         ReplyFuture::new(self.inner.call(request), execute, stream)

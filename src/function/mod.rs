@@ -53,19 +53,23 @@
 //! enabled, for the time limits).
 
 mod answer;
+mod context;
 mod dispatch;
 mod execution;
 mod function_call;
 mod media;
 mod output;
 mod registry;
+mod source;
 mod tool;
 mod tool_loop;
 
+pub use context::CallContext;
 pub use function_call::{FunctionCall, FunctionCallLayer};
 pub use media::{MediaError, MediaPolicy, sniff};
 pub use output::{Json, ToolOutput};
-pub use registry::ToolRegistry;
+pub use registry::{ToolRegistry, ToolRegistryBuilder, ToolSet};
+pub use source::{ToolList, ToolSource};
 pub use tool::{Tool, ToolError};
 pub use tool_loop::{OnLimit, ToolLoop, ToolLoopLayer};
 

@@ -12,10 +12,12 @@ use schemars::generate::SchemaSettings;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::context::CallContext;
 use super::output::ToolOutput;
 use crate::{BoxError, ToolSpec};
 
-type Handler = dyn Fn(Value) -> BoxFuture<'static, Result<ToolOutput, ToolError>> + Send + Sync;
+type Handler =
+    dyn Fn(Value, CallContext) -> BoxFuture<'static, Result<ToolOutput, ToolError>> + Send + Sync;
 
 /// A tool the model may call: its [`ToolSpec`] and the async function that runs it.
 ///
@@ -63,6 +65,10 @@ type Handler = dyn Fn(Value) -> BoxFuture<'static, Result<ToolOutput, ToolError>
 /// with images, documents and files — or an error, which the model receives as an
 /// error result.
 ///
+/// A tool made with [`Tool::new`] takes the spec and a function of the JSON
+/// arguments and the call's [`CallContext`]; [`Tool::typed`] and [`Tool::dynamic`]
+/// are the same without the context.
+///
 /// # Tools that block
 ///
 /// The time limit and the cancellation of a dropped reply stop a tool by dropping its
@@ -72,40 +78,8 @@ type Handler = dyn Fn(Value) -> BoxFuture<'static, Result<ToolOutput, ToolError>
 /// until it returns (a timed-out call is answered meanwhile, but the work goes on).
 /// Await async IO (`tokio::fs`, `tokio::net`, an async HTTP client), or move the
 /// blocking work to `tokio::task::spawn_blocking` and have it check, between pieces,
-/// a flag that a guard held by the future sets when it is dropped:
-///
-/// ```
-/// use std::sync::Arc;
-/// use std::sync::atomic::{AtomicBool, Ordering};
-/// use lmstack::function::Tool;
-/// use serde_json::json;
-///
-/// /// Raises its flag when the tool's future is dropped (time-out or cancellation).
-/// struct StopOnDrop(Arc<AtomicBool>);
-///
-/// impl Drop for StopOnDrop {
-///     fn drop(&mut self) {
-///         self.0.store(true, Ordering::Relaxed);
-///     }
-/// }
-///
-/// let crunch = Tool::dynamic("crunch", "Crunches numbers", json!({"type": "object"}), |_| async {
-///     let stop = Arc::new(AtomicBool::new(false));
-///     let _guard = StopOnDrop(stop.clone());
-///     let work = tokio::task::spawn_blocking(move || {
-///         let mut total = 0u64;
-///         for piece in 0..1_000u64 {
-///             if stop.load(Ordering::Relaxed) {
-///                 return Err("stopped");
-///             }
-///             total += piece; // one piece of blocking work
-///         }
-///         Ok(total)
-///     });
-///     Ok::<_, lmstack::BoxError>(work.await??.to_string())
-/// });
-/// # let _ = crunch;
-/// ```
+/// whether the call was stopped: a tool made with [`Tool::new`] gets the call's
+/// [`CallContext`], which is cancelled when the call is (its docs have the example).
 #[derive(Clone)]
 pub struct Tool {
     spec: ToolSpec,
@@ -127,12 +101,13 @@ impl Tool {
         O: Into<ToolOutput>,
         E: Into<BoxError>,
     {
-        let handler = move |arguments: Value| match serde_json::from_value::<A>(arguments) {
-            Ok(arguments) => run(function(arguments)),
-            Err(error) => {
-                futures::future::ready(Err(ToolError::Arguments(error.to_string()))).boxed()
-            }
-        };
+        let handler =
+            move |arguments: Value, _: CallContext| match serde_json::from_value::<A>(arguments) {
+                Ok(arguments) => run(function(arguments)),
+                Err(error) => {
+                    futures::future::ready(Err(ToolError::Arguments(error.to_string()))).boxed()
+                }
+            };
         Tool {
             spec: ToolSpec::new(name, description, schema_for::<A>()),
             timeout: None,
@@ -154,10 +129,23 @@ impl Tool {
         O: Into<ToolOutput>,
         E: Into<BoxError>,
     {
+        let spec = ToolSpec::new(name, description, parameters);
+        Tool::new(spec, move |arguments, _| function(arguments))
+    }
+
+    /// A tool of `spec` whose function takes the arguments as JSON and the call's
+    /// [`CallContext`] (its deadline, and whether it was stopped).
+    pub fn new<F, Fut, O, E>(spec: ToolSpec, function: F) -> Self
+    where
+        F: Fn(Value, CallContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, E>> + Send + 'static,
+        O: Into<ToolOutput>,
+        E: Into<BoxError>,
+    {
         Tool {
-            spec: ToolSpec::new(name, description, parameters),
+            spec,
             timeout: None,
-            handler: Arc::new(move |arguments| run(function(arguments))),
+            handler: Arc::new(move |arguments, context| run(function(arguments, context))),
         }
     }
 
@@ -182,10 +170,21 @@ impl Tool {
         &self.spec.name
     }
 
+    /// The same tool under another name: what the model sees and calls changes, the
+    /// function that runs does not.
+    pub fn renamed(mut self, name: impl Into<String>) -> Self {
+        self.spec.name = name.into();
+        self
+    }
+
     /// Runs the tool on `arguments` (not checked against the schema here; the
-    /// function layer does that first).
-    pub fn call(&self, arguments: Value) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
-        (self.handler)(arguments)
+    /// function layer does that first) in the call's `context`.
+    pub fn call(
+        &self,
+        arguments: Value,
+        context: CallContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolError>> {
+        (self.handler)(arguments, context)
     }
 }
 

@@ -43,6 +43,7 @@ async fn results(layer: FunctionCallLayer) -> Vec<ToolResult> {
 async fn unguarded_results(layer: FunctionCallLayer) -> Vec<ToolResult> {
     let calls: Vec<ToolCall> = layer
         .registry()
+        .tools()
         .names()
         .enumerate()
         .map(|(i, name)| ToolCall::new(format!("c{i}"), name, json!({})))
