@@ -71,7 +71,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         for block in &result.content {
             match block {
                 ContentBlock::Text { text } => println!("  text: {text}"),
-                ContentBlock::Document(media) | ContentBlock::Image(media) => println!(
+                ContentBlock::Document(media)
+                | ContentBlock::Image(media)
+                | ContentBlock::Audio(media) => println!(
                     "  {} {:?}, {} bytes as base64",
                     media.media_type().unwrap_or("media"),
                     media.name.as_deref().unwrap_or(""),

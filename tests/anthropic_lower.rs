@@ -440,3 +440,64 @@ fn options_tool_choice_stop_and_extra() {
         );
     }
 }
+
+/// The first bytes of a WAV file.
+const WAV: &[u8] = b"RIFF\x24\0\0\0WAVEfmt ";
+
+fn audio_request() -> ChatRequest {
+    ChatRequest::new(vec![
+        Message::user("Say hello"),
+        Message::tool_calls(vec![ToolCall::new("toolu_1", "speak", json!({}))]),
+        Message::tool_results(vec![ToolResult::new(
+            "toolu_1",
+            "speak",
+            vec![
+                ContentBlock::text("Said."),
+                ContentBlock::audio_bytes("audio/wav", WAV),
+            ],
+        )]),
+    ])
+}
+
+#[test]
+fn audio_in_a_tool_result_is_a_clear_error_under_every_policy() {
+    for policy in [
+        ToolResultMedia::Native,
+        ToolResultMedia::Inject,
+        ToolResultMedia::Reject,
+    ] {
+        let options = LowerOptions {
+            tool_result_media: policy,
+            ..LowerOptions::default()
+        };
+        let error = lower(&audio_request(), &options).unwrap_err();
+        assert!(
+            matches!(error, lmstack::Error::InvalidRequest(_)),
+            "{error:?}"
+        );
+        let text = error.to_string();
+        for needle in ["toolu_1", "speak", "audio/wav"] {
+            assert!(text.contains(needle), "{policy:?}: {needle} in {text}");
+        }
+    }
+}
+
+#[test]
+fn audio_from_the_user_is_a_clear_error() {
+    let request = ChatRequest::new(vec![Message::multimodal(
+        lmstack::Role::User,
+        vec![
+            ContentBlock::text("Transcribe"),
+            ContentBlock::audio_bytes("audio/mpeg", b"ID3\x04"),
+        ],
+    )]);
+    let error = lower(&request, &LowerOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("user message")
+            && error.contains("audio/mpeg")
+            && error.contains("no audio"),
+        "{error}"
+    );
+}

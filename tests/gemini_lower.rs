@@ -416,3 +416,124 @@ fn media_by_url_and_tool_role_text_are_refused() {
     let request = ChatRequest::new(vec![Message::text(lmstack::Role::Tool, "x")]);
     assert!(lower(&request, &LowerOptions::default()).is_err());
 }
+
+/// The first bytes of a WAV file.
+const WAV: &[u8] = b"RIFF\x24\0\0\0WAVEfmt ";
+
+/// A call answered with `content`.
+fn tool_conversation(model: &str, content: Vec<ContentBlock>) -> ChatRequest {
+    ChatRequest::new(vec![
+        Message::user("Say hello"),
+        Message::tool_calls(vec![ToolCall::new("c1", "speak", json!({}))]),
+        Message::tool_results(vec![ToolResult::new("c1", "speak", content)]),
+    ])
+    .model(model)
+}
+
+fn inline(media_type: &str, bytes: &[u8]) -> Value {
+    let media = Media::from_bytes(media_type, bytes);
+    let lmstack::MediaSource::Base64 { data, .. } = &media.source else {
+        unreachable!()
+    };
+    json!({"inlineData": {"mimeType": media_type, "data": &**data}})
+}
+
+#[test]
+fn tool_audio_follows_the_responses_on_gemini_2_5_and_3() {
+    let content = vec![
+        ContentBlock::text("Said."),
+        ContentBlock::audio_bytes("audio/wav", WAV),
+    ];
+    // Audio is not among the types of `functionResponse.parts`: on Gemini 3
+    // too it is a part after the responses, in the same user turn.
+    let expected = json!([
+        {"functionResponse": {"id": "c1", "name": "speak", "response": {"result": "Said.\n\n(The tool returned 1 audio clip; it follows in the next message.)"}}},
+        {"text": "Attachments from tool call `c1` (speak):"},
+        inline("audio/wav", WAV),
+    ]);
+    for model in ["gemini-2.5-flash", "gemini-3-pro-preview"] {
+        let body = lower(
+            &tool_conversation(model, content.clone()),
+            &LowerOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(body["contents"].as_array().unwrap().len(), 3, "{model}");
+        assert_eq!(body["contents"][2]["parts"], expected, "{model}");
+    }
+    let error = lower(
+        &tool_conversation("gemini-3-pro-preview", content),
+        &LowerOptions {
+            tool_result_media: Some(ToolResultMedia::Reject),
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        error.contains("`c1`") && error.contains("audio/wav"),
+        "{error}"
+    );
+}
+
+#[test]
+fn on_gemini_3_the_image_goes_inside_and_the_audio_after() {
+    let content = vec![
+        ContentBlock::text("Drawn and said."),
+        ContentBlock::image_bytes("image/png", PNG),
+        ContentBlock::audio_bytes("audio/wav", WAV),
+    ];
+    let body = lower(
+        &tool_conversation("gemini-3-pro-preview", content.clone()),
+        &LowerOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        body["contents"][2]["parts"],
+        json!([
+            {"functionResponse": {"id": "c1", "name": "speak",
+                "response": {"result": "Drawn and said.\n\n(The tool returned 1 audio clip; it follows in the next message.)"},
+                "parts": [inline("image/png", PNG)]}},
+            {"text": "Attachments from tool call `c1` (speak):"},
+            inline("audio/wav", WAV),
+        ])
+    );
+    let two = lower(
+        &tool_conversation("gemini-2.5-flash", content),
+        &LowerOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        two["contents"][2]["parts"],
+        json!([
+            {"functionResponse": {"id": "c1", "name": "speak",
+                "response": {"result": "Drawn and said.\n\n(The tool returned 1 image and 1 audio clip; they follow in the next message.)"}}},
+            {"text": "Attachments from tool call `c1` (speak):"},
+            inline("image/png", PNG),
+            inline("audio/wav", WAV),
+        ])
+    );
+}
+
+#[test]
+fn user_audio_is_an_inline_data_part() {
+    let request = ChatRequest::new(vec![Message::multimodal(
+        lmstack::Role::User,
+        vec![
+            ContentBlock::text("Transcribe"),
+            ContentBlock::audio_bytes("audio/mpeg", b"ID3\x04"),
+        ],
+    )]);
+    let body = lower(&request, &LowerOptions::default()).unwrap();
+    assert_eq!(
+        body["contents"],
+        json!([{"role": "user", "parts": [
+            {"text": "Transcribe"},
+            inline("audio/mpeg", b"ID3\x04"),
+        ]}])
+    );
+    let by_url = ChatRequest::new(vec![Message::multimodal(
+        lmstack::Role::User,
+        vec![ContentBlock::Audio(Media::url("https://example.com/a.wav"))],
+    )]);
+    let error = lower(&by_url, &LowerOptions::default()).unwrap_err();
+    assert!(error.to_string().contains("inline only"), "{error}");
+}

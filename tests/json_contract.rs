@@ -79,6 +79,38 @@ fn multimodal_message_and_content_blocks() {
 }
 
 #[test]
+fn audio_blocks_have_the_flat_media_form() {
+    pin(
+        ContentBlock::audio_bytes("audio/wav", b"RIFF"),
+        json!({"type": "audio", "media_type": "audio/wav", "data": "UklGRg=="}),
+    );
+    pin(
+        ContentBlock::Audio(Media::url("https://example.com/a.mp3").with_name("a.mp3")),
+        json!({"type": "audio", "url": "https://example.com/a.mp3", "name": "a.mp3"}),
+    );
+    let result = ToolResult::new(
+        "call_1",
+        "speak",
+        vec![
+            ContentBlock::text("Said."),
+            ContentBlock::audio_bytes("audio/mpeg", b"ID3"),
+        ],
+    );
+    pin(
+        Message::tool_results(vec![result]),
+        json!({"type": "tool_results", "results": [{"call_id": "call_1", "name": "speak",
+            "content": [{"type": "text", "text": "Said."},
+                        {"type": "audio", "media_type": "audio/mpeg", "data": "SUQz"}],
+            "is_error": false}]}),
+    );
+    let block = ContentBlock::audio_bytes("audio/wav", b"RIFF");
+    assert_eq!(
+        block.as_media().and_then(Media::media_type),
+        Some("audio/wav")
+    );
+}
+
+#[test]
 fn media_rejects_ambiguous_or_empty_sources() {
     let both =
         json!({"type": "image", "media_type": "image/png", "data": "AA==", "url": "https://x"});

@@ -7,7 +7,7 @@ use std::convert::Infallible;
 use std::path::Path;
 
 use lmstack::function::{
-    FunctionCallLayer, MediaError, MediaPolicy, Tool, ToolOutput, ToolRegistry,
+    FunctionCallLayer, MediaError, MediaPolicy, Tool, ToolOutput, ToolRegistry, sniff,
 };
 use lmstack::testing::ScriptedModel;
 use lmstack::{ChatRequest, ContentBlock, Media, Message, ToolCall};
@@ -141,6 +141,151 @@ fn inline_blocks_a_tool_builds_pass_the_same_checks_as_bytes() {
     }
 }
 
+/// The first bytes of a WAV file: a RIFF header and the `fmt ` chunk.
+const WAV: &[u8] = b"RIFF\x24\0\0\0WAVEfmt \x10\0\0\0\x01\0\x01\0";
+/// An MP3 file opening with an ID3v2.4 tag.
+const MP3_ID3: &[u8] = b"ID3\x04\0\0\0\0\x01\x00TIT2";
+/// An MP3 file opening with a frame: MPEG-1 layer III, 128 kbit/s, 44.1 kHz.
+const MP3_FRAME: &[u8] = b"\xff\xfb\x90\x64\0\0\0\0";
+const OGG: &[u8] = b"OggS\0\x02\0\0\0\0\0\0\0\0";
+const FLAC: &[u8] = b"fLaC\x80\0\0\x22\x10\0";
+
+#[test]
+fn audio_is_sniffed_by_its_magic_bytes() {
+    for (bytes, media_type) in [
+        (WAV, "audio/wav"),
+        (MP3_ID3, "audio/mpeg"),
+        (MP3_FRAME, "audio/mpeg"),
+        // MPEG-2 layer III, 64 kbit/s, 22.05 kHz.
+        (b"\xff\xf3\x80\xc4".as_slice(), "audio/mpeg"),
+        (OGG, "audio/ogg"),
+        (FLAC, "audio/flac"),
+    ] {
+        assert_eq!(sniff(bytes), Some(media_type), "{bytes:?}");
+    }
+    // A WebP is a RIFF file too.
+    assert_eq!(sniff(b"RIFF\x24\0\0\0WEBPVP8 "), Some("image/webp"));
+    assert_eq!(sniff(b"RIFF\x24\0\0\0AVI LIST"), None);
+    // Frame sync with layer II, a free or bad bitrate, or a reserved rate: not MP3.
+    for not_mp3 in [
+        b"\xff\xfd\x90\x64",
+        b"\xff\xfb\x00\x64",
+        b"\xff\xfb\xf0\x64",
+        b"\xff\xfb\x9c\x64",
+    ] {
+        assert_eq!(sniff(not_mp3), None, "{not_mp3:?}");
+    }
+    // AAC (ADTS) shares the sync but has layer 0; JPEG starts 0xFF 0xD8.
+    assert_eq!(sniff(b"\xff\xf1\x50\x80"), None);
+    assert_eq!(sniff(JPEG), Some("image/jpeg"));
+    // Text that merely starts like a signature stays text.
+    for text in ["ID3 tags are metadata", "OggS is a page", "fLaC!"] {
+        assert_eq!(sniff(text.as_bytes()), Some("text/plain"), "{text}");
+    }
+}
+
+#[test]
+fn audio_bytes_must_be_what_they_claim_to_be() {
+    let policy = MediaPolicy::new();
+    assert_eq!(
+        policy.block(WAV, Some("audio/wav")).unwrap(),
+        ContentBlock::audio_bytes("audio/wav", WAV)
+    );
+    assert_eq!(
+        policy.block(MP3_FRAME, None).unwrap(),
+        ContentBlock::audio_bytes("audio/mpeg", MP3_FRAME)
+    );
+    // The common aliases are read as the canonical types.
+    for (bytes, claimed, actual) in [
+        (WAV, "audio/x-wav", "audio/wav"),
+        (WAV, "Audio/Wave", "audio/wav"),
+        (MP3_ID3, "audio/mp3", "audio/mpeg"),
+    ] {
+        assert_eq!(
+            policy.check(bytes, Some(claimed)).unwrap(),
+            actual,
+            "{claimed}"
+        );
+    }
+    let error = policy.block(PNG, Some("audio/wav")).unwrap_err();
+    assert!(
+        matches!(&error, MediaError::Mismatch { claimed, actual: "image/png" } if claimed == "audio/wav"),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "the content was declared as audio/wav but its bytes are image/png"
+    );
+    let error = policy.block(MP3_FRAME, Some("audio/wav")).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            MediaError::Mismatch {
+                actual: "audio/mpeg",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn wav_and_mp3_are_allowed_by_default_and_other_audio_on_request() {
+    let policy = MediaPolicy::new();
+    for bytes in [OGG, FLAC] {
+        let error = policy.block(bytes, None).unwrap_err();
+        assert!(matches!(error, MediaError::NotAllowed { .. }), "{error:?}");
+    }
+    let policy = policy.allow("audio/ogg").allow("audio/x-flac");
+    assert_eq!(
+        policy.block(OGG, Some("audio/ogg")).unwrap(),
+        ContentBlock::audio_bytes("audio/ogg", OGG)
+    );
+    assert_eq!(policy.check(FLAC, None).unwrap(), "audio/flac");
+    let error = MediaPolicy::new()
+        .max_bytes(WAV.len() - 1)
+        .block(WAV, None)
+        .unwrap_err();
+    assert!(matches!(error, MediaError::TooLarge { .. }), "{error:?}");
+    let images_only = MediaPolicy::new().allow_only(["image/png"]);
+    let error = images_only.check(WAV, None).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "audio/wav is not allowed (allowed: image/png)"
+    );
+}
+
+#[test]
+fn inline_audio_blocks_are_checked_and_retyped_by_their_bytes() {
+    let policy = MediaPolicy::new();
+    // An MP3 a tool filed as a document, under an alias, comes back as audio.
+    let block = ContentBlock::Document(Media::from_bytes("audio/mp3", MP3_ID3).with_name("a.mp3"));
+    assert_eq!(
+        policy.check_block(block).unwrap(),
+        ContentBlock::Audio(Media::from_bytes("audio/mpeg", MP3_ID3).with_name("a.mp3"))
+    );
+    let lying = ContentBlock::audio_bytes("audio/wav", PNG);
+    let result = ToolOutput::block(lying).into_result("c1", "speak", &policy);
+    assert!(result.is_error, "{result:?}");
+    assert!(
+        result
+            .text_content()
+            .contains("declared as audio/wav but its bytes are image/png"),
+        "{}",
+        result.text_content()
+    );
+    let result = ToolOutput::text("Said:")
+        .with(ToolOutput::media(WAV, "audio/wav"))
+        .into_result("c2", "speak", &policy);
+    assert_eq!(
+        result.content,
+        [
+            ContentBlock::text("Said:"),
+            ContentBlock::audio_bytes("audio/wav", WAV)
+        ]
+    );
+}
+
 #[test]
 fn a_pdf_becomes_a_document_block() {
     let block = MediaPolicy::new().block(PDF, None).unwrap();
@@ -224,6 +369,11 @@ fn files_inside_the_root_are_read_and_named() {
         .read_block(Path::new("report.pdf"), Some("image/png"))
         .unwrap_err();
     assert!(matches!(error, MediaError::Mismatch { .. }), "{error:?}");
+    std::fs::write(dir.path().join("voice.wav"), WAV).unwrap();
+    assert_eq!(
+        policy.read_block(Path::new("voice.wav"), None).unwrap(),
+        ContentBlock::Audio(Media::from_bytes("audio/wav", WAV).with_name("voice.wav"))
+    );
 }
 
 #[test]

@@ -256,3 +256,92 @@ fn a_tool_text_message_without_a_call_is_refused() {
         Err(Error::InvalidRequest(_))
     ));
 }
+
+/// A call answered with text and a WAV clip.
+fn audio_history(media_type: &str) -> ChatRequest {
+    ChatRequest::new(vec![
+        Message::user("Say hello"),
+        Message::tool_aggregate(
+            vec![ToolCall::new("c1", "speak", json!({"text": "hello"}))],
+            vec![ToolResult::new(
+                "c1",
+                "speak",
+                vec![
+                    ContentBlock::text("Said."),
+                    ContentBlock::Audio(Media::base64(media_type, WAV)),
+                ],
+            )],
+        ),
+    ])
+}
+
+const WAV: &str = "UklGRiQAAABXQVZF";
+
+#[test]
+fn tool_audio_is_injected_as_input_audio() {
+    let body = lower(&audio_history("audio/wav"), &LowerOptions::default()).unwrap();
+    assert_eq!(
+        body["messages"][2],
+        json!({"role": "tool", "tool_call_id": "c1",
+               "content": "Said.\n\n(The tool returned 1 audio clip; it follows in the next message.)"})
+    );
+    assert_eq!(
+        body["messages"][3],
+        json!({"role": "user", "content": [
+            {"type": "text", "text": "Attachments from tool call `c1` (speak):"},
+            {"type": "input_audio", "input_audio": {"data": WAV, "format": "wav"}},
+        ]})
+    );
+    let native = lower(&audio_history("audio/wav"), &with(ToolResultMedia::Native)).unwrap();
+    assert_eq!(
+        native["messages"][2]["content"][1],
+        json!({"type": "input_audio", "input_audio": {"data": WAV, "format": "wav"}})
+    );
+}
+
+#[test]
+fn user_audio_becomes_input_audio_in_wav_or_mp3_only() {
+    let request = |block: ContentBlock| {
+        ChatRequest::new(vec![Message::multimodal(
+            Role::User,
+            vec![ContentBlock::text("Transcribe"), block],
+        )])
+    };
+    for (media_type, format) in [
+        ("audio/wav", "wav"),
+        ("audio/x-wav", "wav"),
+        ("audio/mpeg", "mp3"),
+        ("audio/mp3", "mp3"),
+    ] {
+        let audio = ContentBlock::Audio(Media::base64(media_type, "SUQz"));
+        let body = lower(&request(audio), &LowerOptions::default()).unwrap();
+        assert_eq!(
+            body["messages"][0]["content"],
+            json!([
+                {"type": "text", "text": "Transcribe"},
+                {"type": "input_audio", "input_audio": {"data": "SUQz", "format": format}},
+            ]),
+            "{media_type}"
+        );
+    }
+    let ogg = ContentBlock::Audio(Media::base64("audio/ogg", "T2dnUw=="));
+    match lower(&request(ogg), &LowerOptions::default()) {
+        Err(Error::InvalidRequest(message)) => {
+            assert!(message.contains("audio/ogg"), "{message}")
+        }
+        other => panic!("expected an invalid request, got {other:?}"),
+    }
+    let by_url = ContentBlock::Audio(Media::url("https://example.com/a.wav"));
+    match lower(&request(by_url), &LowerOptions::default()) {
+        Err(Error::InvalidRequest(message)) => assert!(message.contains("URL"), "{message}"),
+        other => panic!("expected an invalid request, got {other:?}"),
+    }
+    let from_assistant = ChatRequest::new(vec![Message::multimodal(
+        Role::Assistant,
+        vec![ContentBlock::Audio(Media::base64("audio/wav", WAV))],
+    )]);
+    assert!(matches!(
+        lower(&from_assistant, &LowerOptions::default()),
+        Err(Error::InvalidRequest(_))
+    ));
+}

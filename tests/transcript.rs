@@ -17,7 +17,7 @@ use futures::stream::StreamExt;
 use lmstack::function::{FunctionCallLayer, Tool, ToolLoopLayer, ToolRegistry};
 use lmstack::testing::{self, Chunking, ScriptedModel, Turn};
 use lmstack::transcript::{self, Entry, OnFull, Record, SharedBuffer, TranscriptLayer};
-use lmstack::{ChatRequest, Error, Event, Message, ToolCall};
+use lmstack::{ChatRequest, ContentBlock, Error, Event, Message, Role, ToolCall, ToolResult};
 use serde_json::{Value, json};
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 
@@ -401,6 +401,41 @@ fn a_file_transcript_is_appended_to() {
             vec![Message::assistant("two")]
         ]
     );
+}
+
+#[test]
+fn audio_is_written_and_read_back_as_audio_blocks() {
+    let audio = ContentBlock::audio_bytes("audio/wav", b"RIFF\x24\0\0\0WAVE");
+    let result = ToolResult::new(
+        "call_1",
+        "speak",
+        vec![ContentBlock::text("Said."), audio.clone()],
+    );
+    let reply = vec![Message::tool_aggregate(
+        vec![ToolCall::new("call_1", "speak", json!({}))],
+        vec![result],
+    )];
+    let buffer = SharedBuffer::default();
+    let recorder = TranscriptLayer::new(buffer.clone());
+    let service = recorder.layer(ScriptedModel::new().reply_messages(reply.clone()));
+    let asked = ChatRequest::new(vec![Message::multimodal(
+        Role::User,
+        vec![ContentBlock::text("Transcribe"), audio],
+    )]);
+    block_on(async {
+        let reply = service.oneshot(asked.clone()).await?.collect().await;
+        recorder.flush().await;
+        reply
+    })
+    .unwrap();
+    let written = lines(&buffer);
+    assert_eq!(
+        written[0]["request"]["messages"][0]["content"][1],
+        json!({"type": "audio", "media_type": "audio/wav", "data": "UklGRiQAAABXQVZF"})
+    );
+    let exchanges = transcript::read(buffer.contents().as_slice()).unwrap();
+    assert_eq!(exchanges[0].request, asked);
+    assert_eq!(lmstack::Joiner::join(exchanges[0].events.clone()), reply);
 }
 
 #[test]

@@ -145,6 +145,37 @@ fn images_travel_as_blocks_after_their_placeholder_line() {
 }
 
 #[test]
+fn audio_travels_as_a_block_after_its_placeholder_line_and_reads_back() {
+    let audio = ContentBlock::audio_bytes("audio/wav", b"RIFF\x24\0\0\0WAVE");
+    let aggregate = Message::tool_aggregate(
+        vec![ToolCall::new("call_1", "speak", json!({"text": "hi"}))],
+        vec![ToolResult::new(
+            "call_1",
+            "speak",
+            vec![ContentBlock::text("Said."), audio.clone()],
+        )],
+    );
+    let rendered = render(vec![aggregate.clone()]);
+    assert_eq!(
+        rendered[1],
+        Message::multimodal(
+            Role::User,
+            vec![
+                ContentBlock::text(
+                    "<tool_response name=\"speak\" id=\"call_1\">\nSaid.\n[audio 1: audio/wav]\n"
+                ),
+                audio,
+                ContentBlock::text("</tool_response>"),
+            ]
+        )
+    );
+    let read = NaturalToolUseParser::new()
+        .read_history(rendered, &[])
+        .unwrap();
+    assert_eq!(read, [aggregate]);
+}
+
+#[test]
 fn a_turn_of_text_aggregate_text_keeps_the_texts_in_order_and_alternates_roles() {
     let history = vec![
         Message::user("Weather in SF?"),
@@ -397,7 +428,7 @@ fn arguments() -> impl Strategy<Value = Value> {
 fn text() -> impl Strategy<Value = String> {
     prop_oneof![
         "[ -~é°\n]{0,30}",
-        "(</tool_response>|<tool_call>|---|\\[image 1\\]|\n|\"|x| ){0,6}",
+        "(</tool_response>|<tool_call>|---|\\[image 1\\]|\\[audio 1\\]|\n|\"|x| ){0,6}",
         json_value().prop_map(|v| v.to_string()),
         json_value().prop_map(|v| serde_json::to_string_pretty(&v).unwrap()),
     ]
@@ -411,6 +442,8 @@ fn media() -> impl Strategy<Value = ContentBlock> {
             Media::from_bytes("application/pdf", b"%PDF-1.7").with_name(format!("{name}.pdf"))
         )),
         Just(ContentBlock::image_url("https://example.com/a.png")),
+        prop::collection::vec(any::<u8>(), 0..8)
+            .prop_map(|bytes| ContentBlock::audio_bytes("audio/wav", &bytes)),
     ]
 }
 

@@ -1,4 +1,5 @@
-//! Checked media for tool results: bytes or files become image and document blocks.
+//! Checked media for tool results: bytes or files become image, document and
+//! audio blocks.
 
 use std::fmt;
 use std::fs::{File, Metadata, OpenOptions};
@@ -13,13 +14,17 @@ use crate::{ContentBlock, Media, MediaSource};
 /// What media a tool may hand to the model, where it may read files from, and how
 /// much text it may return.
 ///
-/// Every image or document a tool returns from bytes, a file or an inline
-/// content block goes through the policy of its
+/// Every image, document or audio clip a tool returns from bytes, a file or an
+/// inline content block goes through the policy of its
 /// [`FunctionCallLayer`](super::FunctionCallLayer):
 ///
 /// - the type is **sniffed from the magic bytes** and must agree with the type the
-///   tool claimed (`image/jpg` is read as `image/jpeg`);
-/// - the type must be on the **allow-list** (by default PNG, JPEG, GIF, WebP and PDF);
+///   tool claimed (`image/jpg` is read as `image/jpeg`, `audio/x-wav` and
+///   `audio/wave` as `audio/wav`, `audio/mp3` as `audio/mpeg`);
+/// - the type must be on the **allow-list** (by default PNG, JPEG, GIF, WebP, PDF,
+///   WAV and MP3: MCP servers return audio, and both audio types are the ones
+///   every provider with audio input takes; OGG and FLAC are recognised but must
+///   be [allowed](Self::allow));
 /// - the content must fit the **size limit** (20 MiB by default), checked before a
 ///   file is read and again while reading it;
 /// - a file path is resolved **inside the configured root** — relative paths from the
@@ -66,13 +71,16 @@ impl MediaPolicy {
     /// most models' context.
     pub const DEFAULT_MAX_TEXT_BYTES: usize = 1024 * 1024;
 
-    /// The types allowed by default.
+    /// The types allowed by default: images, PDF, and the audio types Chat
+    /// Completions and Gemini both take (WAV and MP3).
     pub const DEFAULT_ALLOWED: &'static [&'static str] = &[
         "image/png",
         "image/jpeg",
         "image/gif",
         "image/webp",
         "application/pdf",
+        "audio/wav",
+        "audio/mpeg",
     ];
 
     /// The default policy: the default allow-list and size limits, and no file root
@@ -95,7 +103,7 @@ impl MediaPolicy {
         self
     }
 
-    /// Sets the size limit, in bytes, of one image or document.
+    /// Sets the size limit, in bytes, of one image, document or audio clip.
     pub fn max_bytes(mut self, max_bytes: usize) -> Self {
         self.max_bytes = max_bytes;
         self
@@ -176,20 +184,24 @@ impl MediaPolicy {
     }
 
     /// Checks `bytes` and makes a content block of them: an image for `image/*`
-    /// types, a document otherwise, inline as base64.
+    /// types, an audio clip for `audio/*` types, a document otherwise, inline as
+    /// base64.
     pub fn block(&self, bytes: &[u8], claimed: Option<&str>) -> Result<ContentBlock, MediaError> {
         let media_type = self.check(bytes, claimed)?;
         Ok(typed_block(Media::from_bytes(media_type, bytes)))
     }
 
     /// Checks a content block a tool built itself as [`block`](Self::block)
-    /// checks bytes: an inline (base64) image or document must fit the size
-    /// limit, be what its `media_type` claims and be on the allow-list; it comes
-    /// back with the sniffed type, as an image or a document by that type, its
-    /// data and name kept. Text, and media by URL (there are no bytes to
+    /// checks bytes: an inline (base64) image, document or audio clip must fit
+    /// the size limit, be what its `media_type` claims and be on the allow-list;
+    /// it comes back with the sniffed type, as an image, audio clip or document
+    /// by that type, its data and name kept. Text, and media by URL (there are no bytes to
     /// inspect), pass unchanged.
     pub fn check_block(&self, block: ContentBlock) -> Result<ContentBlock, MediaError> {
-        let (ContentBlock::Image(media) | ContentBlock::Document(media)) = &block else {
+        let (ContentBlock::Image(media)
+        | ContentBlock::Document(media)
+        | ContentBlock::Audio(media)) = &block
+        else {
             return Ok(block);
         };
         let MediaSource::Base64 { media_type, data } = &media.source else {
@@ -223,8 +235,10 @@ impl MediaPolicy {
     ) -> Result<ContentBlock, MediaError> {
         let bytes = self.read(path)?;
         let mut block = self.block(&bytes, claimed)?;
-        if let (ContentBlock::Image(media) | ContentBlock::Document(media), Some(name)) =
-            (&mut block, path.file_name())
+        if let (
+            ContentBlock::Image(media) | ContentBlock::Document(media) | ContentBlock::Audio(media),
+            Some(name),
+        ) = (&mut block, path.file_name())
         {
             media.name = Some(name.to_string_lossy().into_owned());
         }
@@ -326,12 +340,13 @@ fn open_without_blocking(path: &Path) -> io::Result<File> {
     options.open(path)
 }
 
-/// An image block for `image/*` media, a document block otherwise.
+/// An image block for `image/*` media, an audio block for `audio/*` media, a
+/// document block otherwise.
 fn typed_block(media: Media) -> ContentBlock {
-    if media.media_type().is_some_and(|t| t.starts_with("image/")) {
-        ContentBlock::Image(media)
-    } else {
-        ContentBlock::Document(media)
+    match media.media_type() {
+        Some(t) if t.starts_with("image/") => ContentBlock::Image(media),
+        Some(t) if t.starts_with("audio/") => ContentBlock::Audio(media),
+        _ => ContentBlock::Document(media),
     }
 }
 
@@ -357,7 +372,7 @@ pub enum MediaError {
     },
     /// The magic bytes match no type lmstack recognises.
     #[error(
-        "the content is not a recognised type (PNG, JPEG, GIF, WebP, PDF or plain text){}",
+        "the content is not a recognised type (PNG, JPEG, GIF, WebP, PDF, WAV, MP3, OGG, FLAC or plain text){}",
         Claim(claimed.as_deref())
     )]
     Unrecognised {
@@ -422,14 +437,18 @@ impl fmt::Display for Claim<'_> {
 }
 
 /// The type of `bytes` from their magic bytes: `image/png`, `image/jpeg`,
-/// `image/gif`, `image/webp`, `application/pdf`, or `text/plain` for UTF-8 text
-/// without control characters other than whitespace. `None` when nothing matches
-/// (and for empty content).
+/// `image/gif`, `image/webp`, `application/pdf`, `audio/wav` (`RIFF…WAVE`),
+/// `audio/mpeg` (an ID3v2 tag, or an MPEG layer III frame header), `audio/ogg`
+/// (`OggS`), `audio/flac` (`fLaC`), or `text/plain` for UTF-8 text without
+/// control characters other than whitespace. `None` when nothing matches (and
+/// for empty content).
 ///
 /// ```
 /// use lmstack::function::sniff;
 /// assert_eq!(sniff(b"%PDF-1.7\n"), Some("application/pdf"));
 /// assert_eq!(sniff(b"GIF89a\x01\x00"), Some("image/gif"));
+/// assert_eq!(sniff(b"RIFF\x24\0\0\0WAVEfmt "), Some("audio/wav"));
+/// assert_eq!(sniff(b"\xff\xfb\x90\x64"), Some("audio/mpeg"));
 /// assert_eq!(sniff("héllo\n".as_bytes()), Some("text/plain"));
 /// assert_eq!(sniff(b"\x00\x01\x02"), None);
 /// ```
@@ -447,8 +466,8 @@ pub fn sniff(bytes: &[u8]) -> Option<&'static str> {
     {
         return Some(media_type);
     }
-    if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
-        return Some("image/webp");
+    if let Some(media_type) = riff(bytes).or_else(|| audio(bytes)) {
+        return Some(media_type);
     }
     let text = std::str::from_utf8(bytes).ok()?;
     let plain = !text.is_empty()
@@ -458,8 +477,54 @@ pub fn sniff(bytes: &[u8]) -> Option<&'static str> {
     plain.then_some("text/plain")
 }
 
+/// The type of a RIFF container: WebP or WAV.
+fn riff(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.len() < 12 || &bytes[..4] != b"RIFF" {
+        return None;
+    }
+    match &bytes[8..12] {
+        b"WEBP" => Some("image/webp"),
+        b"WAVE" => Some("audio/wav"),
+        _ => None,
+    }
+}
+
+/// The type of MP3, OGG or FLAC audio by its first bytes. Each signature is
+/// checked with the byte after it, so that text which happens to start with
+/// `ID3`, `OggS` or `fLaC` stays text.
+fn audio(bytes: &[u8]) -> Option<&'static str> {
+    match bytes {
+        // ID3v2: major version 2 to 4, then a revision, flags, and a size of
+        // four 7-bit bytes.
+        [b'I', b'D', b'3', 2..=4, _, _, size @ ..]
+            if size.len() >= 4 && size[..4].iter().all(|b| b & 0x80 == 0) =>
+        {
+            Some("audio/mpeg")
+        }
+        [b'O', b'g', b'g', b'S', 0, ..] => Some("audio/ogg"),
+        // The first metadata block is STREAMINFO (type 0, maybe marked last).
+        [b'f', b'L', b'a', b'C', header, ..] if header & 0x7f == 0 => Some("audio/flac"),
+        [0xff, second, third, ..] if mpeg_layer_3(*second, *third) => Some("audio/mpeg"),
+        _ => None,
+    }
+}
+
+/// Whether `0xFF second third` opens an MPEG audio layer III frame: the rest of
+/// the 11-bit frame sync, a version other than the reserved one, layer III, a
+/// bitrate index other than free (0) and bad (15), a sampling rate index other
+/// than the reserved 3.
+fn mpeg_layer_3(second: u8, third: u8) -> bool {
+    let sync = second & 0xe0 == 0xe0;
+    let version = (second >> 3) & 0b11;
+    let layer = (second >> 1) & 0b11;
+    let bitrate = third >> 4;
+    let rate = (third >> 2) & 0b11;
+    sync && version != 0b01 && layer == 0b01 && !matches!(bitrate, 0 | 15) && rate != 0b11
+}
+
 /// A MIME type in the form the policy compares: lower case, without parameters,
-/// `image/jpg` read as `image/jpeg`.
+/// `image/jpg` read as `image/jpeg`, `audio/x-wav` and `audio/wave` as
+/// `audio/wav`, `audio/mp3` as `audio/mpeg`.
 fn normalise(media_type: &str) -> String {
     let essence = media_type
         .split(';')
@@ -469,6 +534,9 @@ fn normalise(media_type: &str) -> String {
         .to_ascii_lowercase();
     match essence.as_str() {
         "image/jpg" | "image/pjpeg" => "image/jpeg".to_owned(),
+        "audio/x-wav" | "audio/wave" | "audio/vnd.wave" => "audio/wav".to_owned(),
+        "audio/mp3" | "audio/x-mp3" | "audio/mpeg3" => "audio/mpeg".to_owned(),
+        "audio/x-flac" => "audio/flac".to_owned(),
         _ => essence,
     }
 }

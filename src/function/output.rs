@@ -1,5 +1,5 @@
-//! What a tool returns: text, JSON, images, documents and files, made into a
-//! tool result under the layer's media policy.
+//! What a tool returns: text, JSON, images, documents, audio and files, made
+//! into a tool result under the layer's media policy.
 
 use std::path::PathBuf;
 
@@ -9,10 +9,10 @@ use serde_json::Value;
 use super::media::MediaPolicy;
 use crate::{ContentBlock, MediaSource, Metadata, ToolResult};
 
-/// What a tool returns: text, JSON, images, documents and files, in order, and
-/// whether it is an error.
+/// What a tool returns: text, JSON, images, documents, audio and files, in
+/// order, and whether it is an error.
 ///
-/// Images and documents — from bytes, files, or inline blocks — are checked by
+/// Images, documents and audio — from bytes, files, or inline blocks — are checked by
 /// the layer's [`MediaPolicy`] when the result is made, and so is the size of the
 /// text; a file is read only then (lazily, after the tool returned, off the async
 /// threads, within the call's time limit). Content the policy refuses turns the
@@ -88,9 +88,9 @@ impl ToolOutput {
         }
     }
 
-    /// One content block. An inline (base64) image or document is checked against
-    /// the media policy like [`media`](Self::media) when the result is made; text
-    /// and media by URL are passed on as they are.
+    /// One content block. An inline (base64) image, document or audio clip is
+    /// checked against the media policy like [`media`](Self::media) when the
+    /// result is made; text and media by URL are passed on as they are.
     pub fn block(block: ContentBlock) -> Self {
         ToolOutput {
             parts: vec![Part::Block(block)],
@@ -98,8 +98,9 @@ impl ToolOutput {
         }
     }
 
-    /// An image or document from bytes of the claimed MIME type; checked against the
-    /// media policy (sniffed type, allow-list, size) when the result is made.
+    /// An image, document or audio clip from bytes of the claimed MIME type;
+    /// checked against the media policy (sniffed type, allow-list, size) when
+    /// the result is made.
     pub fn media(bytes: impl Into<Vec<u8>>, media_type: impl Into<String>) -> Self {
         ToolOutput {
             parts: vec![Part::Bytes {
@@ -110,8 +111,9 @@ impl ToolOutput {
         }
     }
 
-    /// An image or document read from a file under the media policy's root, when the
-    /// result is made; its type is sniffed from its bytes.
+    /// An image, document or audio clip read from a file under the media
+    /// policy's root, when the result is made; its type is sniffed from its
+    /// bytes.
     pub fn file(path: impl Into<PathBuf>) -> Self {
         ToolOutput {
             parts: vec![Part::File {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
-/// One block of content: text, an image or a document.
+/// One block of content: text, an image, a document or an audio clip.
 ///
 /// JSON form (internally tagged by `"type"`):
 ///
@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 /// {"type":"image","media_type":"image/png","data":"iVBORw0KGgo="}
 /// {"type":"image","url":"https://example.com/cat.png"}
 /// {"type":"document","media_type":"application/pdf","data":"JVBERi0=","name":"report.pdf"}
+/// {"type":"audio","media_type":"audio/wav","data":"UklGRg=="}
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -27,6 +28,8 @@ pub enum ContentBlock {
     Image(Media),
     /// A document such as a PDF, inline (base64) or by URL.
     Document(Media),
+    /// An audio clip such as a WAV or MP3 file, inline (base64) or by URL.
+    Audio(Media),
 }
 
 impl ContentBlock {
@@ -59,6 +62,20 @@ impl ContentBlock {
         ContentBlock::Document(Media::from_bytes(media_type, bytes))
     }
 
+    /// An inline audio clip (for example `audio/wav`) from raw bytes.
+    ///
+    /// ```
+    /// use lmstack::ContentBlock;
+    /// let block = ContentBlock::audio_bytes("audio/wav", b"RIFF");
+    /// assert_eq!(
+    ///     serde_json::to_string(&block).unwrap(),
+    ///     r#"{"type":"audio","media_type":"audio/wav","data":"UklGRg=="}"#
+    /// );
+    /// ```
+    pub fn audio_bytes(media_type: impl Into<String>, bytes: &[u8]) -> Self {
+        ContentBlock::Audio(Media::from_bytes(media_type, bytes))
+    }
+
     /// The text of a text block.
     pub fn as_text(&self) -> Option<&str> {
         match self {
@@ -67,21 +84,25 @@ impl ContentBlock {
         }
     }
 
-    /// The media of an image or document block.
+    /// The media of an image, document or audio block.
     pub fn as_media(&self) -> Option<&Media> {
         match self {
-            ContentBlock::Image(media) | ContentBlock::Document(media) => Some(media),
+            ContentBlock::Image(media)
+            | ContentBlock::Document(media)
+            | ContentBlock::Audio(media) => Some(media),
             ContentBlock::Text { .. } => None,
         }
     }
 }
 
-/// Binary content (an image or a document), carried inline as base64 or by URL.
+/// Binary content (an image, a document or an audio clip), carried inline as
+/// base64 or by URL.
 ///
 /// The inline form is the canonical one: it maps 1:1 to an OpenAI-style
 /// `data:<media_type>;base64,<data>` URI, an Anthropic `base64` source, a Gemini
-/// `inlineData` part and an MCP `ImageContent`. The base64 text is shared (`Arc`),
-/// so cloning a message history that holds large images is cheap.
+/// `inlineData` part and an MCP `ImageContent` or `AudioContent`. The base64
+/// text is shared (`Arc`), so cloning a message history that holds large
+/// images is cheap.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "RawMedia", into = "RawMedia")]
 pub struct Media {

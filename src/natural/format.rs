@@ -31,9 +31,10 @@
 //! own lines. A text block is written as plain text; a text that is compact JSON
 //! of an object or an array as pretty JSON; a text that would be misread (empty,
 //! JSON-looking, holding `</tool_response>` or a placeholder line) as a JSON
-//! string. An image or document block cannot live in text: it is written as a
-//! placeholder line (`[image 1: image/png]`, numbered within the message) and
-//! travels as a content block of the same message.
+//! string. An image, document or audio block cannot live in text: it is written
+//! as a placeholder line (`[image 1: image/png]`, `[audio 2: audio/wav]`,
+//! numbered within the message) and travels as a content block of the same
+//! message.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -248,11 +249,8 @@ fn write_body(out: &mut String, content: &[ContentBlock], media: &mut Vec<(usize
         }
         match block {
             ContentBlock::Text { text } => write_text(out, text),
-            ContentBlock::Image(m) | ContentBlock::Document(m) => {
-                let kind = match block {
-                    ContentBlock::Image(_) => "image",
-                    _ => "document",
-                };
+            ContentBlock::Image(m) | ContentBlock::Document(m) | ContentBlock::Audio(m) => {
+                let kind = MediaKind::of(block).map_or("media", MediaKind::name);
                 out.push_str(&format!("[{kind} {}: {}]", media.len() + 1, describe(m)));
                 media.push((out.len() + 1, block.clone()));
             }
@@ -298,16 +296,39 @@ fn describe(media: &Media) -> String {
 pub(crate) enum MediaKind {
     Image,
     Document,
+    Audio,
+}
+
+impl MediaKind {
+    const ALL: [MediaKind; 3] = [MediaKind::Image, MediaKind::Document, MediaKind::Audio];
+
+    /// The kind of a media block (`None` for text).
+    pub(crate) fn of(block: &ContentBlock) -> Option<MediaKind> {
+        match block {
+            ContentBlock::Image(_) => Some(MediaKind::Image),
+            ContentBlock::Document(_) => Some(MediaKind::Document),
+            ContentBlock::Audio(_) => Some(MediaKind::Audio),
+            ContentBlock::Text { .. } => None,
+        }
+    }
+
+    /// The word a placeholder line opens with.
+    fn name(self) -> &'static str {
+        match self {
+            MediaKind::Image => "image",
+            MediaKind::Document => "document",
+            MediaKind::Audio => "audio",
+        }
+    }
 }
 
 /// Reads a placeholder line: `[image 3: …]` → (image, 3).
 pub(crate) fn placeholder(line: &str) -> Option<(MediaKind, usize)> {
     let inner = line.strip_prefix('[')?.strip_suffix(']')?;
-    let (kind, rest) = if let Some(rest) = inner.strip_prefix("image ") {
-        (MediaKind::Image, rest)
-    } else {
-        (MediaKind::Document, inner.strip_prefix("document ")?)
-    };
+    let (kind, rest) = MediaKind::ALL.into_iter().find_map(|kind| {
+        let rest = inner.strip_prefix(kind.name())?.strip_prefix(' ')?;
+        Some((kind, rest))
+    })?;
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
     let number = rest[..digits].parse().ok()?;
     let tail = &rest[digits..];
@@ -591,6 +612,7 @@ mod tests {
         let document = ContentBlock::Document(
             Media::from_bytes("application/pdf", b"%PDF").with_name("r.pdf"),
         );
+        let audio = ContentBlock::audio_bytes("audio/wav", b"RIFF");
         let mut media = Vec::new();
         let mut out = String::from("x");
         write_body(
@@ -599,23 +621,30 @@ mod tests {
                 ContentBlock::text("Drawn."),
                 image.clone(),
                 document.clone(),
+                audio.clone(),
             ],
             &mut media,
         );
         assert_eq!(
             out,
-            "xDrawn.\n[image 1: image/png]\n[document 2: application/pdf, r.pdf]"
+            "xDrawn.\n[image 1: image/png]\n[document 2: application/pdf, r.pdf]\n[audio 3: audio/wav]"
         );
         assert_eq!(media[0], (out.find("\n[doc").unwrap() + 1, image));
-        assert_eq!(media[1], (out.len() + 1, document));
+        assert_eq!(media[1], (out.find("\n[audio").unwrap() + 1, document));
+        assert_eq!(media[2], (out.len() + 1, audio));
         let mut placeholders = Vec::new();
         let read = read_body(&out[1..], &mut placeholders);
         assert_eq!(read[1], ContentBlock::text("[image 1: image/png]"));
-        assert_eq!(placeholders, [1, 2]);
+        assert_eq!(placeholders, [1, 2, 3]);
         assert_eq!(
             placeholder("[document 2: application/pdf, r.pdf]"),
             Some((MediaKind::Document, 2))
         );
+        assert_eq!(
+            placeholder("[audio 3: audio/wav]"),
+            Some((MediaKind::Audio, 3))
+        );
+        assert_eq!(placeholder("[audio3: audio/wav]"), None);
         assert_eq!(placeholder("[image 0]"), None);
         assert_eq!(placeholder("[image 1] and more"), None);
     }

@@ -114,11 +114,7 @@ fn multimodal(
 fn claim(block: &ContentBlock, media: &mut [Option<ContentBlock>]) -> Option<ContentBlock> {
     let (kind, number) = format::placeholder(block.as_text()?)?;
     let slot = media.get_mut(number - 1)?;
-    let fits = match slot.as_ref()? {
-        ContentBlock::Image(_) => kind == MediaKind::Image,
-        ContentBlock::Document(_) => kind == MediaKind::Document,
-        ContentBlock::Text { .. } => false,
-    };
+    let fits = MediaKind::of(slot.as_ref()?) == Some(kind);
     fits.then(|| slot.take()).flatten()
 }
 

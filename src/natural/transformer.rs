@@ -44,9 +44,9 @@ pub const TOOL_METADATA_KEY: &str = "tool_metadata";
 /// call.
 ///
 /// **Results.** Text as plain text; a result that is compact JSON of an object or
-/// array as pretty JSON; an error result carries `is_error="true"`. Image and
-/// document blocks cannot live in text: each leaves a placeholder line
-/// (`[image 1: image/png]`) and travels as a content block of the same user
+/// array as pretty JSON; an error result carries `is_error="true"`. Image,
+/// document and audio blocks cannot live in text: each leaves a placeholder line
+/// (`[image 1: image/png]`, `[audio 2: audio/wav]`) and travels as a content block of the same user
 /// message, right after its line (the message is then `multimodal`).
 ///
 /// **Metadata.** An assistant message built from several sources takes each key

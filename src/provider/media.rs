@@ -1,15 +1,17 @@
-//! Images and documents in tool results: the policy every provider's lowering
-//! follows, and the texts the policy writes, in one place.
+//! Images, documents and audio in tool results: the policy every provider's
+//! lowering follows, and the texts the policy writes, in one place.
 //!
-//! Providers differ in where a tool's files may go: Anthropic takes them inside
-//! `tool_result`, Gemini 3 inside `functionResponse.parts`, Chat Completions
-//! and Gemini 2.x only in a user message. Media bytes are never turned into
-//! text, whatever the policy.
+//! Providers differ in where a tool's files may go: Anthropic takes images and
+//! documents inside `tool_result` (and no audio anywhere), Gemini 3 images and
+//! documents inside `functionResponse.parts` (audio after the responses),
+//! Chat Completions and Gemini 2.x only in a user message. Media bytes are
+//! never turned into text, whatever the policy.
 
 use crate::Error;
 use crate::message::{ContentBlock, ToolResult};
 
-/// What a provider's lowering does with images and documents in tool results.
+/// What a provider's lowering does with images, documents and audio in tool
+/// results.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ToolResultMedia {
     /// The tool result keeps its text plus a note that the files follow
@@ -45,11 +47,25 @@ pub fn rejected(provider: &str, result: &ToolResult) -> Error {
 /// The text of a tool result whose files are injected after it: its text,
 /// then a note saying what follows in the next message.
 pub fn text_with_note(result: &ToolResult) -> String {
+    let files = result
+        .content
+        .iter()
+        .filter(|block| block.as_media().is_some());
+    text_with_note_of(result, files)
+}
+
+/// The text of a tool result of which only the files `moved` are injected
+/// after it (the others travel inside it): its text, then a note counting
+/// `moved`.
+pub fn text_with_note_of<'a>(
+    result: &ToolResult,
+    moved: impl IntoIterator<Item = &'a ContentBlock>,
+) -> String {
     let mut text = result.text_content();
     if !text.is_empty() {
         text.push_str("\n\n");
     }
-    text.push_str(&attachment_note(&result.content));
+    text.push_str(&attachment_note(moved));
     text
 }
 
@@ -61,33 +77,77 @@ pub fn attachments_heading(result: &ToolResult) -> String {
     )
 }
 
-/// "(The tool returned 1 image and 2 documents; they follow in the next
-/// message.)"
-fn attachment_note(content: &[ContentBlock]) -> String {
-    let images = content
+/// "(The tool returned 1 image, 2 documents and 1 audio clip; they follow in
+/// the next message.)"
+fn attachment_note<'a>(files: impl IntoIterator<Item = &'a ContentBlock>) -> String {
+    let mut counts = [0usize; 3];
+    for block in files {
+        match block {
+            ContentBlock::Image(_) => counts[0] += 1,
+            ContentBlock::Document(_) => counts[1] += 1,
+            ContentBlock::Audio(_) => counts[2] += 1,
+            ContentBlock::Text { .. } => {}
+        }
+    }
+    let what: Vec<String> = counts
         .iter()
-        .filter(|block| matches!(block, ContentBlock::Image(_)))
-        .count();
-    let documents = content
-        .iter()
-        .filter(|block| matches!(block, ContentBlock::Document(_)))
-        .count();
-    let count = |n: usize, what: &str| match n {
-        0 => None,
-        1 => Some(format!("1 {what}")),
-        n => Some(format!("{n} {what}s")),
-    };
-    let what: Vec<String> = [count(images, "image"), count(documents, "document")]
-        .into_iter()
-        .flatten()
+        .zip(["image", "document", "audio clip"])
+        .filter(|(n, _)| **n > 0)
+        .map(|(n, what)| match n {
+            1 => format!("1 {what}"),
+            n => format!("{n} {what}s"),
+        })
         .collect();
-    let pronoun = if images + documents == 1 {
+    let pronoun = if counts.iter().sum::<usize>() == 1 {
         "it follows"
     } else {
         "they follow"
     };
     format!(
         "(The tool returned {}; {pronoun} in the next message.)",
-        what.join(" and ")
+        listed(&what)
     )
+}
+
+/// "a", "a and b", "a, b and c".
+fn listed(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [only] => only.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Media;
+
+    #[test]
+    fn the_note_counts_every_kind_of_file() {
+        let image = ContentBlock::image_bytes("image/png", b"png");
+        let audio = ContentBlock::audio_bytes("audio/wav", b"RIFF");
+        let pdf = ContentBlock::Document(Media::from_bytes("application/pdf", b"%PDF"));
+        assert_eq!(
+            attachment_note([&image, &audio]),
+            "(The tool returned 1 image and 1 audio clip; they follow in the next message.)"
+        );
+        assert_eq!(
+            attachment_note([&audio]),
+            "(The tool returned 1 audio clip; it follows in the next message.)"
+        );
+        assert_eq!(
+            attachment_note([&image, &pdf, &pdf, &audio, &audio]),
+            "(The tool returned 1 image, 2 documents and 2 audio clips; they follow in the next message.)"
+        );
+        let result = ToolResult::new(
+            "call_1",
+            "speak",
+            vec![ContentBlock::text("Said."), image, audio.clone()],
+        );
+        assert_eq!(
+            text_with_note_of(&result, [&audio]),
+            "Said.\n\n(The tool returned 1 audio clip; it follows in the next message.)"
+        );
+    }
 }

@@ -16,7 +16,7 @@ pub struct Args {
     /// The wire format to write.
     #[arg(long, value_enum)]
     provider: Provider,
-    /// What to do with images and documents in tool results (by default the
+    /// What to do with images, documents and audio in tool results (by default the
     /// wire's choice: inject for OpenAI, native for Anthropic, by model for
     /// Gemini).
     #[arg(long, value_enum)]

@@ -23,7 +23,7 @@ pub enum Provider {
 /// what applies to it.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Writing {
-    /// What to do with images and documents in tool results; `None` for the
+    /// What to do with images, documents and audio in tool results; `None` for the
     /// wire's default (inject for OpenAI, native for Anthropic, by model for
     /// Gemini).
     pub tool_result_media: Option<Media>,
@@ -31,7 +31,7 @@ pub struct Writing {
     pub max_completion_tokens: bool,
 }
 
-/// The policies for images and documents in tool results.
+/// The policies for images, documents and audio in tool results.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum Media {
     /// A synthetic user message with the files follows the tool results.

@@ -134,7 +134,7 @@ impl TextView {
 pub fn describe(block: &ContentBlock) -> String {
     match block {
         ContentBlock::Text { text } => text.clone(),
-        ContentBlock::Image(media) | ContentBlock::Document(media) => {
+        ContentBlock::Image(media) | ContentBlock::Document(media) | ContentBlock::Audio(media) => {
             let size = media
                 .decode()
                 .and_then(Result::ok)

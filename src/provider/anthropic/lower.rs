@@ -34,7 +34,9 @@ pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LowerOptions {
     /// What to do with images and documents in tool results: `Native` by
-    /// default, as `tool_result` blocks take them.
+    /// default, as `tool_result` blocks take them. Audio cannot be sent under
+    /// any policy: the Messages API takes no audio input, so a tool result
+    /// holding audio is an error naming the call and the type.
     pub tool_result_media: ToolResultMedia,
     /// The `max_tokens` sent when the request sets none
     /// ([`DEFAULT_MAX_TOKENS`]).
@@ -206,6 +208,14 @@ impl<'a> History<'a> {
 
     /// A result's block; under `Inject`, its files go to `files`.
     fn tool_result(&self, result: &ToolResult, files: &mut Vec<Value>) -> Result<Value, Error> {
+        if self.options.tool_result_media != ToolResultMedia::Reject {
+            refuse_audio(&result.content, || {
+                format!(
+                    "the result of tool call `{}` ({})",
+                    result.call_id, result.name
+                )
+            })?;
+        }
         let has_media = result
             .content
             .iter()
@@ -224,13 +234,16 @@ impl<'a> History<'a> {
         } else {
             match self.options.tool_result_media {
                 ToolResultMedia::Native => {
-                    Value::Array(result.content.iter().map(content_block).collect())
+                    let blocks = result.content.iter().map(content_block);
+                    Value::Array(blocks.collect::<Result<_, _>>()?)
                 }
                 ToolResultMedia::Reject => return Err(media::rejected(PROVIDER, result)),
                 ToolResultMedia::Inject => {
                     files.push(text_block(media::attachments_heading(result)));
                     let media = result.content.iter().filter(|b| b.as_media().is_some());
-                    files.extend(media.map(content_block));
+                    for block in media {
+                        files.push(content_block(block)?);
+                    }
                     Value::String(media::text_with_note(result))
                 }
             }
@@ -269,7 +282,12 @@ impl<'a> LowerHistory for History<'a> {
     fn multimodal(&mut self, message: &MultimodalMessage) -> Result<(), Error> {
         match message.role {
             Role::User => {
-                let blocks: Vec<Value> = message.content.iter().map(content_block).collect();
+                refuse_audio(&message.content, || "a user message".to_owned())?;
+                let blocks = message
+                    .content
+                    .iter()
+                    .map(content_block)
+                    .collect::<Result<Vec<_>, _>>()?;
                 self.close();
                 self.out.push(json!({"role": "user", "content": blocks}));
             }
@@ -360,8 +378,31 @@ fn lower_call(call: &ToolCall) -> Value {
     Value::Object(block)
 }
 
-fn content_block(block: &ContentBlock) -> Value {
-    match block {
+/// Refuses audio in `content`, which the Messages API cannot take (it has no
+/// audio input); `holder` names the block's place for the error.
+fn refuse_audio(content: &[ContentBlock], holder: impl FnOnce() -> String) -> Result<(), Error> {
+    match content
+        .iter()
+        .find(|block| matches!(block, ContentBlock::Audio(_)))
+    {
+        Some(audio) => Err(no_audio(&holder(), audio)),
+        None => Ok(()),
+    }
+}
+
+/// The error for an audio block held by `holder`: it names the type.
+fn no_audio(holder: &str, audio: &ContentBlock) -> Error {
+    let media_type = audio.as_media().and_then(Media::media_type);
+    Error::InvalidRequest(format!(
+        "anthropic: {holder} holds audio ({}), and the Messages API takes no audio input",
+        media_type.unwrap_or("of unknown type")
+    ))
+}
+
+/// A block as the Messages API writes it. Audio, which it cannot take, is an
+/// error; callers refuse it first with [`refuse_audio`], which says where it was.
+fn content_block(block: &ContentBlock) -> Result<Value, Error> {
+    Ok(match block {
         ContentBlock::Text { text } => text_block(text),
         ContentBlock::Image(media) => json!({"type": "image", "source": source(media)}),
         ContentBlock::Document(media) => {
@@ -371,7 +412,8 @@ fn content_block(block: &ContentBlock) -> Value {
             }
             document
         }
-    }
+        ContentBlock::Audio(_) => return Err(no_audio("a content block", block)),
+    })
 }
 
 fn source(media: &Media) -> Value {

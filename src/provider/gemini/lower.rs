@@ -32,11 +32,13 @@ pub const GENERATED_ID_KEY: &str = "generated_id";
 /// How the lowering writes what Gemini models take differently.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LowerOptions {
-    /// What to do with images and documents in tool results; `None` (the
-    /// default) chooses by model: [`ToolResultMedia::Native`]
+    /// What to do with images, documents and audio in tool results; `None`
+    /// (the default) chooses by model: [`ToolResultMedia::Native`]
     /// (`functionResponse.parts`) for Gemini 3 and later and for model names
     /// without a `gemini-N` version, [`ToolResultMedia::Inject`] for Gemini 1
-    /// and 2, which refuse `functionResponse.parts`.
+    /// and 2, which refuse `functionResponse.parts`. Under `Native`, audio,
+    /// which `functionResponse.parts` does not list, is injected after the
+    /// responses as under `Inject` ([`in_function_response`]).
     pub tool_result_media: Option<ToolResultMedia>,
 }
 
@@ -195,6 +197,17 @@ impl History {
         self.contents.push(json!({"role": role, "parts": [part]}));
     }
 
+    /// Queues `files` of `result` for the parts after the current run of
+    /// function responses, under a heading that names the call.
+    fn inject(&mut self, result: &ToolResult, files: &[&ContentBlock]) -> Result<(), Error> {
+        self.injected
+            .push(json!({"text": media::attachments_heading(result)}));
+        for block in files {
+            self.injected.push(content_part(block)?);
+        }
+        Ok(())
+    }
+
     fn close_injected(&mut self) {
         for part in std::mem::take(&mut self.injected) {
             self.push_part("user", part);
@@ -226,7 +239,7 @@ impl LowerHistory for History {
             Role::System => {
                 if parts.iter().any(|part| part.get("text").is_none()) {
                     return Err(Error::InvalidRequest(
-                        "gemini: a system instruction holds text only, not images or documents"
+                        "gemini: a system instruction holds text only, not images, documents or audio"
                             .into(),
                     ));
                 }
@@ -283,10 +296,12 @@ impl LowerHistory for History {
 
     fn results(&mut self, results: &[ToolResult]) -> Result<(), Error> {
         for result in results {
-            let has_media = result
+            let files: Vec<&ContentBlock> = result
                 .content
                 .iter()
-                .any(|block| block.as_media().is_some());
+                .filter(|block| block.as_media().is_some())
+                .collect();
+            let has_media = !files.is_empty();
             let mut response = json!({"name": result.name});
             if !self.generated_ids.contains(&result.call_id) {
                 response["id"] = result.call_id.clone().into();
@@ -296,22 +311,23 @@ impl LowerHistory for History {
                     return Err(media::rejected(PROVIDER, result));
                 }
                 ToolResultMedia::Inject if has_media => {
-                    self.injected
-                        .push(json!({"text": media::attachments_heading(result)}));
-                    for block in result.content.iter().filter(|b| b.as_media().is_some()) {
-                        self.injected.push(content_part(block)?);
-                    }
+                    self.inject(result, &files)?;
                     media::text_with_note(result)
                 }
                 ToolResultMedia::Native if has_media => {
-                    let parts = result
-                        .content
-                        .iter()
-                        .filter(|block| block.as_media().is_some())
-                        .map(content_part)
-                        .collect::<Result<Vec<_>, _>>()?;
-                    response["parts"] = parts.into();
-                    result.text_content()
+                    let (inside, after): (Vec<_>, Vec<_>) = files
+                        .into_iter()
+                        .partition(|block| in_function_response(block));
+                    if !inside.is_empty() {
+                        let parts = inside.into_iter().map(content_part);
+                        response["parts"] = parts.collect::<Result<Vec<_>, _>>()?.into();
+                    }
+                    if after.is_empty() {
+                        result.text_content()
+                    } else {
+                        self.inject(result, &after)?;
+                        media::text_with_note_of(result, after)
+                    }
                 }
                 _ => result.text_content(),
             };
@@ -340,10 +356,19 @@ fn with_signature(mut part: Value, metadata: &Metadata) -> Value {
     part
 }
 
+/// Whether a tool's file may go inside `functionResponse.parts` (Gemini 3):
+/// images and documents, the types multimodal function responses list; not
+/// audio, which goes after the responses as a part of its own.
+fn in_function_response(block: &ContentBlock) -> bool {
+    !matches!(block, ContentBlock::Audio(_))
+}
+
 fn content_part(block: &ContentBlock) -> Result<Value, Error> {
     match block {
         ContentBlock::Text { text } => Ok(json!({"text": text})),
-        ContentBlock::Image(media) | ContentBlock::Document(media) => inline_data(media),
+        ContentBlock::Image(media) | ContentBlock::Document(media) | ContentBlock::Audio(media) => {
+            inline_data(media)
+        }
     }
 }
 
@@ -353,7 +378,7 @@ fn inline_data(media: &Media) -> Result<Value, Error> {
             Ok(json!({"inlineData": {"mimeType": media_type, "data": &**data}}))
         }
         MediaSource::Url { url, .. } => Err(Error::InvalidRequest(format!(
-            "gemini: images and documents are sent inline only, not by URL ({})",
+            "gemini: images, documents and audio are sent inline only, not by URL ({})",
             redact_url(url)
         ))),
     }

@@ -30,7 +30,7 @@ pub const REFUSAL_KEY: &str = "refusal";
 /// spells in several ways.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LowerOptions {
-    /// What to do with images and documents in tool results.
+    /// What to do with images, documents and audio in tool results.
     pub tool_result_media: ToolResultMedia,
     /// Whether and how reasoning is sent back on the next request.
     pub reasoning_echo: ReasoningEcho,
@@ -323,7 +323,7 @@ impl<'a> LowerHistory for History<'a> {
                         Some(piece) => text.push_str(piece),
                         None => {
                             return Err(Error::InvalidRequest(format!(
-                                "openai: Chat Completions takes images and documents only from the user, not the {}",
+                                "openai: Chat Completions takes images, documents and audio only from the user, not the {}",
                                 role_name(message.role)
                             )));
                         }
@@ -425,6 +425,7 @@ fn content_part(block: &ContentBlock) -> Result<Value, Error> {
         ContentBlock::Image(media) => {
             json!({"type": "image_url", "image_url": {"url": media_url(media)}})
         }
+        ContentBlock::Audio(media) => input_audio(media)?,
         ContentBlock::Document(media) => match &media.source {
             MediaSource::Base64 { .. } => {
                 let mut file = Map::new();
@@ -442,6 +443,35 @@ fn content_part(block: &ContentBlock) -> Result<Value, Error> {
             }
         },
     })
+}
+
+/// An `input_audio` part: inline WAV or MP3 only, the two formats Chat
+/// Completions takes.
+fn input_audio(media: &Media) -> Result<Value, Error> {
+    match &media.source {
+        MediaSource::Base64 { media_type, data } => {
+            let format = audio_format(media_type).ok_or_else(|| {
+                Error::InvalidRequest(format!(
+                    "openai: Chat Completions takes audio as WAV or MP3 only, not {media_type}"
+                ))
+            })?;
+            Ok(json!({"type": "input_audio", "input_audio": {"data": &**data, "format": format}}))
+        }
+        MediaSource::Url { url, .. } => Err(Error::InvalidRequest(format!(
+            "openai: Chat Completions takes audio inline only, not by URL ({})",
+            redact_url(url)
+        ))),
+    }
+}
+
+/// The `input_audio.format` of a MIME type (parameters and case ignored).
+fn audio_format(media_type: &str) -> Option<&'static str> {
+    let essence = media_type.split(';').next().unwrap_or_default().trim();
+    match essence.to_ascii_lowercase().as_str() {
+        "audio/wav" | "audio/x-wav" | "audio/wave" | "audio/vnd.wave" => Some("wav"),
+        "audio/mpeg" | "audio/mp3" | "audio/x-mp3" | "audio/mpeg3" => Some("mp3"),
+        _ => None,
+    }
 }
 
 fn media_url(media: &Media) -> String {
