@@ -38,7 +38,7 @@ pub struct LowerOptions {
     /// without a `gemini-N` version, [`ToolResultMedia::Inject`] for Gemini 1
     /// and 2, which refuse `functionResponse.parts`. Under `Native`, audio,
     /// which `functionResponse.parts` does not list, is injected after the
-    /// responses as under `Inject` ([`in_function_response`]).
+    /// responses as under `Inject`.
     pub tool_result_media: Option<ToolResultMedia>,
 }
 
