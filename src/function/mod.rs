@@ -57,6 +57,8 @@ mod context;
 mod dispatch;
 mod execution;
 mod function_call;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 mod media;
 mod output;
 mod registry;
