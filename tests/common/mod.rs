@@ -246,3 +246,5 @@ pub mod retry;
 
 pub mod llmock;
 pub mod server;
+#[cfg(feature = "mcp")]
+pub mod mcp;
