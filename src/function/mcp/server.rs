@@ -2,10 +2,13 @@
 //! calls made and stopped, and the server started again when it stopped.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
-use rmcp::model::{CallToolRequestParams, Tool as McpTool};
-use rmcp::service::ServiceError;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, RequestId,
+    ServerResult, Tool as McpTool,
+};
+use rmcp::service::{PeerRequestOptions, ServiceError};
 use serde_json::Value;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -39,16 +42,22 @@ use crate::function::{CallContext, Tool, ToolList, ToolOutput, ToolSource};
 /// [`close`](Self::close).
 #[derive(Clone)]
 pub struct McpServer {
-    inner: Arc<Inner>,
+    core: Arc<Core>,
+    tools: ToolList,
+    _refresher: Arc<Refresher>,
 }
 
-struct Inner {
+/// The connection and what calls need. The server's tools hold it, so that a call
+/// under way keeps the server it runs on.
+struct Core {
     config: McpConfig,
-    tools: ToolList,
     tools_changed: Arc<Notify>,
     state: tokio::sync::Mutex<State>,
-    refresher: Mutex<Option<JoinHandle<()>>>,
 }
+
+/// The task that reads the tool list again on a change; stopped with the last
+/// handle.
+struct Refresher(JoinHandle<()>);
 
 /// The current connection and the restarts made so far.
 struct State {
@@ -67,31 +76,26 @@ impl McpServer {
         };
         let connection = Arc::new(Connection::open(&config, handler).await?);
         let listed = list(&config, &connection).await?;
-        let server = McpServer {
-            inner: Arc::new(Inner {
-                tools: ToolList::new(config.name.as_str(), []),
-                config,
-                tools_changed,
-                state: tokio::sync::Mutex::new(State {
-                    connection: Some(connection),
-                    restarts: 0,
-                }),
-                refresher: Mutex::new(None),
+        let core = Arc::new(Core {
+            config,
+            tools_changed,
+            state: tokio::sync::Mutex::new(State {
+                connection: Some(connection),
+                restarts: 0,
             }),
-        };
-        server.inner.tools.replace(tools_of(&server.inner, listed));
-        let refresher = tokio::spawn(refresh_on_change(Arc::downgrade(&server.inner)));
-        *server
-            .inner
-            .refresher
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(refresher);
-        Ok(server)
+        });
+        let tools = ToolList::new(core.config.name.as_str(), tools_of(&core, listed));
+        let refresher = tokio::spawn(refresh_on_change(Arc::downgrade(&core), tools.clone()));
+        Ok(McpServer {
+            core,
+            tools,
+            _refresher: Arc::new(Refresher(refresher)),
+        })
     }
 
     /// The server's name (from its [`McpConfig`]).
     pub fn name(&self) -> &str {
-        &self.inner.config.name
+        &self.core.config.name
     }
 
     /// Calls the server's tool `name` with `arguments` (a JSON object, or null for
@@ -104,20 +108,20 @@ impl McpServer {
         arguments: Value,
         context: &CallContext,
     ) -> Result<ToolOutput, McpError> {
-        self.inner.call(name, arguments, context).await
+        self.core.call(name, arguments, context).await
     }
 
     /// Ends the session and stops the server process (dropping the last clone does
     /// the same without waiting).
     pub async fn close(self) {
-        let connection = self.inner.state.lock().await.connection.take();
+        let connection = self.core.state.lock().await.connection.take();
         if let Some(connection) = connection.and_then(|c| Arc::try_unwrap(c).ok()) {
             connection.close().await;
         }
     }
 }
 
-impl Inner {
+impl Core {
     /// The live connection, started again if the last one closed.
     async fn connection(&self) -> Result<Arc<Connection>, McpError> {
         let mut state = self.state.lock().await;
@@ -162,49 +166,52 @@ impl Inner {
         let connection = self.connection().await?;
         let mut params = CallToolRequestParams::new(name.to_owned());
         params.arguments = arguments;
-        // Dropping the call's future — here when the context is cancelled, or
-        // when the caller drops this one — sends the server
-        // `notifications/cancelled` for it.
-        let outcome = tokio::select! {
-            outcome = connection.service.call_tool(params) => outcome,
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let sent = connection
+            .service
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await;
+        let handle = sent.map_err(|error| self.interrupted(name, &connection, error))?;
+        // Until the answer is in, dropping this future — the function layer
+        // stopped the call — or a cancelled context cancels it on the server.
+        let cancel = CancelOnServer::new(&connection, handle.id.clone());
+        let answer = tokio::select! {
+            answer = handle.await_response() => answer,
             () = context.cancelled() => {
                 return Err(self.failed(format!("the call of `{name}` was cancelled")));
             }
         };
-        match outcome {
-            Ok(result)
-                if result
-                    .result_type
-                    .as_ref()
-                    .is_some_and(|t| !t.is_complete()) =>
-            {
-                Err(self.failed(format!(
-                    "`{name}` answered with a result of type `{}`, which lmstack does not support",
-                    result
-                        .result_type
-                        .as_ref()
-                        .map(|t| t.as_str())
-                        .unwrap_or_default()
-                )))
-            }
-            Ok(result) => Ok(content::output(result)),
-            Err(ServiceError::TransportClosed) => Err(self.failed(format!(
-                "the connection closed during the call of `{name}` (the server may have \
-                 stopped; it is started again on next use){}",
-                connection.stderr()
+        cancel.disarm();
+        match answer {
+            Ok(ServerResult::CallToolResult(result)) => Ok(content::output(result)),
+            Ok(_) => Err(self.failed(format!(
+                "`{name}` answered with something other than a tool result (a task, or a \
+                 request for input), which lmstack does not support"
             ))),
-            Err(error) => Err(self.failed(format!("the call of `{name}` failed: {error}"))),
+            Err(error) => Err(self.interrupted(name, &connection, error)),
         }
     }
 
-    /// Reads the server's tools again and replaces the list.
-    async fn refresh(self: &Arc<Self>) {
+    /// The error of a call the connection failed.
+    fn interrupted(&self, name: &str, connection: &Connection, error: ServiceError) -> McpError {
+        match error {
+            ServiceError::TransportClosed => self.failed(format!(
+                "the connection closed during the call of `{name}` (the server may have \
+                 stopped; it is started again on next use){}",
+                connection.stderr()
+            )),
+            error => self.failed(format!("the call of `{name}` failed: {error}")),
+        }
+    }
+
+    /// Reads the server's tools again into `tools`.
+    async fn refresh(self: &Arc<Self>, tools: &ToolList) {
         let listed = match self.connection().await {
             Ok(connection) => list(&self.config, &connection).await,
             Err(error) => Err(error),
         };
         match listed {
-            Ok(listed) => self.tools.replace(tools_of(self, listed)),
+            Ok(listed) => tools.replace(tools_of(self, listed)),
             Err(error) => {
                 tracing::warn!(server = %self.config.name, "tool list not refreshed: {error}")
             }
@@ -231,9 +238,8 @@ async fn list(config: &McpConfig, connection: &Connection) -> Result<Vec<McpTool
         })
 }
 
-/// The server's tools as [`Tool`]s that call it. They hold the server weakly: the
-/// registry holds the server itself.
-fn tools_of(inner: &Arc<Inner>, listed: Vec<McpTool>) -> Vec<Tool> {
+/// The server's tools as [`Tool`]s that call it.
+fn tools_of(core: &Arc<Core>, listed: Vec<McpTool>) -> Vec<Tool> {
     listed
         .into_iter()
         .map(|tool| {
@@ -244,60 +250,94 @@ fn tools_of(inner: &Arc<Inner>, listed: Vec<McpTool>) -> Vec<Tool> {
                 .unwrap_or_default();
             let schema = Value::Object((*tool.input_schema).clone());
             let spec = ToolSpec::new(tool.name.as_ref(), description, schema);
-            let (server, name) = (Arc::downgrade(inner), tool.name.to_string());
+            let (core, name) = (core.clone(), tool.name.to_string());
             Tool::new(spec, move |arguments, context: CallContext| {
-                let (server, name) = (server.clone(), name.clone());
-                async move {
-                    let server = server.upgrade().ok_or("the MCP server was closed")?;
-                    Ok::<_, crate::BoxError>(server.call(&name, arguments, &context).await?)
-                }
+                let (core, name) = (core.clone(), name.clone());
+                async move { core.call(&name, arguments, &context).await }
             })
         })
         .collect()
 }
 
+/// Sends the server `notifications/cancelled` for a request when dropped, unless
+/// disarmed: from a task of its own that keeps the connection open until the
+/// notification is out.
+struct CancelOnServer {
+    armed: Option<(Arc<Connection>, RequestId)>,
+}
+
+impl CancelOnServer {
+    const REASON: &str = "the call was stopped (time limit, or its reply dropped)";
+
+    fn new(connection: &Arc<Connection>, id: RequestId) -> Self {
+        CancelOnServer {
+            armed: Some((connection.clone(), id)),
+        }
+    }
+
+    fn disarm(mut self) {
+        self.armed = None;
+    }
+}
+
+impl Drop for CancelOnServer {
+    fn drop(&mut self) {
+        let Some((connection, id)) = self.armed.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            let reason = Some(Self::REASON.to_owned());
+            let cancelled = CancelledNotificationParam::new(Some(id), reason);
+            if let Err(error) = connection.service.notify_cancelled(cancelled).await {
+                tracing::debug!("notifications/cancelled not sent: {error}");
+            }
+        });
+    }
+}
+
 /// Reads the tool list again whenever the server says it changed, for as long as
 /// the server is in use.
-async fn refresh_on_change(server: Weak<Inner>) {
-    let Some(changed) = server.upgrade().map(|s| s.tools_changed.clone()) else {
+async fn refresh_on_change(core: Weak<Core>, tools: ToolList) {
+    let Some(changed) = core.upgrade().map(|core| core.tools_changed.clone()) else {
         return;
     };
     loop {
         changed.notified().await;
-        let Some(server) = server.upgrade() else {
+        let Some(core) = core.upgrade() else {
             return;
         };
-        server.refresh().await;
+        core.refresh(&tools).await;
     }
 }
 
-impl Drop for Inner {
+impl Drop for Refresher {
     fn drop(&mut self) {
-        if let Some(refresher) = self.refresher.get_mut().ok().and_then(Option::take) {
-            refresher.abort();
-        }
+        self.0.abort();
     }
 }
 
 impl ToolSource for McpServer {
     fn name(&self) -> &str {
-        &self.inner.config.name
+        &self.core.config.name
     }
 
     fn version(&self) -> u64 {
-        self.inner.tools.version()
+        self.tools.version()
     }
 
     fn tools(&self) -> Arc<[Tool]> {
-        self.inner.tools.tools()
+        self.tools.tools()
     }
 }
 
 impl fmt::Debug for McpServer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("McpServer")
-            .field("config", &self.inner.config)
-            .field("tools", &self.inner.tools.tools().len())
+            .field("config", &self.core.config)
+            .field("tools", &self.tools.tools().len())
             .finish_non_exhaustive()
     }
 }
