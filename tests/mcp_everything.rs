@@ -11,12 +11,14 @@
 
 #![cfg(feature = "mcp")]
 
-mod common;
+// Only the MCP part of the shared helpers: the rest needs the providers.
+#[path = "common/mcp.rs"]
+mod everything_server;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::mcp::{everything, everything_command, everything_dir, everything_http};
+use everything_server::{everything, everything_command, everything_dir, everything_http};
 use futures::StreamExt;
 use lmstack::function::mcp::{McpConfig, McpError, McpServer};
 use lmstack::function::{
