@@ -329,6 +329,21 @@ fn texts(value: &Value, out: &mut Vec<String>) {
     }
 }
 
+#[test]
+fn injected_files_of_a_call_whose_id_was_made_up_are_headed_by_the_tool_alone() {
+    let mut request = image_conversation("gemini-2.5-flash");
+    let Message::ToolCalls(calls) = &mut request.messages[1] else {
+        unreachable!()
+    };
+    calls.calls[0]
+        .metadata
+        .insert(GENERATED_ID_KEY, true.into());
+    let body = lower(&request, &LowerOptions::default()).unwrap();
+    let parts = &body["contents"][2]["parts"];
+    assert!(parts[0]["functionResponse"].get("id").is_none(), "{parts}");
+    assert_eq!(parts[1]["text"], "Attachments from the call of `render`:");
+}
+
 fn lower_with(model: &str, policy: Option<ToolResultMedia>) -> Result<Value, Error> {
     lower(
         &image_conversation(model),

@@ -134,12 +134,16 @@ impl ToolResult {
         }
     }
 
-    /// The concatenated text blocks of the result.
+    /// The text blocks of the result, joined by line breaks (blocks that media
+    /// stood between stay apart: `"Here it is:"`, image, `"The logo."` reads
+    /// `"Here it is:\nThe logo."`).
     pub fn text_content(&self) -> String {
-        self.content
+        let texts: Vec<&str> = self
+            .content
             .iter()
             .filter_map(ContentBlock::as_text)
-            .collect()
+            .collect();
+        texts.join("\n")
     }
 }
 

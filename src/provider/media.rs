@@ -69,12 +69,14 @@ pub fn text_with_note_of<'a>(
     text
 }
 
-/// The text that opens the injected files of one tool result.
-pub fn attachments_heading(result: &ToolResult) -> String {
-    format!(
-        "Attachments from tool call `{}` ({}):",
-        result.call_id, result.name
-    )
+/// The text that opens the injected files of one tool result: it names the call
+/// by its id, or by its tool alone when the wire never showed the model an id
+/// (`call_id: None`, Gemini's generated ids).
+pub fn attachments_heading(call_id: Option<&str>, name: &str) -> String {
+    match call_id {
+        Some(id) => format!("Attachments from tool call `{id}` ({name}):"),
+        None => format!("Attachments from the call of `{name}`:"),
+    }
 }
 
 /// "(The tool returned 1 image, 2 documents and 1 audio clip; they follow in

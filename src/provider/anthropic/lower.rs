@@ -239,7 +239,10 @@ impl<'a> History<'a> {
                 }
                 ToolResultMedia::Reject => return Err(media::rejected(PROVIDER, result)),
                 ToolResultMedia::Inject => {
-                    files.push(text_block(media::attachments_heading(result)));
+                    files.push(text_block(media::attachments_heading(
+                        Some(&result.call_id),
+                        &result.name,
+                    )));
                     let media = result.content.iter().filter(|b| b.as_media().is_some());
                     for block in media {
                         files.push(content_block(block)?);

@@ -200,8 +200,10 @@ impl History {
     /// Queues `files` of `result` for the parts after the current run of
     /// function responses, under a heading that names the call.
     fn inject(&mut self, result: &ToolResult, files: &[&ContentBlock]) -> Result<(), Error> {
-        self.injected
-            .push(json!({"text": media::attachments_heading(result)}));
+        // A generated id was never shown to the model: the heading names the tool.
+        let id = Some(result.call_id.as_str()).filter(|id| !self.generated_ids.contains(*id));
+        let heading = media::attachments_heading(id, &result.name);
+        self.injected.push(json!({"text": heading}));
         for block in files {
             self.injected.push(content_part(block)?);
         }

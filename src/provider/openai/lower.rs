@@ -234,7 +234,7 @@ impl<'a> History<'a> {
                 ToolResultMedia::Inject => {
                     self.injected.push(json!({
                         "type": "text",
-                        "text": media::attachments_heading(result),
+                        "text": media::attachments_heading(Some(&result.call_id), &result.name),
                     }));
                     for block in result.content.iter().filter(|b| b.as_media().is_some()) {
                         self.injected.push(content_part(block)?);
