@@ -20,7 +20,10 @@ pub fn everything_dir() -> PathBuf {
 /// The command line that starts server-everything over stdio with `npx`, from
 /// its install directory (no download).
 pub fn everything_command() -> (&'static str, Vec<&'static str>) {
-    ("npx", vec!["--no-install", "mcp-server-everything", "stdio"])
+    (
+        "npx",
+        vec!["--no-install", "mcp-server-everything", "stdio"],
+    )
 }
 
 /// server-everything over stdio, started with `npx`.

@@ -245,6 +245,6 @@ pub mod cli;
 pub mod retry;
 
 pub mod llmock;
-pub mod server;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+pub mod server;
