@@ -138,6 +138,14 @@ fn chat_fails_clearly_when_an_mcp_server_does_not_start() {
     );
 }
 
+#[test]
+fn chat_help_gives_the_naming_rule_of_mcp_tools() {
+    let output = run(&["chat", "--help"]);
+    let help = String::from_utf8(output.stdout).unwrap();
+    assert!(help.contains("a name offered twice is an error"), "{help}");
+    assert!(help.contains("SERVER__TOOL"), "{help}");
+}
+
 const NEEDS: &str = "needs server-everything: .ci/test installs it";
 
 /// `--server 'npx --no-install mcp-server-everything stdio' --cwd DIR`.

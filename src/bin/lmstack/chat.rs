@@ -18,9 +18,11 @@ use crate::mcp_arg::ChatServers;
 use crate::provider_arg::{Provider, WithWire, Writing};
 use crate::{show, tools};
 
-/// Talks to a real model server: sends PROMPT with the demo tools (a calculator,
-/// the current time, draw_boxes), runs the tool calls the model makes, and prints
-/// the conversation.
+/// Talks to a real model server through the provider stack.
+///
+/// Sends PROMPT with the demo tools (a calculator, the current time,
+/// draw_boxes), runs the tool calls the model makes, and prints the
+/// conversation.
 ///
 /// The key is read from the provider's variable (OPENAI_API_KEY) when set
 /// (local servers need none); the base URL defaults to OPENAI_BASE_URL, else

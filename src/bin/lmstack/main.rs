@@ -42,9 +42,7 @@ enum Command {
     Lift(lift::Args),
     /// Lowers a canonical request into a provider's wire request body.
     Lower(lower::Args),
-    /// Talks to a real model server through the provider stack.
     Chat(chat::Args),
-    /// Lists or calls the tools of an MCP server.
     Mcp(mcp::Args),
 }
 

@@ -15,8 +15,10 @@ use tokio::time::Instant;
 use crate::mcp_arg::{ServerArgs, seconds};
 use crate::show::print_json_line;
 
-/// Lists or calls the tools of an MCP server, started with `--server 'CMD ARGS…'`
-/// (stdio) or reached with `--url URL` (streamable HTTP).
+/// Lists or calls the tools of an MCP server.
+///
+/// The server is started with `--server 'CMD ARGS…'` (stdio) or reached with
+/// `--url URL` (streamable HTTP).
 ///
 /// A server that cannot be started or reached is an error (exit status 1), its
 /// message naming the command or URL, the exit status and the end of the
