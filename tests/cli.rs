@@ -12,11 +12,11 @@ fn lmstack(args: &[&str]) -> std::process::Output {
 }
 
 #[test]
-fn help_lists_the_six_subcommands() {
+fn help_lists_the_seven_subcommands() {
     let output = lmstack(&["--help"]);
     assert!(output.status.success());
     let help = String::from_utf8(output.stdout).unwrap();
-    for subcommand in ["demo", "parse", "render", "lift", "lower", "chat"] {
+    for subcommand in ["demo", "parse", "render", "lift", "lower", "chat", "mcp"] {
         assert!(
             help.lines()
                 .any(|line| line.trim_start().starts_with(subcommand)),
@@ -27,7 +27,7 @@ fn help_lists_the_six_subcommands() {
 
 #[test]
 fn every_subcommand_has_help() {
-    for subcommand in ["demo", "parse", "render", "lift", "lower", "chat"] {
+    for subcommand in ["demo", "parse", "render", "lift", "lower", "chat", "mcp"] {
         let output = lmstack(&[subcommand, "--help"]);
         assert!(output.status.success(), "{subcommand} --help failed");
         let help = String::from_utf8(output.stdout).unwrap();

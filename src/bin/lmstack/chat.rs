@@ -1,27 +1,38 @@
-//! `lmstack chat`: one prompt to a real model server with the demo tools, through
-//! the stack ToolLoop → FunctionCall → [NaturalToolUse] → Retry → provider; the
-//! conversation printed as `lmstack demo` prints it.
+//! `lmstack chat`: one prompt to a real model server with the demo tools (and
+//! those of MCP servers), through the stack ToolLoop → FunctionCall →
+//! [NaturalToolUse] → Retry → provider; the conversation printed as `lmstack
+//! demo` prints it.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use lmstack::function::{FunctionCallLayer, MediaPolicy, ToolLoopLayer, ToolRegistry};
+use futures::future::LocalBoxFuture;
+use lmstack::function::{FunctionCallLayer, MediaPolicy, ToolLoopLayer};
 use lmstack::natural::{NaturalToolUse, RenderDialect};
 use lmstack::provider::{ApiKey, Provider as HttpProvider, ProviderConfig, Wire};
 use lmstack::retry::RetryLayer;
 use lmstack::{ChatRequest, Error, Message};
 use tower::{ServiceBuilder, ServiceExt};
 
+use crate::mcp_arg::ChatServers;
 use crate::provider_arg::{Provider, WithWire, Writing};
 use crate::{show, tools};
 
-/// Talks to a real model server: sends PROMPT with the demo tools (a calculator,
-/// the current time, draw_boxes), runs the tool calls the model makes, and prints
-/// the conversation.
+/// Talks to a real model server through the provider stack.
+///
+/// Sends PROMPT with the demo tools (a calculator, the current time,
+/// draw_boxes), runs the tool calls the model makes, and prints the
+/// conversation.
 ///
 /// The key is read from the provider's variable (OPENAI_API_KEY) when set
 /// (local servers need none); the base URL defaults to OPENAI_BASE_URL, else
 /// the provider's own API.
+///
+/// MCP servers add their tools beside the demo tools: `--mcp 'CMD ARGS…'`
+/// starts one over stdio, `--mcp-url URL` reaches one over streamable HTTP (both
+/// repeatable). Their tools keep their names; a name offered twice is an error
+/// naming the tool, and `--mcp-prefix` names every MCP server's tools
+/// SERVER__TOOL instead.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The server's wire format.
@@ -54,40 +65,23 @@ pub struct Args {
     json: bool,
     /// What to ask.
     prompt: String,
+    #[command(flatten)]
+    mcp: ChatServers,
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: starting the runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
     let provider = args.provider;
-    match provider.run(Writing::default(), Chat { args, runtime }) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    crate::block_on(provider.run(Writing::default(), Chat(args)))
 }
 
-/// The conversation, over the chosen wire, on this runtime.
-struct Chat {
-    args: Args,
-    runtime: tokio::runtime::Runtime,
-}
+/// The conversation, over the chosen wire.
+struct Chat(Args);
 
 impl WithWire for Chat {
-    type Output = Result<(), Error>;
+    type Output = LocalBoxFuture<'static, Result<(), Error>>;
 
-    fn run<W: Wire>(self, wire: W) -> Result<(), Error> {
-        self.runtime.block_on(chat(wire, self.args))
+    fn run<W: Wire>(self, wire: W) -> Self::Output {
+        Box::pin(chat(wire, self.0))
     }
 }
 
@@ -101,9 +95,10 @@ async fn chat<W: Wire>(wire: W, args: Args) -> Result<(), Error> {
         Some(dir) => MediaPolicy::new().root(dir),
         None => MediaPolicy::new(),
     };
+    let registry = args.mcp.registry(tools::all(&media)).await?;
     let stack = ServiceBuilder::new()
         .layer(ToolLoopLayer::new())
-        .layer(FunctionCallLayer::new(ToolRegistry::new(tools::all(&media))?).media(media))
+        .layer(FunctionCallLayer::new(registry).media(media))
         .option_layer(
             args.natural_tools
                 .then(|| NaturalToolUse::new().dialect(RenderDialect::for_model(&args.model))),

@@ -62,23 +62,7 @@ each labelled at its top-left corner.";
 
 /// Runs the demo.
 pub fn run(args: DemoArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(demo(&args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    crate::block_on(demo(&args))
 }
 
 async fn demo(args: &DemoArgs) -> Result<(), Error> {

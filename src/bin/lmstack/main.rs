@@ -1,19 +1,24 @@
 //! `lmstack`: each stage of the pipeline on stdin/stdout, and an offline demo.
 
+use std::future::Future;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use lmstack::Error;
 
 mod chat;
 mod demo;
 mod input;
 mod lift;
 mod lower;
+mod mcp;
+mod mcp_arg;
 mod parse;
 mod provider_arg;
 mod render;
 mod show;
 mod tools;
+mod words;
 
 /// Composable tower layers for LLM message pipelines, on the command line.
 ///
@@ -37,8 +42,8 @@ enum Command {
     Lift(lift::Args),
     /// Lowers a canonical request into a provider's wire request body.
     Lower(lower::Args),
-    /// Talks to a real model server through the provider stack.
     Chat(chat::Args),
+    Mcp(mcp::Args),
 }
 
 fn main() -> ExitCode {
@@ -49,5 +54,28 @@ fn main() -> ExitCode {
         Command::Lift(args) => lift::run(args),
         Command::Lower(args) => lower::run(args),
         Command::Chat(args) => chat::run(args),
+        Command::Mcp(args) => mcp::run(args),
+    }
+}
+
+/// Runs a command's `work` on a multi-threaded runtime; an error is printed on
+/// stderr and makes the exit status 1.
+fn block_on(work: impl Future<Output = Result<(), Error>>) -> ExitCode {
+    let outcome = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(work),
+        Err(error) => Err(Error::stage(
+            "lmstack",
+            format!("starting the runtime: {error}"),
+        )),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
     }
 }
