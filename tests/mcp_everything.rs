@@ -29,8 +29,6 @@ use lmstack::{ChatRequest, ContentBlock, Message, ToolCall, ToolResult};
 use serde_json::{Value, json};
 use tower::{Layer, ServiceExt};
 
-const NEEDS: &str = "needs server-everything: .ci/test installs it";
-
 /// Calls `tool` directly and makes the result under the default media policy.
 async fn call(server: &McpServer, tool: &str, arguments: Value) -> ToolResult {
     let output = server
@@ -184,6 +182,18 @@ fn call_request(log: &Path) -> Value {
         .unwrap_or_else(|| panic!("no tools/call in:\n{text}"))
 }
 
+/// A registry of a server-everything whose stdin is logged: the temporary
+/// directory (kept while it lives), the log, the registry.
+async fn registry_logging_stdin() -> (tempfile::TempDir, std::path::PathBuf, ToolRegistry) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("stdin.jsonl");
+    let server = McpServer::connect(everything_logging_to(&log))
+        .await
+        .unwrap();
+    let registry = ToolRegistry::builder().source(server).build().unwrap();
+    (dir, log, registry)
+}
+
 fn long_call() -> Message {
     Message::tool_calls(vec![ToolCall::new(
         "c1",
@@ -195,19 +205,17 @@ fn long_call() -> Message {
 #[tokio::test]
 #[ignore = "needs server-everything: .ci/test installs it"]
 async fn a_call_past_its_time_limit_is_an_error_result_and_cancelled_on_the_server() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("stdin.jsonl");
-    let server = McpServer::connect(everything_logging_to(&log))
-        .await
-        .unwrap();
-    let registry = ToolRegistry::builder().source(server).build().unwrap();
+    let (_dir, log, registry) = registry_logging_stdin().await;
     let layer = FunctionCallLayer::new(registry).timeout(Duration::from_secs(1));
     let model = ScriptedModel::new().reply_messages(vec![long_call()]);
     let started = Instant::now();
     let request = ChatRequest::new(vec![Message::user("go")]);
     let messages = layer.layer(model).oneshot(request).await.unwrap();
     let messages = messages.collect().await.unwrap();
-    assert!(started.elapsed() < Duration::from_secs(10), "{NEEDS}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "stopped in time"
+    );
     let result = &messages[0].results()[0];
     assert!(result.is_error && result.text_content().contains("did not finish within 1s"));
     assert_eq!(cancelled_request(&log).await, call_request(&log));
@@ -216,12 +224,7 @@ async fn a_call_past_its_time_limit_is_an_error_result_and_cancelled_on_the_serv
 #[tokio::test]
 #[ignore = "needs server-everything: .ci/test installs it"]
 async fn dropping_the_reply_cancels_the_call_on_the_server() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("stdin.jsonl");
-    let server = McpServer::connect(everything_logging_to(&log))
-        .await
-        .unwrap();
-    let registry = ToolRegistry::builder().source(server).build().unwrap();
+    let (_dir, log, registry) = registry_logging_stdin().await;
     let model = ScriptedModel::new().reply_messages(vec![long_call()]);
     let service = FunctionCallLayer::new(registry).layer(model);
     let request = ChatRequest::new(vec![Message::user("go")]).streaming(true);
