@@ -353,7 +353,10 @@ async fn chat_offers_the_mcp_tools_beside_its_own_and_runs_them() {
     let requests = server.requests();
     assert_eq!(requests.len(), 2, "two rounds");
     let tools = offered(&requests[0].1);
-    assert_eq!(tools[..3], ["calculator", "current_time", "draw_boxes"]);
+    assert_eq!(
+        tools[..4],
+        ["calculator", "current_time", "detect_boxes", "draw_boxes"]
+    );
     assert!(tools.iter().any(|name| name == "echo"), "{tools:?}");
     assert!(
         tools.iter().any(|name| name == "get-tiny-image"),

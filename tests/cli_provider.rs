@@ -208,7 +208,10 @@ fn assert_the_result_went_back(server: &Server) {
             .iter()
             .map(|tool| tool["function"]["name"].as_str().unwrap())
             .collect();
-        assert_eq!(tools, ["calculator", "current_time", "draw_boxes"]);
+        assert_eq!(
+            tools,
+            ["calculator", "current_time", "detect_boxes", "draw_boxes"]
+        );
     }
     assert_eq!(
         normalise_request(requests[1].1.clone())["messages"],

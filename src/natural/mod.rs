@@ -5,13 +5,16 @@
 //!   [`Dialect`];
 //! - [`NaturalToolUseTransformer`]: tool calls and results → text, the reverse;
 //! - [`NaturalToolUse`]: both, plus a system-prompt section describing the
-//!   tools: the one layer that makes a text-only model tool-capable.
+//!   tools: the one layer that makes a text-only model tool-capable;
+//! - [`json_in_reply`]: the JSON value in a reply, for tools that ask a model
+//!   for JSON.
 
 mod dialect;
 mod format;
 mod history;
 mod parser;
 mod prompt;
+mod reply_json;
 mod scan;
 mod tool_use;
 mod transformer;
@@ -19,5 +22,6 @@ mod transformer;
 pub use dialect::Dialect;
 pub use format::RenderDialect;
 pub use parser::{NaturalToolUseParser, OnInvalid, ParserMachine};
+pub use reply_json::json_in_reply;
 pub use tool_use::NaturalToolUse;
 pub use transformer::{NaturalToolUseTransformer, TOOL_METADATA_KEY, TransformerMachine};

@@ -12,6 +12,7 @@ use lmstack::natural::{NaturalToolUse, RenderDialect};
 use lmstack::provider::{ApiKey, Provider as HttpProvider, ProviderConfig, Wire};
 use lmstack::retry::RetryLayer;
 use lmstack::{ChatRequest, Error, Message};
+use tower::util::BoxCloneSyncService;
 use tower::{ServiceBuilder, ServiceExt};
 
 use crate::mcp_arg::ChatServers;
@@ -21,6 +22,7 @@ use crate::{show, tools};
 /// Talks to a real model server through the provider stack.
 ///
 /// Sends PROMPT with the demo tools (a calculator, the current time,
+/// detect_boxes, which asks the same model where things are in an image, and
 /// draw_boxes), runs the tool calls the model makes, and prints the
 /// conversation.
 ///
@@ -95,7 +97,12 @@ async fn chat<W: Wire>(wire: W, args: Args) -> Result<(), Error> {
         Some(dir) => MediaPolicy::new().root(dir),
         None => MediaPolicy::new(),
     };
-    let registry = args.mcp.registry(tools::all(&media)).await?;
+    let provider = ServiceBuilder::new()
+        .layer(RetryLayer::default())
+        .service(HttpProvider::new(config)?);
+    // detect_boxes asks the same model, without the tools, for the boxes.
+    let vision = BoxCloneSyncService::new(provider.clone());
+    let registry = args.mcp.registry(tools::all(&media, vision, None)).await?;
     let stack = ServiceBuilder::new()
         .layer(ToolLoopLayer::new())
         .layer(FunctionCallLayer::new(registry).media(media))
@@ -103,8 +110,7 @@ async fn chat<W: Wire>(wire: W, args: Args) -> Result<(), Error> {
             args.natural_tools
                 .then(|| NaturalToolUse::new().dialect(RenderDialect::for_model(&args.model))),
         )
-        .layer(RetryLayer::default())
-        .service(HttpProvider::new(config)?);
+        .service(provider);
     let opening = format!("user: {}", args.prompt);
     let mut request = ChatRequest::new(vec![Message::user(args.prompt)]).streaming(args.stream);
     request.options.max_tokens = args.max_tokens;

@@ -2,13 +2,16 @@
 //!
 //! The stack is ToolLoop → FunctionCall → NaturalToolUse → a scripted model that
 //! plays a text-only model: the tools are described in its system prompt; over
-//! two rounds it writes `<tool_call>` text, which the parser turns into calls,
-//! the function layer runs with real tools (a calculator, a clock and
-//! `draw_boxes`, which returns an annotated picture), and the loop feeds the
-//! results back, written as `<tool_response>` text (the picture as an image of
-//! the same message).
+//! three rounds it writes `<tool_call>` text, which the parser turns into calls,
+//! the function layer runs with real tools, and the loop feeds the results back,
+//! written as `<tool_response>` text. Round one computes, reads the clock and
+//! asks `detect_boxes` where the house and the sun are — the tool asks the same
+//! scripted model, playing a vision model this time, and reads the boxes from
+//! its JSON; round two hands those boxes to `draw_boxes`, which returns the
+//! annotated picture (as an image of the results message); round three answers.
 
 use std::io::{self, IsTerminal};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -18,7 +21,9 @@ use image::{ImageFormat, Rgba, RgbaImage};
 use lmstack::function::{FunctionCallLayer, MediaPolicy, ToolLoopLayer, ToolRegistry};
 use lmstack::natural::NaturalToolUse;
 use lmstack::testing::{Chunking, ScriptedModel};
+use lmstack::transcript::TranscriptLayer;
 use lmstack::{ChatRequest, ContentBlock, Error, Message, Reply, Role};
+use tower::util::BoxCloneSyncService;
 use tower::{ServiceBuilder, ServiceExt};
 
 use crate::{show, tools};
@@ -33,32 +38,55 @@ pub struct DemoArgs {
     /// its system prompt, and the calls and results written as text.
     #[arg(long)]
     model_view: bool,
+    /// Leave the annotated picture and the conversation log (timestamped JSON
+    /// lines, conversation.jsonl) in this directory, made if needed.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
 }
 
 /// What the user asks.
-const QUESTION: &str =
-    "What is 1234 × 5678, what time is it, and can you mark the house and the sun in this picture?";
+const QUESTION: &str = "What is 1234 × 5678, what time is it, \
+and can you find the house and the sun in this picture and mark them?";
 
-/// The model's first round: it calls the three tools, in natural `<tool_call>` text.
-const ROUND_ONE: &str = r#"I'll use the tools for all three.
+/// The model's first round: it calls three tools, in natural `<tool_call>` text.
+const ROUND_ONE: &str = r#"I'll compute, read the clock, and ask the vision model where the house and the sun are.
 <tool_call name="calculator">
 {"expression": "1234 * 5678"}
 </tool_call>
 <tool_call name="current_time">
 {}
 </tool_call>
+<tool_call name="detect_boxes">
+{"image": "scene.png", "labels": ["house", "sun"]}
+</tool_call>"#;
+
+/// The same scripted model, asked by `detect_boxes`, playing a vision model: it
+/// answers in prose around fenced JSON, as vision models do.
+const VISION: &str = r#"I can see both objects. Here are their boxes:
+```json
+{"boxes": [
+  {"label": "house", "confidence": 0.94, "box": [0.19, 0.46, 0.48, 0.8]},
+  {"label": "sun", "confidence": 0.9, "box": [0.75, 0.13, 0.89, 0.35]}
+]}
+```"#;
+
+/// The model's second round: it passes the boxes on to `draw_boxes`.
+const ROUND_TWO: &str = r#"The vision model found both; I'll mark them.
 <tool_call name="draw_boxes">
 {"image": "scene.png", "boxes": [
-  {"label": "house", "x": 52, "y": 92, "width": 112, "height": 70},
-  {"label": "sun", "x": 236, "y": 22, "width": 52, "height": 52, "color": "orange"}
+  {"label": "house", "confidence": 0.94, "x1": 0.19, "y1": 0.46, "x2": 0.48, "y2": 0.8},
+  {"label": "sun", "confidence": 0.9, "x1": 0.75, "y1": 0.13, "x2": 0.89, "y2": 0.35, "color": "orange"}
 ]}
 </tool_call>"#;
 
-/// The model's second round: it answers from the results (and "looks at" the image).
-const ROUND_TWO: &str = "1234 × 5678 = 7,006,652 — the calculator agrees. \
+/// The model's last round: it answers from the results (and "looks at" the image).
+const ROUND_THREE: &str = "1234 × 5678 = 7,006,652 — the calculator agrees. \
 The clock tool gave me the current time above (UTC). \
-And in the annotated picture, the red box frames the house and the orange box the sun, \
-each labelled at its top-left corner.";
+And in the annotated picture, the red box frames the house (confidence 0.94) \
+and the orange box the sun (0.90), each labelled above its top-left corner.";
+
+/// The name of the conversation log in `--out`.
+const LOG: &str = "conversation.jsonl";
 
 /// Runs the demo.
 pub fn run(args: DemoArgs) -> ExitCode {
@@ -71,15 +99,34 @@ async fn demo(args: &DemoArgs) -> Result<(), Error> {
     std::fs::write(workspace.path().join("scene.png"), &scene)
         .map_err(failure("cannot write the picture"))?;
     let media = MediaPolicy::new().root(workspace.path());
+    if let Some(out) = &args.out {
+        std::fs::create_dir_all(out).map_err(failure("cannot make the --out directory"))?;
+    }
+    let log = match &args.out {
+        Some(out) => Some(
+            std::fs::File::create(out.join(LOG))
+                .map(TranscriptLayer::new)
+                .map_err(failure("cannot write the conversation log"))?,
+        ),
+        None => None,
+    };
 
     let terminal = !args.json && io::stdout().is_terminal();
     let model = ScriptedModel::new()
         .chunking(Chunking::Random { seed: 5, max: 8 })
         .reply(ROUND_ONE)
-        .reply(ROUND_TWO);
+        .reply(VISION)
+        .reply(ROUND_TWO)
+        .reply(ROUND_THREE);
+    let tools = tools::all(
+        &media,
+        BoxCloneSyncService::new(model.clone()),
+        args.out.clone(),
+    );
     let stack = ServiceBuilder::new()
+        .option_layer(log.clone())
         .layer(ToolLoopLayer::new())
-        .layer(FunctionCallLayer::new(ToolRegistry::new(tools::all(&media))?).media(media))
+        .layer(FunctionCallLayer::new(ToolRegistry::new(tools)?).media(media))
         .layer(NaturalToolUse::new())
         // On a terminal, stream at a readable pace, as a model would.
         .map_response(move |reply: Reply| if terminal { paced(reply) } else { reply })
@@ -99,12 +146,27 @@ async fn demo(args: &DemoArgs) -> Result<(), Error> {
     } else {
         show::text(reply, &format!("user: {QUESTION} [scene.png]")).await?;
     }
+    if let (Some(log), Some(out)) = (log, &args.out) {
+        log.flush().await;
+        saved(out, args.json);
+    }
     match model.requests().last() {
         Some(last) if args.model_view => {
             println!("\n═══ what the text-only model read in its last round ═══\n");
             show::request(&last.messages)
         }
         _ => Ok(()),
+    }
+}
+
+/// Says where the conversation log is (`draw_boxes` names the picture it saved):
+/// on stdout, or on stderr when stdout carries JSON lines.
+fn saved(out: &Path, json: bool) {
+    let note = format!("the conversation log: {}", out.join(LOG).display());
+    if json {
+        eprintln!("{note}");
+    } else {
+        println!("\n{note}");
     }
 }
 
