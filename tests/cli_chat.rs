@@ -10,9 +10,9 @@ use std::io::Write;
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
-use common::cli::{lmstack, spawn};
+use common::cli::{calculator_rounds, lmstack, spawn};
 use common::server::{Answer, Server};
-use common::sse;
+use common::{normalise_request, sse};
 use serde_json::{Value, json};
 
 /// A streamed answer in two deltas, `first` then `second`.
@@ -110,6 +110,36 @@ async fn each_turn_sends_the_history_so_far() {
     assert_eq!(
         shown(&output),
         ["assistant: Hi there.", "assistant: Still here."]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_history_keeps_the_tool_calls_and_their_results() {
+    let mut answers = calculator_rounds(true);
+    answers.push(says("You are ", "welcome."));
+    let server = Server::start(answers).await;
+    let output = session(&server, &[], "What is 6 times 7?\nThanks\n").await;
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "two rounds, then the second turn");
+    assert_eq!(
+        normalise_request(requests[2].1.clone())["messages"],
+        json!([
+            text("user", "What is 6 times 7?"),
+            {"role": "assistant", "tool_calls": [{"id": "call_calc", "type": "function",
+                "function": {"name": "calculator", "arguments": {"expression": "6 * 7"}}}]},
+            {"role": "tool", "tool_call_id": "call_calc", "content": "6 * 7 = 42"},
+            text("assistant", "6 × 7 is 42."),
+            text("user", "Thanks"),
+        ])
+    );
+    assert_eq!(
+        shown(&output),
+        [
+            "  ⚙ calculator {\"expression\":\"6 * 7\"}",
+            "    → 6 * 7 = 42",
+            "assistant: 6 × 7 is 42.",
+            "assistant: You are welcome.",
+        ]
     );
 }
 

@@ -64,6 +64,8 @@ pub async fn text(mut reply: Reply, opening: &str) -> Result<(), Error> {
 /// its result. Whitespace between tool calls is not shown.
 pub struct TextOut {
     view: TextView,
+    /// Whether anything was printed: only then is there a line to end.
+    started: bool,
 }
 
 impl Default for TextOut {
@@ -74,6 +76,7 @@ impl Default for TextOut {
                 new_turn: true,
                 spaces: String::new(),
             },
+            started: false,
         }
     }
 }
@@ -91,16 +94,23 @@ impl TextOut {
             } => self.view.aggregate(aggregate),
             _ => {}
         }
+        if self.view.shown.is_empty() {
+            return Ok(());
+        }
         let mut out = io::stdout().lock();
         write!(out, "{}", self.view.shown)
             .and_then(|()| out.flush())
             .map_err(cannot_write)?;
         self.view.shown.clear();
+        self.started = true;
         Ok(())
     }
 
-    /// Ends the conversation's last line.
+    /// Ends the conversation's last line, if anything was printed.
     pub fn end(self) -> Result<(), Error> {
+        if !self.started {
+            return Ok(());
+        }
         writeln!(io::stdout().lock()).map_err(cannot_write)
     }
 }
