@@ -107,6 +107,7 @@ async fn each_turn_sends_the_history_so_far() {
         "the session streams"
     );
     // No prompt marker when stdin is not a terminal: stdout is the replies alone.
+    assert!(!stderr(&output).contains('>'), "{}", stderr(&output));
     assert_eq!(
         shown(&output),
         ["assistant: Hi there.", "assistant: Still here."]

@@ -110,6 +110,9 @@ impl<S: ChatService> Session<S> {
             let line = tokio::select! {
                 line = lines.recv() => line,
                 () = interrupts.next() => {
+                    if terminal {
+                        eprintln!();
+                    }
                     note("(Ctrl-C: /quit or the end of input, Ctrl-D, ends the session)");
                     continue;
                 }
