@@ -10,7 +10,7 @@ use std::io::Write;
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
-use common::cli::{calculator_rounds, lmstack, spawn};
+use common::cli::{calculator_rounds, command, lmstack, spawn};
 use common::server::{Answer, Server};
 use common::{normalise_request, sse};
 use serde_json::{Value, json};
@@ -367,4 +367,57 @@ async fn a_failed_turn_is_shown_and_not_kept() {
     assert!(stderr.contains("bad day"), "{stderr}");
     assert_eq!(sent(&server)[1], json!([text("user", "Second")]));
     assert_eq!(shown(&output), ["assistant: Fine now."]);
+}
+
+/// A pseudo-terminal: its controlling side, and its terminal side opened.
+#[cfg(target_os = "linux")]
+fn pseudo_terminal() -> (std::fs::File, std::fs::File) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: calls on a descriptor this function opens and then owns; the name
+    // is written into a buffer of the given length.
+    let (controller, name) = unsafe {
+        let controller = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+        assert!(controller >= 0, "posix_openpt");
+        assert_eq!(libc::grantpt(controller), 0);
+        assert_eq!(libc::unlockpt(controller), 0);
+        let mut name = [0 as libc::c_char; 128];
+        assert_eq!(
+            libc::ptsname_r(controller, name.as_mut_ptr(), name.len()),
+            0
+        );
+        let name = std::ffi::CStr::from_ptr(name.as_ptr())
+            .to_str()
+            .unwrap()
+            .to_owned();
+        (std::fs::File::from_raw_fd(controller), name)
+    };
+    let terminal = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(name)
+        .unwrap();
+    (controller, terminal)
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn the_prompt_marker_shows_on_a_terminal() {
+    let (mut controller, terminal) = pseudo_terminal();
+    let child = command(&[
+        "chat",
+        "--provider",
+        "openai",
+        "--model",
+        "m",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+    ])
+    .stdin(terminal)
+    .spawn()
+    .unwrap();
+    controller.write_all(b"/quit\n").unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stderr(&output), "> ");
+    assert!(output.stdout.is_empty());
 }

@@ -9,15 +9,22 @@ use serde_json::{Value, json};
 use super::server::Answer;
 use super::sse;
 
-/// Starts `lmstack args` with stdin, stdout and stderr piped.
-pub fn spawn(args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_lmstack"))
+/// The command `lmstack args`, its output piped.
+pub fn command(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_lmstack"));
+    command
         .args(args)
         .env_remove("OPENAI_API_KEY")
         .env_remove("OPENAI_BASE_URL")
-        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// Starts `lmstack args` with stdin, stdout and stderr piped.
+pub fn spawn(args: &[&str]) -> Child {
+    command(args)
+        .stdin(Stdio::piped())
         .spawn()
         .expect("the lmstack binary runs")
 }

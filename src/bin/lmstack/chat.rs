@@ -110,7 +110,6 @@ async fn chat<W: Wire>(wire: W, args: Args) -> Result<(), Error> {
         Some(dir) => MediaPolicy::new().root(dir),
         None => MediaPolicy::new(),
     };
-    let registry = args.mcp.registry(tools::all(&media)).await?;
     let log = match &args.log {
         Some(path) => Some(TranscriptLayer::to_file(path).map_err(|error| {
             Error::InvalidRequest(format!("opening the log {}: {error}", path.display()))
@@ -121,6 +120,7 @@ async fn chat<W: Wire>(wire: W, args: Args) -> Result<(), Error> {
         Some(path) => conversation::load(path, args.input)?,
         None => Vec::new(),
     };
+    let registry = args.mcp.registry(tools::all(&media)).await?;
     let stack = ServiceBuilder::new()
         .option_layer(log.clone())
         .layer(ToolLoopLayer::new())
