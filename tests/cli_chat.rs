@@ -84,6 +84,26 @@ fn text(role: &str, content: &str) -> Value {
     json!({"role": role, "content": content})
 }
 
+#[test]
+fn help_explains_the_session_and_its_commands() {
+    let output = lmstack(&["chat", "--help"], b"");
+    let help = String::from_utf8(output.stdout).unwrap();
+    assert!(help.contains("[PROMPT]"), "{help}");
+    for word in [
+        "interactive session",
+        "/reset",
+        "/save FILE",
+        "/image PATH",
+        "/help",
+        "/quit",
+        "Ctrl-C",
+        "--resume <FILE>",
+        "--log <FILE>",
+    ] {
+        assert!(help.contains(word), "{word} missing from:\n{help}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_turn_sends_the_history_so_far() {
     let server = Server::start(vec![says("Hi ", "there."), says("Still ", "here.")]).await;
