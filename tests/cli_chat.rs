@@ -341,7 +341,9 @@ async fn ctrl_c_cancels_the_reply_and_the_session_goes_on() {
     let mut held = says("never ", "shown");
     held.stall = Duration::from_secs(60);
     let server = Server::start(vec![held, says("Quick ", "answer.")]).await;
-    let args = chat_args(&server, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("chat.log");
+    let args = chat_args(&server, &["--log", log.to_str().unwrap()]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut child = spawn(&args);
     let mut stdin = child.stdin.take().unwrap();
@@ -373,6 +375,11 @@ async fn ctrl_c_cancels_the_reply_and_the_session_goes_on() {
     assert_eq!(shown(&output), ["assistant: Quick answer."]);
     // The cancelled turn left nothing in the history.
     assert_eq!(sent(&server)[1], json!([text("user", "A quick one")]));
+    // The log holds the cancelled turn up to where it was read, then the next.
+    let exchanges = lmstack::transcript::read(std::fs::read(&log).unwrap().as_slice()).unwrap();
+    assert_eq!(exchanges.len(), 2);
+    assert!(!exchanges[0].complete, "{:?}", exchanges[0]);
+    assert!(exchanges[1].complete, "{:?}", exchanges[1]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
