@@ -165,6 +165,18 @@ async fn the_history_keeps_the_tool_calls_and_their_results() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_json_each_reply_prints_as_message_lines() {
+    let server = Server::start(vec![says("Hi ", "there."), says("Still ", "here.")]).await;
+    let output = session(&server, &["--json"], "Hello\nAre you there?\n").await;
+    let printed: Vec<Value> = shown(&output)
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let texts: Vec<&Value> = printed.iter().map(|message| &message["text"]).collect();
+    assert_eq!(texts, ["Hi there.", "Still here."], "{printed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reset_forgets_the_history_and_a_bad_command_is_only_an_error() {
     let server = Server::start(vec![says("Hi ", "there."), says("Hello ", "again.")]).await;
     let output = session(&server, &[], "Hello\n/nope\n/reset\nWho are you?\n").await;
