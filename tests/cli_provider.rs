@@ -6,7 +6,7 @@ mod common;
 
 use std::process::Output;
 
-use common::cli::lmstack;
+use common::cli::{calculator_rounds, lmstack};
 use common::server::{Answer, Server};
 use common::*;
 use serde_json::{Value, json};
@@ -133,67 +133,6 @@ async fn chat(server: &Server, args: &[&str]) -> Output {
         String::from_utf8_lossy(&output.stderr)
     );
     output
-}
-
-/// Round 1: the model calls the calculator (arguments in two fragments when
-/// streamed); round 2: it answers in text.
-fn calculator_rounds(stream: bool) -> Vec<Answer> {
-    let call = |arguments: &str| {
-        json!({"index": 0, "id": "call_calc", "type": "function",
-               "function": {"name": "calculator", "arguments": arguments}})
-    };
-    let answer = "6 × 7 is 42.";
-    if stream {
-        let chunk = |delta: Value, finish: Value| json!({"id": "chatcmpl-1", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
-        let fragment = json!({"index": 0, "function": {"arguments": "\"6 * 7\"}"}});
-        vec![
-            Answer::ok(
-                "text/event-stream",
-                &sse(&[
-                    chunk(
-                        json!({"role": "assistant", "tool_calls": [call("{\"expression\": ")]}),
-                        Value::Null,
-                    ),
-                    chunk(json!({"tool_calls": [fragment]}), Value::Null),
-                    chunk(json!({}), json!("tool_calls")),
-                ]),
-                &[23],
-            ),
-            Answer::ok(
-                "text/event-stream",
-                &sse(&[
-                    chunk(
-                        json!({"role": "assistant", "content": "6 × 7 "}),
-                        Value::Null,
-                    ),
-                    chunk(json!({"content": "is 42."}), json!("stop")),
-                ]),
-                &[23],
-            ),
-        ]
-    } else {
-        let body = |message: Value, finish: &str| {
-            json!({"id": "chatcmpl-1", "object": "chat.completion",
-                   "choices": [{"index": 0, "message": message, "finish_reason": finish}]})
-            .to_string()
-        };
-        vec![
-            Answer::ok(
-                "application/json",
-                body(
-                    json!({"role": "assistant", "content": null, "tool_calls": [call("{\"expression\":\"6 * 7\"}")]}),
-                    "tool_calls",
-                )
-                .as_bytes(),
-                &[usize::MAX],
-            ),
-            Answer::ok(
-                "application/json",
-                body(json!({"role": "assistant", "content": answer}), "stop").as_bytes(),
-                &[usize::MAX],
-            ),
-        ]
-    }
 }
 
 /// The second request carried the call and the calculator's result as a

@@ -1,18 +1,30 @@
 //! Running the `lmstack` binary, without the `OPENAI_*` variables of the
-//! environment.
+//! environment, and a model's answers for `lmstack chat`.
 
 use std::io::Write;
 use std::process::{Child, Command, Output, Stdio};
 
-/// Starts `lmstack args` with stdin, stdout and stderr piped.
-pub fn spawn(args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_lmstack"))
+use serde_json::{Value, json};
+
+use super::server::Answer;
+use super::sse;
+
+/// The command `lmstack args`, its output piped.
+pub fn command(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_lmstack"));
+    command
         .args(args)
         .env_remove("OPENAI_API_KEY")
         .env_remove("OPENAI_BASE_URL")
-        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// Starts `lmstack args` with stdin, stdout and stderr piped.
+pub fn spawn(args: &[&str]) -> Child {
+    command(args)
+        .stdin(Stdio::piped())
         .spawn()
         .expect("the lmstack binary runs")
 }
@@ -30,4 +42,65 @@ pub fn lmstack(args: &[&str], stdin: &[u8]) -> Output {
     let output = child.wait_with_output().unwrap();
     writer.join().unwrap();
     output
+}
+
+/// Round 1: the model calls the calculator (arguments in two fragments when
+/// streamed); round 2: it answers in text.
+pub fn calculator_rounds(stream: bool) -> Vec<Answer> {
+    let call = |arguments: &str| {
+        json!({"index": 0, "id": "call_calc", "type": "function",
+               "function": {"name": "calculator", "arguments": arguments}})
+    };
+    let answer = "6 × 7 is 42.";
+    if stream {
+        let chunk = |delta: Value, finish: Value| json!({"id": "chatcmpl-1", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        let fragment = json!({"index": 0, "function": {"arguments": "\"6 * 7\"}"}});
+        vec![
+            Answer::ok(
+                "text/event-stream",
+                &sse(&[
+                    chunk(
+                        json!({"role": "assistant", "tool_calls": [call("{\"expression\": ")]}),
+                        Value::Null,
+                    ),
+                    chunk(json!({"tool_calls": [fragment]}), Value::Null),
+                    chunk(json!({}), json!("tool_calls")),
+                ]),
+                &[23],
+            ),
+            Answer::ok(
+                "text/event-stream",
+                &sse(&[
+                    chunk(
+                        json!({"role": "assistant", "content": "6 × 7 "}),
+                        Value::Null,
+                    ),
+                    chunk(json!({"content": "is 42."}), json!("stop")),
+                ]),
+                &[23],
+            ),
+        ]
+    } else {
+        let body = |message: Value, finish: &str| {
+            json!({"id": "chatcmpl-1", "object": "chat.completion",
+                   "choices": [{"index": 0, "message": message, "finish_reason": finish}]})
+            .to_string()
+        };
+        vec![
+            Answer::ok(
+                "application/json",
+                body(
+                    json!({"role": "assistant", "content": null, "tool_calls": [call("{\"expression\":\"6 * 7\"}")]}),
+                    "tool_calls",
+                )
+                .as_bytes(),
+                &[usize::MAX],
+            ),
+            Answer::ok(
+                "application/json",
+                body(json!({"role": "assistant", "content": answer}), "stop").as_bytes(),
+                &[usize::MAX],
+            ),
+        ]
+    }
 }

@@ -84,7 +84,7 @@ const STREAM: &[u8] =
 const BODY: &[u8] = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}"#;
 
 /// Every command that reads stdin.
-const STDIN_COMMANDS: [StdinCommand; 7] = [
+const STDIN_COMMANDS: [StdinCommand; 8] = [
     StdinCommand {
         args: &["parse"],
         valid: b"",
@@ -126,6 +126,21 @@ const STDIN_COMMANDS: [StdinCommand; 7] = [
         valid: br#"{"messages":[],"options":{}}"#,
         pad: b' ',
         endless: b"        ",
+    },
+    // The interactive session: blank lines send nothing (no server listens).
+    StdinCommand {
+        args: &[
+            "chat",
+            "--provider",
+            "openai",
+            "--model",
+            "m",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+        ],
+        valid: b"",
+        pad: b'\n',
+        endless: b"\n\n\n\n\n\n\n\n",
     },
 ];
 

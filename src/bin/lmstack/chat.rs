@@ -1,5 +1,6 @@
-//! `lmstack chat`: one prompt to a real model server with the demo tools (and
-//! those of MCP servers), through the stack ToolLoop → FunctionCall →
+//! `lmstack chat`: one prompt, or an interactive session (`session`), to a real
+//! model server with the demo tools (and those of MCP servers), through the
+//! stack (Transcript, with `--log`) → ToolLoop → FunctionCall →
 //! [NaturalToolUse] → Retry → provider; the conversation printed as `lmstack
 //! demo` prints it.
 
@@ -11,20 +12,23 @@ use lmstack::function::{FunctionCallLayer, MediaPolicy, ToolLoopLayer};
 use lmstack::natural::{NaturalToolUse, RenderDialect};
 use lmstack::provider::{ApiKey, Provider as HttpProvider, ProviderConfig, Wire};
 use lmstack::retry::RetryLayer;
+use lmstack::transcript::TranscriptLayer;
 use lmstack::{ChatRequest, Error, Message};
 use tower::util::BoxCloneSyncService;
 use tower::{ServiceBuilder, ServiceExt};
 
+use crate::input::Limit;
 use crate::mcp_arg::ChatServers;
 use crate::provider_arg::{Provider, WithWire, Writing};
-use crate::{show, tools};
+use crate::session::{self, Session};
+use crate::{conversation, show, tools};
 
 /// Talks to a real model server through the provider stack.
 ///
 /// Sends PROMPT with the demo tools (a calculator, the current time,
 /// detect_boxes, which asks the same model where things are in an image, and
 /// draw_boxes), runs the tool calls the model makes, and prints the
-/// conversation.
+/// conversation. Without PROMPT, an interactive session (below).
 ///
 /// The key is read from the provider's variable (OPENAI_API_KEY) when set
 /// (local servers need none); the base URL defaults to OPENAI_BASE_URL, else
@@ -36,6 +40,7 @@ use crate::{show, tools};
 /// naming the tool, and `--mcp-prefix` names every MCP server's tools
 /// SERVER__TOOL instead.
 #[derive(Debug, clap::Args)]
+#[command(after_help = session::COMMANDS)]
 pub struct Args {
     /// The server's wire format.
     #[arg(long, value_enum)]
@@ -47,7 +52,8 @@ pub struct Args {
     /// provider's own API).
     #[arg(long, env = "OPENAI_BASE_URL")]
     base_url: Option<String>,
-    /// Stream the reply (the model's text is printed as it arrives).
+    /// Stream the reply (the model's text is printed as it arrives); the
+    /// interactive session always streams.
     #[arg(long)]
     stream: bool,
     /// Let a model without native tool calling use the tools through text: the
@@ -59,16 +65,30 @@ pub struct Args {
     /// The largest number of tokens to generate per round.
     #[arg(long)]
     max_tokens: Option<u32>,
-    /// The directory draw_boxes may read images from (by default it reads none).
+    /// The directory detect_boxes and draw_boxes may read images from (by
+    /// default they read none).
     #[arg(long, value_name = "DIR")]
     files: Option<PathBuf>,
+    /// The directory draw_boxes saves its annotated images in (each name is
+    /// printed with the result; by default they are only shown to the model).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     /// Print the messages as JSON lines (lmstack's canonical form) instead of text.
     #[arg(long)]
     json: bool,
-    /// What to ask.
-    prompt: String,
+    /// Start from a conversation saved by `/save` (JSON lines of messages).
+    #[arg(long, value_name = "FILE")]
+    resume: Option<PathBuf>,
+    /// Log every turn — its request and each event of its reply — as
+    /// timestamped JSON lines, appended to FILE.
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
+    /// What to ask; without it, an interactive session reads prompts from stdin.
+    prompt: Option<String>,
     #[command(flatten)]
     mcp: ChatServers,
+    #[command(flatten)]
+    input: Limit,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -97,13 +117,30 @@ async fn chat<W: Wire>(wire: W, args: Args) -> Result<(), Error> {
         Some(dir) => MediaPolicy::new().root(dir),
         None => MediaPolicy::new(),
     };
+    let log = match &args.log {
+        Some(path) => Some(TranscriptLayer::to_file(path).map_err(|error| {
+            Error::InvalidRequest(format!("opening the log {}: {error}", path.display()))
+        })?),
+        None => None,
+    };
+    let history = match &args.resume {
+        Some(path) => conversation::load(path, args.input)?,
+        None => Vec::new(),
+    };
+    if let Some(out) = &args.out {
+        std::fs::create_dir_all(out).map_err(|error| {
+            Error::InvalidRequest(format!("making the directory {}: {error}", out.display()))
+        })?;
+    }
     let provider = ServiceBuilder::new()
         .layer(RetryLayer::default())
         .service(HttpProvider::new(config)?);
     // detect_boxes asks the same model, without the tools, for the boxes.
     let vision = BoxCloneSyncService::new(provider.clone());
-    let registry = args.mcp.registry(tools::all(&media, vision, None)).await?;
+    let tools = tools::all(&media, vision, args.out.clone());
+    let registry = args.mcp.registry(tools).await?;
     let stack = ServiceBuilder::new()
+        .option_layer(log.clone())
         .layer(ToolLoopLayer::new())
         .layer(FunctionCallLayer::new(registry).media(media))
         .option_layer(
@@ -111,13 +148,31 @@ async fn chat<W: Wire>(wire: W, args: Args) -> Result<(), Error> {
                 .then(|| NaturalToolUse::new().dialect(RenderDialect::for_model(&args.model))),
         )
         .service(provider);
-    let opening = format!("user: {}", args.prompt);
-    let mut request = ChatRequest::new(vec![Message::user(args.prompt)]).streaming(args.stream);
-    request.options.max_tokens = args.max_tokens;
-    let reply = stack.oneshot(request).await?;
-    if args.json {
-        show::json_lines(reply).await
-    } else {
-        show::text(reply, &opening).await
+    let mut template = ChatRequest::new(Vec::new());
+    template.options.max_tokens = args.max_tokens;
+    let Some(prompt) = args.prompt else {
+        let session = Session {
+            stack,
+            template: template.streaming(true),
+            history,
+            json: args.json,
+            log,
+            limit: args.input,
+        };
+        return session.run().await;
+    };
+    let opening = format!("user: {prompt}");
+    let mut request = template.streaming(args.stream);
+    request.messages = history;
+    request.messages.push(Message::user(prompt));
+    let reply = stack.oneshot(request).await;
+    let shown = match reply {
+        Ok(reply) if args.json => show::json_lines(reply).await,
+        Ok(reply) => show::text(reply, &opening).await,
+        Err(error) => Err(error),
+    };
+    if let Some(log) = &log {
+        log.flush().await;
     }
+    shown
 }

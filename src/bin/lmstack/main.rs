@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use lmstack::Error;
 
 mod chat;
+mod conversation;
 mod demo;
 mod input;
 mod lift;
@@ -16,6 +17,7 @@ mod mcp_arg;
 mod parse;
 mod provider_arg;
 mod render;
+mod session;
 mod show;
 mod tools;
 mod words;

@@ -49,33 +49,70 @@ impl MessageLines {
     }
 }
 
-/// Prints `opening`, then the conversation as it streams: the assistant's text
-/// as it arrives (streamed deltas or whole messages), and each tool call with its
-/// result. Whitespace between tool calls is not shown.
+/// Prints `opening`, then the conversation as it streams (see [`TextOut`]).
 pub async fn text(mut reply: Reply, opening: &str) -> Result<(), Error> {
-    let mut out = io::stdout().lock();
-    let mut view = TextView {
-        shown: format!("{opening}\n"),
-        new_turn: true,
-        spaces: String::new(),
-    };
+    let mut out = TextOut::default();
+    out.view.shown = format!("{opening}\n");
     while let Some(item) = reply.next().await {
-        match item? {
-            Event::TextDelta(delta) => view.text(&delta.text),
+        out.event(&item?)?;
+    }
+    out.end()
+}
+
+/// A conversation printed as readable text as it streams: the assistant's text
+/// as it arrives (streamed deltas or whole messages), and each tool call with
+/// its result. Whitespace between tool calls is not shown.
+pub struct TextOut {
+    view: TextView,
+    /// Whether anything was printed: only then is there a line to end.
+    started: bool,
+}
+
+impl Default for TextOut {
+    fn default() -> Self {
+        TextOut {
+            view: TextView {
+                shown: String::new(),
+                new_turn: true,
+                spaces: String::new(),
+            },
+            started: false,
+        }
+    }
+}
+
+impl TextOut {
+    /// Prints what `event` adds to the conversation.
+    pub fn event(&mut self, event: &Event) -> Result<(), Error> {
+        match event {
+            Event::TextDelta(delta) => self.view.text(&delta.text),
             Event::Message {
                 message: Message::Text(message),
-            } if message.role == Role::Assistant => view.text(&message.text),
+            } if message.role == Role::Assistant => self.view.text(&message.text),
             Event::Message {
                 message: Message::ToolAggregate(aggregate),
-            } => view.aggregate(&aggregate),
+            } => self.view.aggregate(aggregate),
             _ => {}
         }
-        write!(out, "{}", view.shown)
+        if self.view.shown.is_empty() {
+            return Ok(());
+        }
+        let mut out = io::stdout().lock();
+        write!(out, "{}", self.view.shown)
             .and_then(|()| out.flush())
             .map_err(cannot_write)?;
-        view.shown.clear();
+        self.view.shown.clear();
+        self.started = true;
+        Ok(())
     }
-    writeln!(out).map_err(cannot_write)
+
+    /// Ends the conversation's last line, if anything was printed.
+    pub fn end(self) -> Result<(), Error> {
+        if !self.started {
+            return Ok(());
+        }
+        writeln!(io::stdout().lock()).map_err(cannot_write)
+    }
 }
 
 fn cannot_write(error: io::Error) -> Error {
