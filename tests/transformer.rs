@@ -2,7 +2,8 @@
 //! roles, metadata, errors, both modes, and the round trip through the parser.
 
 use lmstack::natural::{
-    NaturalToolUseParser, NaturalToolUseTransformer, RenderDialect, TOOL_METADATA_KEY,
+    Consolidation, NaturalToolUseParser, NaturalToolUseTransformer, RenderDialect,
+    TOOL_METADATA_KEY,
 };
 use lmstack::testing::{Chunking, ScriptedModel, collect_both};
 use lmstack::{
@@ -722,4 +723,77 @@ proptest! {
         lmstack::service::Machine::finish(&mut machine, &mut out).unwrap();
         prop_assert_eq!(Joiner::join(out.drain()), whole);
     }
+}
+
+// ---- The single form: one message per turn, each call followed by its response ----
+
+fn single() -> NaturalToolUseTransformer {
+    NaturalToolUseTransformer::new().consolidation(Consolidation::Single)
+}
+
+fn time() -> Message {
+    Message::tool_aggregate(
+        vec![ToolCall::new("call_2", "GetTime", json!({"zone": "PST"}))],
+        vec![ToolResult::text("call_2", "GetTime", "09:00")],
+    )
+}
+
+const TIME_CALL: &str =
+    "<tool_call name=\"GetTime\" id=\"call_2\">\n{\n  \"zone\": \"PST\"\n}\n</tool_call>";
+const TIME_RESPONSE: &str =
+    "<tool_response name=\"GetTime\" id=\"call_2\">\n09:00\n</tool_response>";
+
+/// The aggregate of `weather()` and `time()` in one.
+fn weather_and_time() -> Message {
+    let (weather, time) = (weather(), time());
+    Message::tool_aggregate(
+        [weather.calls(), time.calls()].concat(),
+        [weather.results(), time.results()].concat(),
+    )
+}
+
+fn read(rendered: Vec<Message>) -> Vec<Message> {
+    NaturalToolUseParser::new()
+        .read_history(rendered, &[])
+        .unwrap()
+}
+
+#[test]
+fn single_form_one_pair_alone_is_a_user_message_of_call_then_response() {
+    let rendered = single()
+        .render(vec![Message::user("SF?"), weather()])
+        .unwrap();
+    assert_eq!(
+        rendered,
+        vec![
+            Message::user("SF?"),
+            Message::user(format!("{WEATHER_CALL}\n{WEATHER_RESPONSE}")),
+        ]
+    );
+    assert_eq!(read(rendered), vec![Message::user("SF?"), weather()]);
+}
+
+#[test]
+fn single_form_interleaves_two_pairs_between_the_texts_in_one_assistant_message() {
+    let history = vec![
+        Message::user("Weather and time in SF?"),
+        Message::assistant("I'll check the weather."),
+        weather_and_time(),
+        Message::assistant("Based on the results, it is 18°C at 09:00."),
+    ];
+    let rendered = single().render(history.clone()).unwrap();
+    assert_eq!(
+        rendered,
+        vec![
+            Message::user("Weather and time in SF?"),
+            Message::assistant(format!(
+                "I'll check the weather.\n{WEATHER_CALL}\n{WEATHER_RESPONSE}\n---\n\
+                 {TIME_CALL}\n{TIME_RESPONSE}\nBased on the results, it is 18°C at 09:00."
+            )),
+        ]
+    );
+    let mut want = history;
+    // Text before calls gains the newline that separates it from them.
+    want[1] = Message::assistant("I'll check the weather.\n");
+    assert_eq!(read(rendered), want);
 }
