@@ -511,17 +511,31 @@ fn dialect() -> impl Strategy<Value = RenderDialect> {
     prop_oneof![Just(RenderDialect::Tagged), Just(RenderDialect::Hermes)]
 }
 
+fn consolidation() -> impl Strategy<Value = Consolidation> {
+    prop_oneof![Just(Consolidation::Split), Just(Consolidation::Single)]
+}
+
+/// A transformer in any dialect and form, with or without ids.
+fn transformer() -> impl Strategy<Value = NaturalToolUseTransformer> {
+    (dialect(), consolidation(), any::<bool>()).prop_map(|(dialect, consolidation, ids)| {
+        NaturalToolUseTransformer::new()
+            .dialect(dialect)
+            .consolidation(consolidation)
+            .call_ids(ids)
+    })
+}
+
 proptest! {
     #![proptest_config(cases(256))]
 
     #[test]
     fn read_history_of_render_gives_the_aggregates_back(
         aggregates in prop::collection::vec(aggregate(), 1..3),
-        dialect in dialect(),
+        transformer in transformer(),
     ) {
         let mut history = vec![Message::user("go")];
         history.extend(aggregates);
-        let rendered = NaturalToolUseTransformer::new().dialect(dialect).render(history.clone()).unwrap();
+        let rendered = transformer.render(history.clone()).unwrap();
         let read = NaturalToolUseParser::new().read_history(rendered.clone(), &[]).unwrap();
         prop_assert_eq!(read, history, "rendered: {:#?}", rendered);
     }
@@ -532,6 +546,7 @@ proptest! {
         before in "[ -~é\n]{0,20}",
         after in "[ -~é\n]{0,20}",
         seed in any::<u64>(),
+        transformer in transformer(),
     ) {
         let mut messages = Vec::new();
         if !before.is_empty() { messages.push(Message::assistant(before)); }
@@ -539,7 +554,6 @@ proptest! {
         if !after.is_empty() { messages.push(Message::assistant(after)); }
         let chunking = Chunking::Random { seed, max: 6 };
         let events = lmstack::testing::stream_messages(messages.clone(), chunking);
-        let transformer = NaturalToolUseTransformer::new();
         let run = |events: Vec<Event>| {
             let mut machine = transformer.machine(Vec::<String>::new());
             let mut out = lmstack::service::Output::new();

@@ -127,9 +127,12 @@ fn restore(mut parsed: Vec<Message>, metadata: &Metadata) -> Vec<Message> {
         return parsed;
     }
     for message in &mut parsed {
-        let metadata = message.metadata_mut();
-        metadata.remove(TOOL_CALL_IDS_KEY);
-        metadata.remove(TOOL_AGGREGATES_KEY);
+        forget_keys(message.metadata_mut());
+        if let Message::ToolCalls(m) = message {
+            m.calls
+                .iter_mut()
+                .for_each(|c| forget_keys(&mut c.metadata));
+        }
     }
     if let Some(Value::Array(ids)) = metadata.get(TOOL_CALL_IDS_KEY) {
         give_ids(&mut parsed, ids);
@@ -142,6 +145,13 @@ fn restore(mut parsed: Vec<Message>, metadata: &Metadata) -> Vec<Message> {
         .and_then(|parts| Vec::<Part>::deserialize(parts).ok())
         .unwrap_or_default();
     regroup(parsed, parts, metadata)
+}
+
+/// Removes the keys [`restore`] acts on (the parser hands a message's metadata
+/// on with what it reads).
+fn forget_keys(metadata: &mut Metadata) {
+    metadata.remove(TOOL_CALL_IDS_KEY);
+    metadata.remove(TOOL_AGGREGATES_KEY);
 }
 
 /// Gives the call and response blocks, in order, the ids listed.
@@ -164,9 +174,8 @@ fn give_ids(parsed: &mut [Message], ids: &[Value]) {
 /// cut as `parts` says, else at each text — which [`pair`] joins.
 fn regroup(parsed: Vec<Message>, parts: Vec<Part>, metadata: &Metadata) -> Vec<Message> {
     let mut own = metadata.clone();
-    for key in [TOOL_CALL_IDS_KEY, TOOL_AGGREGATES_KEY, TOOL_METADATA_KEY] {
-        own.remove(key);
-    }
+    forget_keys(&mut own);
+    own.remove(TOOL_METADATA_KEY);
     let extras = metadata.get(TOOL_METADATA_KEY);
     let mut parts = parts.into_iter().peekable();
     let mut out = Vec::new();
