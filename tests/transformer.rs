@@ -3,7 +3,7 @@
 
 use lmstack::natural::{
     Consolidation, NaturalToolUseParser, NaturalToolUseTransformer, RenderDialect,
-    TOOL_METADATA_KEY,
+    TOOL_AGGREGATES_KEY, TOOL_CALL_IDS_KEY, TOOL_METADATA_KEY,
 };
 use lmstack::testing::{Chunking, ScriptedModel, collect_both};
 use lmstack::{
@@ -810,4 +810,236 @@ fn single_form_interleaves_two_pairs_between_the_texts_in_one_assistant_message(
     // Text before calls gains the newline that separates it from them.
     want[1] = Message::assistant("I'll check the weather.\n");
     assert_eq!(read(rendered), want);
+}
+
+#[test]
+fn single_form_role_is_user_only_for_responses_without_assistant_text() {
+    let roles = |history: Vec<Message>| -> Vec<Role> {
+        single()
+            .render(history)
+            .unwrap()
+            .iter()
+            .map(Message::role)
+            .collect()
+    };
+    // Responses and no text: user.
+    assert_eq!(roles(vec![weather()]), [Role::User]);
+    assert_eq!(roles(vec![weather(), time()]), [Role::User]);
+    // Any assistant text, before or after: assistant.
+    assert_eq!(
+        roles(vec![Message::assistant("Checking."), weather()]),
+        [Role::Assistant]
+    );
+    assert_eq!(
+        roles(vec![weather(), Message::assistant("Sunny.")]),
+        [Role::Assistant]
+    );
+    // Calls without responses are the model's: assistant.
+    assert_eq!(
+        roles(vec![Message::tool_calls(vec![weather_call()])]),
+        [Role::Assistant]
+    );
+    // Text alone passes unchanged; another kind of message ends the turn.
+    let history = vec![
+        Message::assistant("Hi."),
+        Message::user("SF?"),
+        weather(),
+        Message::user("And now?"),
+    ];
+    assert_eq!(
+        single().render(history.clone()).unwrap(),
+        vec![
+            history[0].clone(),
+            history[1].clone(),
+            Message::user(format!("{WEATHER_CALL}\n{WEATHER_RESPONSE}")),
+            history[3].clone(),
+        ]
+    );
+}
+
+#[test]
+fn single_form_structured_and_error_results() {
+    let aggregate = Message::tool_aggregate(
+        vec![
+            ToolCall::new("a", "lookup", json!({})),
+            ToolCall::new("b", "lookup", json!({})),
+        ],
+        vec![
+            ToolResult::error("b", "lookup", "The tool `lookup` failed: timeout"),
+            ToolResult::text("a", "lookup", r#"{"temp":18,"tags":["sun"]}"#),
+        ],
+    );
+    let rendered = single().render(vec![aggregate.clone()]).unwrap();
+    assert_eq!(
+        rendered,
+        vec![Message::user(
+            "<tool_call name=\"lookup\" id=\"a\">\n{}\n</tool_call>\n\
+             <tool_response name=\"lookup\" id=\"a\">\n{\n  \"temp\": 18,\n  \"tags\": [\n    \"sun\"\n  ]\n}\n</tool_response>\n---\n\
+             <tool_call name=\"lookup\" id=\"b\">\n{}\n</tool_call>\n\
+             <tool_response name=\"lookup\" id=\"b\" is_error=\"true\">\nThe tool `lookup` failed: timeout\n</tool_response>"
+        )]
+    );
+    let Message::ToolAggregate(read) = &read(rendered)[0] else {
+        panic!("an aggregate");
+    };
+    assert!(read.results[1].is_error);
+    assert_eq!(
+        read.results[0].content,
+        [ContentBlock::text(r#"{"temp":18,"tags":["sun"]}"#)]
+    );
+}
+
+#[test]
+fn single_form_media_travel_right_after_their_placeholder_in_the_turns_message() {
+    let image = ContentBlock::image_bytes("image/png", b"\x89PNG\r\n\x1a\n");
+    let aggregate = Message::tool_aggregate(
+        vec![ToolCall::new("call_1", "draw", json!({}))],
+        vec![ToolResult::new(
+            "call_1",
+            "draw",
+            vec![ContentBlock::text("Drew it."), image.clone()],
+        )],
+    );
+    let history = vec![
+        Message::assistant("Drawing."),
+        aggregate,
+        Message::assistant("Done."),
+    ];
+    let rendered = single().render(history.clone()).unwrap();
+    assert_eq!(
+        rendered,
+        vec![Message::multimodal(
+            Role::Assistant,
+            vec![
+                ContentBlock::text(
+                    "Drawing.\n<tool_call name=\"draw\" id=\"call_1\">\n{}\n</tool_call>\n\
+                     <tool_response name=\"draw\" id=\"call_1\">\nDrew it.\n[image 1: image/png]\n"
+                ),
+                image,
+                ContentBlock::text("</tool_response>\nDone."),
+            ]
+        )]
+    );
+    let mut want = history;
+    want[0] = Message::assistant("Drawing.\n");
+    assert_eq!(read(rendered), want);
+}
+
+#[test]
+fn without_ids_calls_and_responses_are_written_as_specified_and_ids_kept_in_metadata() {
+    let no_ids = |consolidation, dialect| {
+        NaturalToolUseTransformer::new()
+            .consolidation(consolidation)
+            .dialect(dialect)
+            .call_ids(false)
+    };
+    let call = "<tool_call name=\"GetWeather\">\n{\n  \"location\": \"San Francisco, CA\"\n}\n</tool_call>";
+    let response = "<tool_response name=\"GetWeather\">\n18°C and sunny\n</tool_response>";
+    let ids = |ids: &[&str]| {
+        let mut metadata = Metadata::new();
+        metadata.insert(TOOL_CALL_IDS_KEY, json!(ids));
+        metadata
+    };
+
+    let single = no_ids(Consolidation::Single, RenderDialect::Tagged)
+        .render(vec![weather()])
+        .unwrap();
+    assert_eq!(
+        single,
+        vec![
+            Message::user(format!("{call}\n{response}")).with_metadata(ids(&["call_1", "call_1"]))
+        ]
+    );
+    assert_eq!(read(single), vec![weather()]);
+
+    let split = no_ids(Consolidation::Split, RenderDialect::Tagged)
+        .render(vec![weather()])
+        .unwrap();
+    assert_eq!(
+        split,
+        vec![
+            Message::assistant(call).with_metadata(ids(&["call_1"])),
+            Message::user(response).with_metadata(ids(&["call_1"])),
+        ]
+    );
+    assert_eq!(read(split), vec![weather()]);
+
+    let hermes = no_ids(Consolidation::Single, RenderDialect::Hermes)
+        .render(vec![weather()])
+        .unwrap();
+    assert_eq!(
+        hermes[0].as_text().unwrap(),
+        "<tool_call>\n{\"name\": \"GetWeather\", \"arguments\": {\"location\": \"San Francisco, CA\"}}\n</tool_call>\n\
+         <tool_response>\n{\"name\": \"GetWeather\", \"content\": \"18°C and sunny\"}\n</tool_response>"
+    );
+    assert_eq!(read(hermes), vec![weather()]);
+}
+
+#[test]
+fn single_form_keeps_each_aggregate_and_its_metadata_in_one_message() {
+    let mut text_meta = Metadata::generation("gen-text");
+    text_meta.insert("step", json!(1));
+    let mut call = weather_call();
+    call.metadata.insert("signature", json!("sig"));
+    let first = Message::tool_aggregate(
+        vec![call],
+        vec![ToolResult::text("call_1", "GetWeather", "18°C and sunny")],
+    )
+    .with_metadata(Metadata::generation("gen-1"));
+    let second = time().with_metadata(Metadata::generation("gen-2"));
+    let history = vec![
+        Message::assistant("Checking.").with_metadata(text_meta),
+        first,
+        second,
+    ];
+    let rendered = single().render(history.clone()).unwrap();
+    assert_eq!(rendered.len(), 1);
+    assert_eq!(
+        rendered[0].as_text().unwrap(),
+        format!("Checking.\n{WEATHER_CALL}\n{WEATHER_RESPONSE}\n---\n{TIME_CALL}\n{TIME_RESPONSE}")
+    );
+    assert_eq!(
+        serde_json::to_value(rendered[0].metadata()).unwrap(),
+        json!({
+            "generation_id": "gen-text",
+            "step": 1,
+            TOOL_METADATA_KEY: {"call_1": {"call_metadata": {"signature": "sig"}}},
+            TOOL_AGGREGATES_KEY: [
+                {"pairs": 1, "metadata": {"generation_id": "gen-1"}},
+                {"pairs": 1, "metadata": {"generation_id": "gen-2"}},
+            ],
+        })
+    );
+    let mut want = history;
+    want[0] = Message::assistant("Checking.\n").with_metadata(want[0].metadata().clone());
+    assert_eq!(read(rendered), want);
+}
+
+#[tokio::test]
+async fn single_form_the_layer_gives_the_same_message_in_both_modes() {
+    for chunking in [
+        Chunking::Whole,
+        Chunking::Bytes(1),
+        Chunking::Chars,
+        Chunking::Random { seed: 9, max: 5 },
+    ] {
+        let make = || {
+            let model = ScriptedModel::new()
+                .chunking(chunking)
+                .reply_messages(reply());
+            single().layer(model)
+        };
+        let request = ChatRequest::new(vec![Message::user("weather?")]);
+        let (whole, streamed) = collect_both(make, request).await.unwrap();
+        assert_eq!(whole, streamed, "{chunking:?}");
+        assert_eq!(
+            whole,
+            vec![
+                Message::assistant(format!(
+                    "Let me check the weather for you.\n{WEATHER_CALL}\n{WEATHER_RESPONSE}\nDone: sunny."
+                )),
+                Message::usage(10, 20),
+            ]
+        );
+    }
 }
