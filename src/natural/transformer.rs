@@ -89,15 +89,45 @@ impl std::str::FromStr for Consolidation {
 /// </tool_response>
 /// ```
 ///
-/// **Roles and consolidation.** A call is what the model wrote, a result what
-/// came back; so the calls go into an assistant message and the results into a
-/// user message after it. A turn `assistant text + aggregate(s) + assistant text`
-/// becomes `assistant (text, then the calls)`, `user (the results)`, `assistant
-/// (the text after)`: the same shape as native tool calling with the `tool` role
-/// read as `user`, so whatever alternation of roles a provider demands of native
-/// histories holds for the rendered one too. Several calls of one aggregate, and
-/// their results, are separated by a line `---`; the i-th result answers the i-th
-/// call.
+/// **Roles and consolidation** ([`Consolidation`]). A call is what the model
+/// wrote, a result what came back. In the **split** form (the default) the calls
+/// go into an assistant message and the results into a user message after it: a
+/// turn `assistant text + aggregate(s) + assistant text` becomes `assistant
+/// (text, then the calls)`, `user (the results)`, `assistant (the text after)`,
+/// the same shape as native tool calling with the `tool` role read as `user`, so
+/// whatever alternation of roles a provider demands of native histories holds
+/// for the rendered one too. Several calls of one aggregate, and their results,
+/// are separated by a line `---`; the i-th result answers the i-th call.
+///
+/// In the **single** form a turn — assistant text, aggregates (and `tool_calls`
+/// / `tool_results` messages) in a row — is one message: the texts in order,
+/// each call directly followed by its response, pairs separated by `---` lines.
+/// Its role: `user` when it holds a response and no assistant text (the
+/// responses are then its dominant content), else `assistant`. Its text is
+/// handed out when the turn ends (at another kind of message or event, or the
+/// end), so a streamed reply's text comes whole then; the split form streams
+/// text at once.
+///
+/// ```text
+/// I'll check the weather.
+/// <tool_call name="get_weather" id="call_1">
+/// {
+///   "location": "San Francisco, CA"
+/// }
+/// </tool_call>
+/// <tool_response name="get_weather" id="call_1">
+/// 18°C and sunny
+/// </tool_response>
+/// ---
+/// <tool_call name="get_time" id="call_2">
+/// …
+/// It is 18°C and sunny.
+/// ```
+///
+/// **Ids.** [`call_ids(false)`](NaturalToolUseTransformer::call_ids) writes calls
+/// and responses without their `id` (`<tool_call name="F">`; no `"id"` in
+/// Hermes), as a model writes them; each message then keeps the call id of its
+/// blocks, in order, under [`TOOL_CALL_IDS_KEY`].
 ///
 /// **Results.** Text as plain text; a result that is compact JSON of an object or
 /// array as pretty JSON; an error result carries `is_error="true"`. Image,
@@ -105,24 +135,27 @@ impl std::str::FromStr for Consolidation {
 /// (`[image 1: image/png]`, `[audio 2: audio/wav]`) and travels as a content block of the same user
 /// message, right after its line (the message is then `multimodal`).
 ///
-/// **Metadata.** An assistant message built from several sources takes each key
-/// from the first source that has it (`Metadata::merge_missing`, earliest first);
-/// the results message carries the aggregate's metadata whole, so every source's
-/// metadata, generation ids included, survives in full in one message. Call and
-/// result metadata, `provider_executed` and `invalid` are kept under the key
-/// [`TOOL_METADATA_KEY`] of the results message.
+/// **Metadata.** A message built from several sources takes each key from the
+/// first source that has it (`Metadata::merge_missing`, earliest first). In the
+/// split form the results message carries the aggregate's metadata whole, so
+/// every source's metadata, generation ids included, survives in full in one
+/// message; in the single form, a message whose merged metadata is not exactly
+/// its one aggregate's keeps each aggregate's own under
+/// [`TOOL_AGGREGATES_KEY`]. Call and result metadata, `provider_executed` and
+/// `invalid` are kept under the key [`TOOL_METADATA_KEY`] of the message
+/// holding the results.
 ///
 /// **Errors.** A result without its call (in an aggregate, or a `tool_results`
 /// message whose call never came), or a call of an aggregate without its result,
 /// is [`Error::ToolPairing`], naming the message and the call id.
 ///
-/// The parser reads the format back in transcript mode
+/// The parser reads both forms back in transcript mode
 /// ([`NaturalToolUseParser::read_history`](super::NaturalToolUseParser::read_history)),
 /// so `read_history(render(x)) == x`.
 ///
 /// ```
-/// use lmstack::natural::NaturalToolUseTransformer;
-/// use lmstack::{Message, ToolCall, ToolResult};
+/// use lmstack::natural::{Consolidation, NaturalToolUseTransformer};
+/// use lmstack::{Message, Role, ToolCall, ToolResult};
 /// use serde_json::json;
 ///
 /// let history = vec![
@@ -132,13 +165,22 @@ impl std::str::FromStr for Consolidation {
 ///         vec![ToolResult::text("call_1", "get_weather", "18°C")],
 ///     ),
 /// ];
-/// let rendered = NaturalToolUseTransformer::new().render(history).unwrap();
+/// let rendered = NaturalToolUseTransformer::new().render(history.clone()).unwrap();
 /// assert_eq!(rendered[1], Message::assistant(
 ///     "<tool_call name=\"get_weather\" id=\"call_1\">\n{\n  \"city\": \"Paris\"\n}\n</tool_call>",
 /// ));
 /// assert_eq!(rendered[2], Message::user(
 ///     "<tool_response name=\"get_weather\" id=\"call_1\">\n18°C\n</tool_response>",
 /// ));
+///
+/// let single = NaturalToolUseTransformer::new()
+///     .consolidation(Consolidation::Single)
+///     .call_ids(false)
+///     .render(history)
+///     .unwrap();
+/// assert_eq!(single[1].as_text().unwrap(), "<tool_call name=\"get_weather\">\n{\n  \"city\": \"Paris\"\n}\n</tool_call>\n\
+///     <tool_response name=\"get_weather\">\n18°C\n</tool_response>");
+/// assert_eq!(single[1].role(), Role::User);
 /// ```
 #[derive(Clone, Debug)]
 pub struct NaturalToolUseTransformer {
@@ -251,8 +293,9 @@ impl MachineFactory for NaturalToolUseTransformer {
 /// events in, the same with calls and results written as text out.
 ///
 /// Streamed tool-call deltas are gathered until their run ends and then written
-/// like a `tool_calls` message, so both modes give the same text. Events of
-/// other kinds pass through.
+/// like a `tool_calls` message, and in the single form streamed text joins the
+/// turn as a text message would, so both modes give the same messages. Events
+/// of other kinds pass through.
 #[derive(Debug)]
 pub struct TransformerMachine {
     style: Style,
