@@ -1043,3 +1043,35 @@ async fn single_form_the_layer_gives_the_same_message_in_both_modes() {
         );
     }
 }
+
+fn markup_piece() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just(format!("{WEATHER_CALL}\n")),
+        Just(format!("{WEATHER_RESPONSE}\n")),
+        Just("<tool_call name=\"x\">\n{}\n</tool_call>\n".to_owned()),
+        Just("<tool_response name=\"x\">\n1\n</tool_response>\n".to_owned()),
+        Just("---\n".to_owned()),
+        "[ -~\n]{0,8}",
+    ]
+}
+
+proptest! {
+    #![proptest_config(cases(256))]
+
+    /// Hand-written transcripts, with metadata that says anything.
+    #[test]
+    fn read_history_of_any_markup_and_metadata_does_not_panic(
+        pieces in prop::collection::vec(markup_piece(), 0..8),
+        ids in prop::collection::vec("call_[12]", 0..5),
+        pairs in prop::collection::vec(0usize..3, 0..3),
+        user in any::<bool>(),
+    ) {
+        let mut metadata = Metadata::new();
+        metadata.insert(TOOL_CALL_IDS_KEY, json!(ids));
+        let parts: Vec<Value> = pairs.iter().map(|n| json!({"pairs": n})).collect();
+        metadata.insert(TOOL_AGGREGATES_KEY, Value::Array(parts));
+        let text = pieces.concat();
+        let message = if user { Message::user(text) } else { Message::assistant(text) };
+        let _ = NaturalToolUseParser::new().read_history(vec![message.with_metadata(metadata)], &[]);
+    }
+}

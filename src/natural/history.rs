@@ -2,6 +2,8 @@
 //! messages: the parser in transcript mode over every text message, media put
 //! back in place of their placeholders, and calls paired with their results.
 
+use std::collections::HashSet;
+
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -231,9 +233,6 @@ impl Group {
         extras: Option<&Value>,
         out: &mut Vec<Message>,
     ) {
-        if self.calls.is_empty() && self.results.is_empty() {
-            return;
-        }
         let mut calls = std::mem::take(&mut self.calls);
         calls
             .iter_mut()
@@ -242,14 +241,18 @@ impl Group {
         if let Some(extras) = extras {
             metadata.insert(TOOL_METADATA_KEY, extras.clone());
         }
-        out.push(Message::ToolCalls(ToolCallsMessage {
-            calls,
-            metadata: Metadata::new(),
-        }));
-        out.push(Message::ToolResults(ToolResultsMessage {
-            results: std::mem::take(&mut self.results),
-            metadata,
-        }));
+        if !calls.is_empty() {
+            out.push(Message::ToolCalls(ToolCallsMessage {
+                calls,
+                metadata: Metadata::new(),
+            }));
+        }
+        if !self.results.is_empty() {
+            out.push(Message::ToolResults(ToolResultsMessage {
+                results: std::mem::take(&mut self.results),
+                metadata,
+            }));
+        }
     }
 }
 
@@ -300,7 +303,10 @@ fn pair(messages: Vec<Message>) -> Vec<Message> {
                 result.name.clone_from(&call.name);
             }
         }
-        let answered = calls.len() == results.len()
+        // Distinct ids, each answered once: a transcript may repeat an id.
+        let distinct = calls.iter().map(|c| &c.id).collect::<HashSet<_>>().len() == calls.len();
+        let answered = distinct
+            && calls.len() == results.len()
             && calls
                 .iter()
                 .all(|call| results.iter().filter(|r| r.call_id == call.id).count() == 1);
