@@ -1075,3 +1075,21 @@ proptest! {
         let _ = NaturalToolUseParser::new().read_history(vec![message.with_metadata(metadata)], &[]);
     }
 }
+
+#[tokio::test]
+async fn natural_tool_use_writes_the_history_in_the_form_and_with_the_ids_asked() {
+    let model = ScriptedModel::new().reply("ok");
+    let layer = lmstack::natural::NaturalToolUse::new()
+        .consolidation(Consolidation::Single)
+        .call_ids(false);
+    let request = ChatRequest::new(vec![Message::user("SF?"), weather()]);
+    let reply = layer.layer(model.clone()).oneshot(request).await.unwrap();
+    reply.collect().await.unwrap();
+    let sent = &model.requests()[0].messages;
+    assert_eq!(
+        sent[1].as_text().unwrap(),
+        "<tool_call name=\"GetWeather\">\n{\n  \"location\": \"San Francisco, CA\"\n}\n</tool_call>\n\
+         <tool_response name=\"GetWeather\">\n18°C and sunny\n</tool_response>"
+    );
+    assert_eq!(sent.len(), 2);
+}

@@ -3,12 +3,12 @@
 
 use std::collections::HashSet;
 
+use serde_json::Value;
+
 use super::format::{self, RenderDialect, SEPARATOR};
 use super::turn::{Style, Turn};
 use crate::message::{MultimodalMessage, TextMessage, ToolAggregateMessage};
 use crate::service::{Machine, MachineFactory, Output};
-use serde_json::Value;
-
 use crate::{
     ChatRequest, ContentBlock, Error, Event, Joiner, Message, Metadata, Role, TextDelta, ToolCall,
     ToolCallDelta, ToolResult,
