@@ -1093,3 +1093,34 @@ async fn natural_tool_use_writes_the_history_in_the_form_and_with_the_ids_asked(
     );
     assert_eq!(sent.len(), 2);
 }
+
+proptest! {
+    #![proptest_config(cases(256))]
+
+    /// A single-form turn with text around its aggregates comes back as it was,
+    /// but for the line break that text before calls gains.
+    #[test]
+    fn single_form_turns_with_text_read_back(
+        before in prop::option::of("[A-Za-z][A-Za-z .,]{0,20}"),
+        aggregates in prop::collection::vec(aggregate(), 1..3),
+        after in prop::option::of("[A-Za-z][A-Za-z .,]{0,20}"),
+        dialect in dialect(),
+        ids in any::<bool>(),
+    ) {
+        let aggregates: Vec<Message> = aggregates
+            .into_iter()
+            .map(|a| a.with_metadata(Metadata::new()))
+            .collect();
+        let mut history = vec![Message::user("go")];
+        history.extend(before.clone().map(Message::assistant));
+        history.extend(aggregates.clone());
+        history.extend(after.clone().map(Message::assistant));
+        let rendered = single().dialect(dialect).call_ids(ids).render(history.clone()).unwrap();
+        prop_assert_eq!(rendered.len(), 2);
+        let mut want = vec![Message::user("go")];
+        want.extend(before.map(|text| Message::assistant(format!("{text}\n"))));
+        want.extend(aggregates);
+        want.extend(after.map(Message::assistant));
+        prop_assert_eq!(read(rendered.clone()), want, "rendered: {:#?}", rendered);
+    }
+}
