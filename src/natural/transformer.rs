@@ -101,7 +101,8 @@ impl std::str::FromStr for Consolidation {
 ///
 /// In the **single** form a turn — assistant text, aggregates (and `tool_calls`
 /// / `tool_results` messages) in a row — is one message: the texts in order,
-/// each call directly followed by its response, pairs separated by `---` lines.
+/// each call directly followed by its response, pairs separated by `---` lines
+/// (separate `tool_calls` and `tool_results` messages: in the order they come).
 /// Its role: `user` when it holds a response and no assistant text (the
 /// responses are then its dominant content), else `assistant`. Its text is
 /// handed out when the turn ends (at another kind of message or event, or the
