@@ -175,6 +175,49 @@ fn render_writes_calls_and_results_as_text_and_read_reverses_it() {
 }
 
 #[test]
+fn render_consolidate_single_and_no_ids_write_one_message_per_turn_and_read_back() {
+    let rendered = lmstack_with_stdin(&["render", "--consolidate", "single", "--no-ids"], HISTORY);
+    assert!(
+        rendered.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rendered.stderr)
+    );
+    let text = String::from_utf8(rendered.stdout).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines[1],
+        serde_json::json!({"type": "text", "role": "assistant", "text":
+            "<tool_call name=\"add\">\n{\n  \"a\": 2,\n  \"b\": 3\n}\n</tool_call>\n\
+             <tool_response name=\"add\">\n5\n</tool_response>\n5.",
+            "metadata": {"tool_call_ids": ["call_1", "call_1"]}})
+    );
+    assert_eq!(lines.len(), 2);
+    let read = lmstack_with_stdin(&["render", "--read"], &text);
+    let read: Vec<serde_json::Value> = String::from_utf8(read.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let want: Vec<serde_json::Value> = HISTORY
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(read, want);
+
+    let help = String::from_utf8(lmstack(&["render", "--help"]).stdout).unwrap();
+    assert!(
+        help.contains("--consolidate <FORM>") && help.contains("--no-ids"),
+        "{help}"
+    );
+    let bad = lmstack_with_stdin(&["render", "--consolidate", "one"], HISTORY);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("split, single"));
+}
+
+#[test]
 fn render_names_the_bad_line_and_the_unpaired_call() {
     let bad = lmstack_with_stdin(
         &["render"],

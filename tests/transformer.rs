@@ -2,7 +2,8 @@
 //! roles, metadata, errors, both modes, and the round trip through the parser.
 
 use lmstack::natural::{
-    NaturalToolUseParser, NaturalToolUseTransformer, RenderDialect, TOOL_METADATA_KEY,
+    Consolidation, NaturalToolUseParser, NaturalToolUseTransformer, RenderDialect,
+    TOOL_AGGREGATES_KEY, TOOL_CALL_IDS_KEY, TOOL_METADATA_KEY,
 };
 use lmstack::testing::{Chunking, ScriptedModel, collect_both};
 use lmstack::{
@@ -510,17 +511,31 @@ fn dialect() -> impl Strategy<Value = RenderDialect> {
     prop_oneof![Just(RenderDialect::Tagged), Just(RenderDialect::Hermes)]
 }
 
+fn consolidation() -> impl Strategy<Value = Consolidation> {
+    prop_oneof![Just(Consolidation::Split), Just(Consolidation::Single)]
+}
+
+/// A transformer in any dialect and form, with or without ids.
+fn transformer() -> impl Strategy<Value = NaturalToolUseTransformer> {
+    (dialect(), consolidation(), any::<bool>()).prop_map(|(dialect, consolidation, ids)| {
+        NaturalToolUseTransformer::new()
+            .dialect(dialect)
+            .consolidation(consolidation)
+            .call_ids(ids)
+    })
+}
+
 proptest! {
     #![proptest_config(cases(256))]
 
     #[test]
     fn read_history_of_render_gives_the_aggregates_back(
         aggregates in prop::collection::vec(aggregate(), 1..3),
-        dialect in dialect(),
+        transformer in transformer(),
     ) {
         let mut history = vec![Message::user("go")];
         history.extend(aggregates);
-        let rendered = NaturalToolUseTransformer::new().dialect(dialect).render(history.clone()).unwrap();
+        let rendered = transformer.render(history.clone()).unwrap();
         let read = NaturalToolUseParser::new().read_history(rendered.clone(), &[]).unwrap();
         prop_assert_eq!(read, history, "rendered: {:#?}", rendered);
     }
@@ -531,6 +546,7 @@ proptest! {
         before in "[ -~é\n]{0,20}",
         after in "[ -~é\n]{0,20}",
         seed in any::<u64>(),
+        transformer in transformer(),
     ) {
         let mut messages = Vec::new();
         if !before.is_empty() { messages.push(Message::assistant(before)); }
@@ -538,7 +554,6 @@ proptest! {
         if !after.is_empty() { messages.push(Message::assistant(after)); }
         let chunking = Chunking::Random { seed, max: 6 };
         let events = lmstack::testing::stream_messages(messages.clone(), chunking);
-        let transformer = NaturalToolUseTransformer::new();
         let run = |events: Vec<Event>| {
             let mut machine = transformer.machine(Vec::<String>::new());
             let mut out = lmstack::service::Output::new();
@@ -721,5 +736,391 @@ proptest! {
         }
         lmstack::service::Machine::finish(&mut machine, &mut out).unwrap();
         prop_assert_eq!(Joiner::join(out.drain()), whole);
+    }
+}
+
+// ---- The single form: one message per turn, each call followed by its response ----
+
+fn single() -> NaturalToolUseTransformer {
+    NaturalToolUseTransformer::new().consolidation(Consolidation::Single)
+}
+
+fn time() -> Message {
+    Message::tool_aggregate(
+        vec![ToolCall::new("call_2", "GetTime", json!({"zone": "PST"}))],
+        vec![ToolResult::text("call_2", "GetTime", "09:00")],
+    )
+}
+
+const TIME_CALL: &str =
+    "<tool_call name=\"GetTime\" id=\"call_2\">\n{\n  \"zone\": \"PST\"\n}\n</tool_call>";
+const TIME_RESPONSE: &str =
+    "<tool_response name=\"GetTime\" id=\"call_2\">\n09:00\n</tool_response>";
+
+/// The aggregate of `weather()` and `time()` in one.
+fn weather_and_time() -> Message {
+    let (weather, time) = (weather(), time());
+    Message::tool_aggregate(
+        [weather.calls(), time.calls()].concat(),
+        [weather.results(), time.results()].concat(),
+    )
+}
+
+fn read(rendered: Vec<Message>) -> Vec<Message> {
+    NaturalToolUseParser::new()
+        .read_history(rendered, &[])
+        .unwrap()
+}
+
+#[test]
+fn single_form_one_pair_alone_is_a_user_message_of_call_then_response() {
+    let rendered = single()
+        .render(vec![Message::user("SF?"), weather()])
+        .unwrap();
+    assert_eq!(
+        rendered,
+        vec![
+            Message::user("SF?"),
+            Message::user(format!("{WEATHER_CALL}\n{WEATHER_RESPONSE}")),
+        ]
+    );
+    assert_eq!(read(rendered), vec![Message::user("SF?"), weather()]);
+}
+
+#[test]
+fn single_form_interleaves_two_pairs_between_the_texts_in_one_assistant_message() {
+    let history = vec![
+        Message::user("Weather and time in SF?"),
+        Message::assistant("I'll check the weather."),
+        weather_and_time(),
+        Message::assistant("Based on the results, it is 18°C at 09:00."),
+    ];
+    let rendered = single().render(history.clone()).unwrap();
+    assert_eq!(
+        rendered,
+        vec![
+            Message::user("Weather and time in SF?"),
+            Message::assistant(format!(
+                "I'll check the weather.\n{WEATHER_CALL}\n{WEATHER_RESPONSE}\n---\n\
+                 {TIME_CALL}\n{TIME_RESPONSE}\nBased on the results, it is 18°C at 09:00."
+            )),
+        ]
+    );
+    let mut want = history;
+    // Text before calls gains the newline that separates it from them.
+    want[1] = Message::assistant("I'll check the weather.\n");
+    assert_eq!(read(rendered), want);
+}
+
+#[test]
+fn single_form_role_is_user_only_for_responses_without_assistant_text() {
+    let roles = |history: Vec<Message>| -> Vec<Role> {
+        single()
+            .render(history)
+            .unwrap()
+            .iter()
+            .map(Message::role)
+            .collect()
+    };
+    // Responses and no text: user.
+    assert_eq!(roles(vec![weather()]), [Role::User]);
+    assert_eq!(roles(vec![weather(), time()]), [Role::User]);
+    // Any assistant text, before or after: assistant.
+    assert_eq!(
+        roles(vec![Message::assistant("Checking."), weather()]),
+        [Role::Assistant]
+    );
+    assert_eq!(
+        roles(vec![weather(), Message::assistant("Sunny.")]),
+        [Role::Assistant]
+    );
+    // Calls without responses are the model's: assistant.
+    assert_eq!(
+        roles(vec![Message::tool_calls(vec![weather_call()])]),
+        [Role::Assistant]
+    );
+    // Text alone passes unchanged; another kind of message ends the turn.
+    let history = vec![
+        Message::assistant("Hi."),
+        Message::user("SF?"),
+        weather(),
+        Message::user("And now?"),
+    ];
+    assert_eq!(
+        single().render(history.clone()).unwrap(),
+        vec![
+            history[0].clone(),
+            history[1].clone(),
+            Message::user(format!("{WEATHER_CALL}\n{WEATHER_RESPONSE}")),
+            history[3].clone(),
+        ]
+    );
+}
+
+#[test]
+fn single_form_structured_and_error_results() {
+    let aggregate = Message::tool_aggregate(
+        vec![
+            ToolCall::new("a", "lookup", json!({})),
+            ToolCall::new("b", "lookup", json!({})),
+        ],
+        vec![
+            ToolResult::error("b", "lookup", "The tool `lookup` failed: timeout"),
+            ToolResult::text("a", "lookup", r#"{"temp":18,"tags":["sun"]}"#),
+        ],
+    );
+    let rendered = single().render(vec![aggregate.clone()]).unwrap();
+    assert_eq!(
+        rendered,
+        vec![Message::user(
+            "<tool_call name=\"lookup\" id=\"a\">\n{}\n</tool_call>\n\
+             <tool_response name=\"lookup\" id=\"a\">\n{\n  \"temp\": 18,\n  \"tags\": [\n    \"sun\"\n  ]\n}\n</tool_response>\n---\n\
+             <tool_call name=\"lookup\" id=\"b\">\n{}\n</tool_call>\n\
+             <tool_response name=\"lookup\" id=\"b\" is_error=\"true\">\nThe tool `lookup` failed: timeout\n</tool_response>"
+        )]
+    );
+    let Message::ToolAggregate(read) = &read(rendered)[0] else {
+        panic!("an aggregate");
+    };
+    assert!(read.results[1].is_error);
+    assert_eq!(
+        read.results[0].content,
+        [ContentBlock::text(r#"{"temp":18,"tags":["sun"]}"#)]
+    );
+}
+
+#[test]
+fn single_form_media_travel_right_after_their_placeholder_in_the_turns_message() {
+    let image = ContentBlock::image_bytes("image/png", b"\x89PNG\r\n\x1a\n");
+    let aggregate = Message::tool_aggregate(
+        vec![ToolCall::new("call_1", "draw", json!({}))],
+        vec![ToolResult::new(
+            "call_1",
+            "draw",
+            vec![ContentBlock::text("Drew it."), image.clone()],
+        )],
+    );
+    let history = vec![
+        Message::assistant("Drawing."),
+        aggregate,
+        Message::assistant("Done."),
+    ];
+    let rendered = single().render(history.clone()).unwrap();
+    assert_eq!(
+        rendered,
+        vec![Message::multimodal(
+            Role::Assistant,
+            vec![
+                ContentBlock::text(
+                    "Drawing.\n<tool_call name=\"draw\" id=\"call_1\">\n{}\n</tool_call>\n\
+                     <tool_response name=\"draw\" id=\"call_1\">\nDrew it.\n[image 1: image/png]\n"
+                ),
+                image,
+                ContentBlock::text("</tool_response>\nDone."),
+            ]
+        )]
+    );
+    let mut want = history;
+    want[0] = Message::assistant("Drawing.\n");
+    assert_eq!(read(rendered), want);
+}
+
+#[test]
+fn without_ids_calls_and_responses_are_written_as_specified_and_ids_kept_in_metadata() {
+    let no_ids = |consolidation, dialect| {
+        NaturalToolUseTransformer::new()
+            .consolidation(consolidation)
+            .dialect(dialect)
+            .call_ids(false)
+    };
+    let call = "<tool_call name=\"GetWeather\">\n{\n  \"location\": \"San Francisco, CA\"\n}\n</tool_call>";
+    let response = "<tool_response name=\"GetWeather\">\n18°C and sunny\n</tool_response>";
+    let ids = |ids: &[&str]| {
+        let mut metadata = Metadata::new();
+        metadata.insert(TOOL_CALL_IDS_KEY, json!(ids));
+        metadata
+    };
+
+    let single = no_ids(Consolidation::Single, RenderDialect::Tagged)
+        .render(vec![weather()])
+        .unwrap();
+    assert_eq!(
+        single,
+        vec![
+            Message::user(format!("{call}\n{response}")).with_metadata(ids(&["call_1", "call_1"]))
+        ]
+    );
+    assert_eq!(read(single), vec![weather()]);
+
+    let split = no_ids(Consolidation::Split, RenderDialect::Tagged)
+        .render(vec![weather()])
+        .unwrap();
+    assert_eq!(
+        split,
+        vec![
+            Message::assistant(call).with_metadata(ids(&["call_1"])),
+            Message::user(response).with_metadata(ids(&["call_1"])),
+        ]
+    );
+    assert_eq!(read(split), vec![weather()]);
+
+    let hermes = no_ids(Consolidation::Single, RenderDialect::Hermes)
+        .render(vec![weather()])
+        .unwrap();
+    assert_eq!(
+        hermes[0].as_text().unwrap(),
+        "<tool_call>\n{\"name\": \"GetWeather\", \"arguments\": {\"location\": \"San Francisco, CA\"}}\n</tool_call>\n\
+         <tool_response>\n{\"name\": \"GetWeather\", \"content\": \"18°C and sunny\"}\n</tool_response>"
+    );
+    assert_eq!(read(hermes), vec![weather()]);
+}
+
+#[test]
+fn single_form_keeps_each_aggregate_and_its_metadata_in_one_message() {
+    let mut text_meta = Metadata::generation("gen-text");
+    text_meta.insert("step", json!(1));
+    let mut call = weather_call();
+    call.metadata.insert("signature", json!("sig"));
+    let first = Message::tool_aggregate(
+        vec![call],
+        vec![ToolResult::text("call_1", "GetWeather", "18°C and sunny")],
+    )
+    .with_metadata(Metadata::generation("gen-1"));
+    let second = time().with_metadata(Metadata::generation("gen-2"));
+    let history = vec![
+        Message::assistant("Checking.").with_metadata(text_meta),
+        first,
+        second,
+    ];
+    let rendered = single().render(history.clone()).unwrap();
+    assert_eq!(rendered.len(), 1);
+    assert_eq!(
+        rendered[0].as_text().unwrap(),
+        format!("Checking.\n{WEATHER_CALL}\n{WEATHER_RESPONSE}\n---\n{TIME_CALL}\n{TIME_RESPONSE}")
+    );
+    assert_eq!(
+        serde_json::to_value(rendered[0].metadata()).unwrap(),
+        json!({
+            "generation_id": "gen-text",
+            "step": 1,
+            TOOL_METADATA_KEY: {"call_1": {"call_metadata": {"signature": "sig"}}},
+            TOOL_AGGREGATES_KEY: [
+                {"pairs": 1, "metadata": {"generation_id": "gen-1"}},
+                {"pairs": 1, "metadata": {"generation_id": "gen-2"}},
+            ],
+        })
+    );
+    let mut want = history;
+    want[0] = Message::assistant("Checking.\n").with_metadata(want[0].metadata().clone());
+    assert_eq!(read(rendered), want);
+}
+
+#[tokio::test]
+async fn single_form_the_layer_gives_the_same_message_in_both_modes() {
+    for chunking in [
+        Chunking::Whole,
+        Chunking::Bytes(1),
+        Chunking::Chars,
+        Chunking::Random { seed: 9, max: 5 },
+    ] {
+        let make = || {
+            let model = ScriptedModel::new()
+                .chunking(chunking)
+                .reply_messages(reply());
+            single().layer(model)
+        };
+        let request = ChatRequest::new(vec![Message::user("weather?")]);
+        let (whole, streamed) = collect_both(make, request).await.unwrap();
+        assert_eq!(whole, streamed, "{chunking:?}");
+        assert_eq!(
+            whole,
+            vec![
+                Message::assistant(format!(
+                    "Let me check the weather for you.\n{WEATHER_CALL}\n{WEATHER_RESPONSE}\nDone: sunny."
+                )),
+                Message::usage(10, 20),
+            ]
+        );
+    }
+}
+
+fn markup_piece() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just(format!("{WEATHER_CALL}\n")),
+        Just(format!("{WEATHER_RESPONSE}\n")),
+        Just("<tool_call name=\"x\">\n{}\n</tool_call>\n".to_owned()),
+        Just("<tool_response name=\"x\">\n1\n</tool_response>\n".to_owned()),
+        Just("---\n".to_owned()),
+        "[ -~\n]{0,8}",
+    ]
+}
+
+proptest! {
+    #![proptest_config(cases(256))]
+
+    /// Hand-written transcripts, with metadata that says anything.
+    #[test]
+    fn read_history_of_any_markup_and_metadata_does_not_panic(
+        pieces in prop::collection::vec(markup_piece(), 0..8),
+        ids in prop::collection::vec("call_[12]", 0..5),
+        pairs in prop::collection::vec(0usize..3, 0..3),
+        user in any::<bool>(),
+    ) {
+        let mut metadata = Metadata::new();
+        metadata.insert(TOOL_CALL_IDS_KEY, json!(ids));
+        let parts: Vec<Value> = pairs.iter().map(|n| json!({"pairs": n})).collect();
+        metadata.insert(TOOL_AGGREGATES_KEY, Value::Array(parts));
+        let text = pieces.concat();
+        let message = if user { Message::user(text) } else { Message::assistant(text) };
+        let _ = NaturalToolUseParser::new().read_history(vec![message.with_metadata(metadata)], &[]);
+    }
+}
+
+#[tokio::test]
+async fn natural_tool_use_writes_the_history_in_the_form_and_with_the_ids_asked() {
+    let model = ScriptedModel::new().reply("ok");
+    let layer = lmstack::natural::NaturalToolUse::new()
+        .consolidation(Consolidation::Single)
+        .call_ids(false);
+    let request = ChatRequest::new(vec![Message::user("SF?"), weather()]);
+    let reply = layer.layer(model.clone()).oneshot(request).await.unwrap();
+    reply.collect().await.unwrap();
+    let sent = &model.requests()[0].messages;
+    assert_eq!(
+        sent[1].as_text().unwrap(),
+        "<tool_call name=\"GetWeather\">\n{\n  \"location\": \"San Francisco, CA\"\n}\n</tool_call>\n\
+         <tool_response name=\"GetWeather\">\n18°C and sunny\n</tool_response>"
+    );
+    assert_eq!(sent.len(), 2);
+}
+
+proptest! {
+    #![proptest_config(cases(256))]
+
+    /// A single-form turn with text around its aggregates comes back as it was,
+    /// but for the line break that text before calls gains.
+    #[test]
+    fn single_form_turns_with_text_read_back(
+        before in prop::option::of("[A-Za-z][A-Za-z .,]{0,20}"),
+        aggregates in prop::collection::vec(aggregate(), 1..3),
+        after in prop::option::of("[A-Za-z][A-Za-z .,]{0,20}"),
+        dialect in dialect(),
+        ids in any::<bool>(),
+    ) {
+        let aggregates: Vec<Message> = aggregates
+            .into_iter()
+            .map(|a| a.with_metadata(Metadata::new()))
+            .collect();
+        let mut history = vec![Message::user("go")];
+        history.extend(before.clone().map(Message::assistant));
+        history.extend(aggregates.clone());
+        history.extend(after.clone().map(Message::assistant));
+        let rendered = single().dialect(dialect).call_ids(ids).render(history.clone()).unwrap();
+        prop_assert_eq!(rendered.len(), 2);
+        let mut want = vec![Message::user("go")];
+        want.extend(before.map(|text| Message::assistant(format!("{text}\n"))));
+        want.extend(aggregates);
+        want.extend(after.map(Message::assistant));
+        prop_assert_eq!(read(rendered.clone()), want, "rendered: {:#?}", rendered);
     }
 }

@@ -107,9 +107,10 @@ impl std::str::FromStr for RenderDialect {
     }
 }
 
-/// Writes one call.
-pub(crate) fn write_call(out: &mut String, call: &ToolCall, dialect: RenderDialect) {
-    write_call_parts(out, &call.name, Some(&call.id), &call.arguments, dialect);
+/// Writes one call; its id only when `ids` is set.
+pub(crate) fn write_call(out: &mut String, call: &ToolCall, dialect: RenderDialect, ids: bool) {
+    let id = ids.then_some(call.id.as_str());
+    write_call_parts(out, &call.name, id, &call.arguments, dialect);
 }
 
 /// A sample call with arguments `arguments`, as a model should write it (no id).
@@ -159,21 +160,25 @@ fn write_call_parts(
     out.push_str("\n</tool_call>");
 }
 
-/// Writes one result. Its media blocks are numbered from `media.len() + 1` and
-/// pushed to `media`, each with the offset in `out` just after its placeholder
-/// line, where the block belongs.
+/// Writes one result; its call id only when `ids` is set. Its media blocks are
+/// numbered from `media.len() + 1` and pushed to `media`, each with the offset
+/// in `out` just after its placeholder line, where the block belongs.
 pub(crate) fn write_result(
     out: &mut String,
     result: &ToolResult,
     dialect: RenderDialect,
+    ids: bool,
     media: &mut Vec<(usize, ContentBlock)>,
 ) {
+    let id = ids.then_some(result.call_id.as_str());
     match dialect {
         RenderDialect::Tagged => {
             out.push_str("<tool_response name=");
             push_attr(out, &result.name);
-            out.push_str(" id=");
-            push_attr(out, &result.call_id);
+            if let Some(id) = id {
+                out.push_str(" id=");
+                push_attr(out, id);
+            }
             if result.is_error {
                 out.push_str(" is_error=\"true\"");
             }
@@ -195,14 +200,15 @@ pub(crate) fn write_result(
             #[derive(Serialize)]
             struct Wire<'a> {
                 name: &'a str,
-                id: &'a str,
+                #[serde(skip_serializing_if = "Option::is_none")]
+                id: Option<&'a str>,
                 content: Value,
                 #[serde(skip_serializing_if = "std::ops::Not::not")]
                 is_error: bool,
             }
             let wire = Wire {
                 name: &result.name,
-                id: &result.call_id,
+                id,
                 content,
                 is_error: result.is_error,
             };
@@ -424,6 +430,16 @@ fn read_hermes(body: &str, placeholders: &mut Vec<usize>) -> Option<ToolResult> 
         is_error: object.remove("is_error") == Some(Value::Bool(true)),
         ..ToolResult::new(text(id), text(object.remove("name")), content)
     })
+}
+
+/// One aggregate of a message in the single form, as kept under
+/// `tool_aggregates`: how many call/response pairs of the message are its, and
+/// its own metadata.
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Part {
+    pub(crate) pairs: usize,
+    #[serde(default, skip_serializing_if = "Metadata::is_empty")]
+    pub(crate) metadata: Metadata,
 }
 
 /// The data of a call and its result that has no place in the text.
@@ -656,7 +672,13 @@ mod tests {
             ..ToolResult::text("call_1", "f", "a</b>")
         };
         let mut out = String::new();
-        write_result(&mut out, &result, RenderDialect::Hermes, &mut Vec::new());
+        write_result(
+            &mut out,
+            &result,
+            RenderDialect::Hermes,
+            true,
+            &mut Vec::new(),
+        );
         assert_eq!(
             out,
             "<tool_response>\n{\"name\": \"f\", \"id\": \"call_1\", \"content\": \"a<\\/b>\", \"is_error\": true}\n</tool_response>"
@@ -673,6 +695,7 @@ mod tests {
             &mut out,
             &structured,
             RenderDialect::Hermes,
+            true,
             &mut Vec::new(),
         );
         assert!(out.contains("\"content\": {\"a\": 1}"), "{out}");
@@ -686,13 +709,13 @@ mod tests {
     fn calls_in_both_dialects() {
         let call = ToolCall::new("call_1", "get_weather", json!({"city": "Paris"}));
         let mut out = String::new();
-        write_call(&mut out, &call, RenderDialect::Tagged);
+        write_call(&mut out, &call, RenderDialect::Tagged, true);
         assert_eq!(
             out,
             "<tool_call name=\"get_weather\" id=\"call_1\">\n{\n  \"city\": \"Paris\"\n}\n</tool_call>"
         );
         let mut out = String::new();
-        write_call(&mut out, &call, RenderDialect::Hermes);
+        write_call(&mut out, &call, RenderDialect::Hermes, true);
         assert_eq!(
             out,
             "<tool_call>\n{\"name\": \"get_weather\", \"id\": \"call_1\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"

@@ -2,13 +2,18 @@
 //! messages: the parser in transcript mode over every text message, media put
 //! back in place of their placeholders, and calls paired with their results.
 
+use std::collections::HashSet;
+
+use serde::Deserialize;
 use serde_json::Value;
 
-use super::format::{self, MediaKind, PLACEHOLDERS_KEY};
-use super::transformer::TOOL_METADATA_KEY;
-use crate::message::{MultimodalMessage, TextMessage, ToolAggregateMessage};
+use super::format::{self, MediaKind, PLACEHOLDERS_KEY, Part};
+use super::transformer::{TOOL_AGGREGATES_KEY, TOOL_CALL_IDS_KEY, TOOL_METADATA_KEY};
+use crate::message::{
+    MultimodalMessage, TextMessage, ToolAggregateMessage, ToolCallsMessage, ToolResultsMessage,
+};
 use crate::service::{Machine, Output};
-use crate::{ContentBlock, Error, Event, Joiner, Message, Metadata, Role};
+use crate::{ContentBlock, Error, Event, Joiner, Message, Metadata, Role, ToolCall, ToolResult};
 
 /// Reads `messages` with parser machines in transcript mode from `machine`,
 /// which makes one for a text after `id_base` calls.
@@ -25,11 +30,15 @@ where
                 role: role @ (Role::Assistant | Role::User),
                 text,
                 metadata,
-            }) => out.extend(parse(machine(id_base)?, role, text, metadata)?),
+            }) => {
+                let parsed = parse(machine(id_base)?, role, text, metadata.clone())?;
+                out.extend(restore(parsed, &metadata));
+            }
             Message::Multimodal(message)
                 if matches!(message.role, Role::Assistant | Role::User) =>
             {
-                out.extend(multimodal(machine(id_base)?, message)?);
+                let metadata = message.metadata.clone();
+                out.extend(restore(multimodal(machine(id_base)?, message)?, &metadata));
             }
             other => out.push(other),
         }
@@ -110,6 +119,143 @@ fn multimodal(
     Ok(parsed)
 }
 
+/// Gives the messages read from one message what its metadata keeps for them:
+/// the call ids its text left out, and, when it holds calls with their results
+/// (the single form), the aggregates they form.
+fn restore(mut parsed: Vec<Message>, metadata: &Metadata) -> Vec<Message> {
+    let calls = parsed.iter().any(|m| matches!(m, Message::ToolCalls(_)));
+    let results = parsed.iter().any(|m| matches!(m, Message::ToolResults(_)));
+    if !calls && !results {
+        return parsed;
+    }
+    for message in &mut parsed {
+        forget_keys(message.metadata_mut());
+        if let Message::ToolCalls(m) = message {
+            m.calls
+                .iter_mut()
+                .for_each(|c| forget_keys(&mut c.metadata));
+        }
+    }
+    if let Some(Value::Array(ids)) = metadata.get(TOOL_CALL_IDS_KEY) {
+        give_ids(&mut parsed, ids);
+    }
+    if !(calls && results) {
+        return parsed;
+    }
+    let parts = metadata
+        .get(TOOL_AGGREGATES_KEY)
+        .and_then(|parts| Vec::<Part>::deserialize(parts).ok())
+        .unwrap_or_default();
+    regroup(parsed, parts, metadata)
+}
+
+/// Removes the keys [`restore`] acts on (the parser hands a message's metadata
+/// on with what it reads).
+fn forget_keys(metadata: &mut Metadata) {
+    metadata.remove(TOOL_CALL_IDS_KEY);
+    metadata.remove(TOOL_AGGREGATES_KEY);
+}
+
+/// Gives the call and response blocks, in order, the ids listed.
+fn give_ids(parsed: &mut [Message], ids: &[Value]) {
+    let mut ids = ids.iter().filter_map(Value::as_str);
+    for message in parsed {
+        let slots: Vec<&mut String> = match message {
+            Message::ToolCalls(m) => m.calls.iter_mut().map(|c| &mut c.id).collect(),
+            Message::ToolResults(m) => m.results.iter_mut().map(|r| &mut r.call_id).collect(),
+            _ => continue,
+        };
+        for (slot, id) in slots.into_iter().zip(ids.by_ref()) {
+            id.clone_into(slot);
+        }
+    }
+}
+
+/// A message of the single form: its texts take the message's metadata, and
+/// its pairs become one `tool_calls` + `tool_results` couple per aggregate —
+/// cut as `parts` says, else at each text — which [`pair`] joins.
+fn regroup(parsed: Vec<Message>, parts: Vec<Part>, metadata: &Metadata) -> Vec<Message> {
+    let mut own = metadata.clone();
+    forget_keys(&mut own);
+    own.remove(TOOL_METADATA_KEY);
+    let extras = metadata.get(TOOL_METADATA_KEY);
+    let mut parts = parts.into_iter().peekable();
+    let mut out = Vec::new();
+    let mut group = Group::default();
+    let mut after_block = false;
+    for message in parsed {
+        let block = matches!(message, Message::ToolCalls(_) | Message::ToolResults(_));
+        match message {
+            Message::ToolCalls(m) => group.calls.extend(m.calls),
+            Message::ToolResults(m) => group.results.extend(m.results),
+            mut other => {
+                group.close(parts.next_if(|p| group.fits(p)), &own, extras, &mut out);
+                if let Message::Text(text) = &mut other
+                    && after_block
+                    && text.text.starts_with('\n')
+                {
+                    // The line break the transformer writes after a block.
+                    text.text.remove(0);
+                }
+                *other.metadata_mut() = own.clone();
+                out.push(other);
+            }
+        }
+        after_block = block;
+        if let Some(part) = parts.next_if(|p| group.fits(p)) {
+            group.close(Some(part), &own, extras, &mut out);
+        }
+    }
+    group.close(parts.next_if(|p| group.fits(p)), &own, extras, &mut out);
+    out
+}
+
+/// The calls and results of one aggregate being read.
+#[derive(Default)]
+struct Group {
+    calls: Vec<ToolCall>,
+    results: Vec<ToolResult>,
+}
+
+impl Group {
+    /// Whether it holds exactly the pairs of `part`.
+    fn fits(&self, part: &Part) -> bool {
+        self.calls.len() == part.pairs && self.results.len() == part.pairs
+    }
+
+    /// Hands out what it holds as a `tool_calls` and a `tool_results` message,
+    /// the metadata of its `part` (else the message's own) and the extras on the
+    /// latter.
+    fn close(
+        &mut self,
+        part: Option<Part>,
+        own: &Metadata,
+        extras: Option<&Value>,
+        out: &mut Vec<Message>,
+    ) {
+        let mut calls = std::mem::take(&mut self.calls);
+        calls
+            .iter_mut()
+            .for_each(|call| call.metadata = Metadata::new());
+        let mut metadata = part.map_or_else(|| own.clone(), |part| part.metadata);
+        if let Some(extras) = extras {
+            metadata.insert(TOOL_METADATA_KEY, extras.clone());
+        }
+        if !calls.is_empty() {
+            out.push(Message::ToolCalls(ToolCallsMessage {
+                calls,
+                metadata: Metadata::new(),
+            }));
+        }
+        if !self.results.is_empty() {
+            out.push(Message::ToolResults(ToolResultsMessage {
+                results: std::mem::take(&mut self.results),
+                metadata,
+            }));
+        }
+    }
+}
+
 /// The media block a placeholder text block stands for, if it is still there.
 fn claim(block: &ContentBlock, media: &mut [Option<ContentBlock>]) -> Option<ContentBlock> {
     let (kind, number) = format::placeholder(block.as_text()?)?;
@@ -157,7 +303,10 @@ fn pair(messages: Vec<Message>) -> Vec<Message> {
                 result.name.clone_from(&call.name);
             }
         }
-        let answered = calls.len() == results.len()
+        // Distinct ids, each answered once: a transcript may repeat an id.
+        let distinct = calls.iter().map(|c| &c.id).collect::<HashSet<_>>().len() == calls.len();
+        let answered = distinct
+            && calls.len() == results.len()
             && calls
                 .iter()
                 .all(|call| results.iter().filter(|r| r.call_id == call.id).count() == 1);

@@ -18,10 +18,14 @@ mod reply_json;
 mod scan;
 mod tool_use;
 mod transformer;
+mod turn;
 
 pub use dialect::Dialect;
 pub use format::RenderDialect;
 pub use parser::{NaturalToolUseParser, OnInvalid, ParserMachine};
 pub use reply_json::json_in_reply;
 pub use tool_use::NaturalToolUse;
-pub use transformer::{NaturalToolUseTransformer, TOOL_METADATA_KEY, TransformerMachine};
+pub use transformer::{
+    Consolidation, NaturalToolUseTransformer, TOOL_AGGREGATES_KEY, TOOL_CALL_IDS_KEY,
+    TOOL_METADATA_KEY, TransformerMachine,
+};

@@ -4,7 +4,7 @@
 use super::format::RenderDialect;
 use super::parser::{NaturalToolUseParser, ParserMachine};
 use super::prompt;
-use super::transformer::NaturalToolUseTransformer;
+use super::transformer::{Consolidation, NaturalToolUseTransformer};
 use crate::service::MachineFactory;
 use crate::{ChatRequest, Error, Message, ToolChoice};
 
@@ -73,7 +73,21 @@ impl NaturalToolUse {
         self
     }
 
-    /// Replaces the transformer (its dialect and limits).
+    /// How the history's turns are written: `Split` (the default) or `Single`
+    /// (see [`Consolidation`]).
+    pub fn consolidation(mut self, consolidation: Consolidation) -> Self {
+        self.transformer = self.transformer.consolidation(consolidation);
+        self
+    }
+
+    /// Whether the history's calls and responses carry their ids (on by
+    /// default; see [`NaturalToolUseTransformer::call_ids`]).
+    pub fn call_ids(mut self, written: bool) -> Self {
+        self.transformer = self.transformer.call_ids(written);
+        self
+    }
+
+    /// Replaces the transformer (its dialect, form, ids and limits).
     pub fn transformer(mut self, transformer: NaturalToolUseTransformer) -> Self {
         self.transformer = transformer;
         self

@@ -3,7 +3,10 @@
 
 use std::collections::HashSet;
 
+use serde_json::Value;
+
 use super::format::{self, RenderDialect, SEPARATOR};
+use super::turn::{Style, Turn};
 use crate::message::{MultimodalMessage, TextMessage, ToolAggregateMessage};
 use crate::service::{Machine, MachineFactory, Output};
 use crate::{
@@ -17,6 +20,59 @@ const STAGE: &str = "natural tool use transformer";
 /// The metadata key under which call and result data that has no place in the
 /// text (their own metadata, `provider_executed`, `invalid`) is kept.
 pub const TOOL_METADATA_KEY: &str = "tool_metadata";
+
+/// The metadata key of a single-form message holding several aggregates, or
+/// other sources' metadata: each aggregate's pair count and own metadata, in
+/// order (`[{"pairs": 2, "metadata": {…}}]`).
+pub const TOOL_AGGREGATES_KEY: &str = "tool_aggregates";
+
+/// The metadata key that keeps the call ids the text leaves out (see
+/// [`NaturalToolUseTransformer::call_ids`]): the call id of every call and
+/// response block of the message, in order.
+pub const TOOL_CALL_IDS_KEY: &str = "tool_call_ids";
+
+/// Where the transformer writes a turn's results.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Consolidation {
+    /// The calls in an assistant message (after the turn's text), the results
+    /// in a user message after it, text after them in a new assistant message
+    /// (the default).
+    #[default]
+    Split,
+    /// The whole turn in one message: text, each call directly followed by its
+    /// response, text; pairs separated by `---` lines.
+    Single,
+}
+
+impl Consolidation {
+    /// The CLI name: `split` or `single`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Consolidation::Split => "split",
+            Consolidation::Single => "single",
+        }
+    }
+}
+
+impl std::fmt::Display for Consolidation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Consolidation {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name {
+            "split" => Ok(Consolidation::Split),
+            "single" => Ok(Consolidation::Single),
+            _ => Err(format!(
+                "unknown consolidation `{name}`; the transformer writes: split, single"
+            )),
+        }
+    }
+}
 
 /// Rewrites tool calls and their results as text, for models without native
 /// tool calling: `tool_aggregate` messages (and `tool_calls` / `tool_results`
@@ -33,15 +89,46 @@ pub const TOOL_METADATA_KEY: &str = "tool_metadata";
 /// </tool_response>
 /// ```
 ///
-/// **Roles and consolidation.** A call is what the model wrote, a result what
-/// came back; so the calls go into an assistant message and the results into a
-/// user message after it. A turn `assistant text + aggregate(s) + assistant text`
-/// becomes `assistant (text, then the calls)`, `user (the results)`, `assistant
-/// (the text after)`: the same shape as native tool calling with the `tool` role
-/// read as `user`, so whatever alternation of roles a provider demands of native
-/// histories holds for the rendered one too. Several calls of one aggregate, and
-/// their results, are separated by a line `---`; the i-th result answers the i-th
-/// call.
+/// **Roles and consolidation** ([`Consolidation`]). A call is what the model
+/// wrote, a result what came back. In the **split** form (the default) the calls
+/// go into an assistant message and the results into a user message after it: a
+/// turn `assistant text + aggregate(s) + assistant text` becomes `assistant
+/// (text, then the calls)`, `user (the results)`, `assistant (the text after)`,
+/// the same shape as native tool calling with the `tool` role read as `user`, so
+/// whatever alternation of roles a provider demands of native histories holds
+/// for the rendered one too. Several calls of one aggregate, and their results,
+/// are separated by a line `---`; the i-th result answers the i-th call.
+///
+/// In the **single** form a turn — assistant text, aggregates (and `tool_calls`
+/// / `tool_results` messages) in a row — is one message: the texts in order,
+/// each call directly followed by its response, pairs separated by `---` lines
+/// (separate `tool_calls` and `tool_results` messages: in the order they come).
+/// Its role: `user` when it holds a response and no assistant text (the
+/// responses are then its dominant content), else `assistant`. Its text is
+/// handed out when the turn ends (at another kind of message or event, or the
+/// end), so a streamed reply's text comes whole then; the split form streams
+/// text at once.
+///
+/// ```text
+/// I'll check the weather.
+/// <tool_call name="get_weather" id="call_1">
+/// {
+///   "location": "San Francisco, CA"
+/// }
+/// </tool_call>
+/// <tool_response name="get_weather" id="call_1">
+/// 18°C and sunny
+/// </tool_response>
+/// ---
+/// <tool_call name="get_time" id="call_2">
+/// …
+/// It is 18°C and sunny.
+/// ```
+///
+/// **Ids.** [`call_ids(false)`](NaturalToolUseTransformer::call_ids) writes calls
+/// and responses without their `id` (`<tool_call name="F">`; no `"id"` in
+/// Hermes), as a model writes them; each message then keeps the call id of its
+/// blocks, in order, under [`TOOL_CALL_IDS_KEY`].
 ///
 /// **Results.** Text as plain text; a result that is compact JSON of an object or
 /// array as pretty JSON; an error result carries `is_error="true"`. Image,
@@ -49,24 +136,27 @@ pub const TOOL_METADATA_KEY: &str = "tool_metadata";
 /// (`[image 1: image/png]`, `[audio 2: audio/wav]`) and travels as a content block of the same user
 /// message, right after its line (the message is then `multimodal`).
 ///
-/// **Metadata.** An assistant message built from several sources takes each key
-/// from the first source that has it (`Metadata::merge_missing`, earliest first);
-/// the results message carries the aggregate's metadata whole, so every source's
-/// metadata, generation ids included, survives in full in one message. Call and
-/// result metadata, `provider_executed` and `invalid` are kept under the key
-/// [`TOOL_METADATA_KEY`] of the results message.
+/// **Metadata.** A message built from several sources takes each key from the
+/// first source that has it (`Metadata::merge_missing`, earliest first). In the
+/// split form the results message carries the aggregate's metadata whole, so
+/// every source's metadata, generation ids included, survives in full in one
+/// message; in the single form, a message whose merged metadata is not exactly
+/// its one aggregate's keeps each aggregate's own under
+/// [`TOOL_AGGREGATES_KEY`]. Call and result metadata, `provider_executed` and
+/// `invalid` are kept under the key [`TOOL_METADATA_KEY`] of the message
+/// holding the results.
 ///
 /// **Errors.** A result without its call (in an aggregate, or a `tool_results`
 /// message whose call never came), or a call of an aggregate without its result,
 /// is [`Error::ToolPairing`], naming the message and the call id.
 ///
-/// The parser reads the format back in transcript mode
+/// The parser reads both forms back in transcript mode
 /// ([`NaturalToolUseParser::read_history`](super::NaturalToolUseParser::read_history)),
 /// so `read_history(render(x)) == x`.
 ///
 /// ```
-/// use lmstack::natural::NaturalToolUseTransformer;
-/// use lmstack::{Message, ToolCall, ToolResult};
+/// use lmstack::natural::{Consolidation, NaturalToolUseTransformer};
+/// use lmstack::{Message, Role, ToolCall, ToolResult};
 /// use serde_json::json;
 ///
 /// let history = vec![
@@ -76,18 +166,29 @@ pub const TOOL_METADATA_KEY: &str = "tool_metadata";
 ///         vec![ToolResult::text("call_1", "get_weather", "18°C")],
 ///     ),
 /// ];
-/// let rendered = NaturalToolUseTransformer::new().render(history).unwrap();
+/// let rendered = NaturalToolUseTransformer::new().render(history.clone()).unwrap();
 /// assert_eq!(rendered[1], Message::assistant(
 ///     "<tool_call name=\"get_weather\" id=\"call_1\">\n{\n  \"city\": \"Paris\"\n}\n</tool_call>",
 /// ));
 /// assert_eq!(rendered[2], Message::user(
 ///     "<tool_response name=\"get_weather\" id=\"call_1\">\n18°C\n</tool_response>",
 /// ));
+///
+/// let single = NaturalToolUseTransformer::new()
+///     .consolidation(Consolidation::Single)
+///     .call_ids(false)
+///     .render(history)
+///     .unwrap();
+/// assert_eq!(single[1].as_text().unwrap(), "<tool_call name=\"get_weather\">\n{\n  \"city\": \"Paris\"\n}\n</tool_call>\n\
+///     <tool_response name=\"get_weather\">\n18°C\n</tool_response>");
+/// assert_eq!(single[1].role(), Role::User);
 /// ```
 #[derive(Clone, Debug)]
 pub struct NaturalToolUseTransformer {
     dialect: RenderDialect,
     call_limit: usize,
+    consolidation: Consolidation,
+    call_ids: bool,
 }
 
 impl Default for NaturalToolUseTransformer {
@@ -97,11 +198,14 @@ impl Default for NaturalToolUseTransformer {
 }
 
 impl NaturalToolUseTransformer {
-    /// The tagged dialect; streamed call deltas gathered up to 8 MiB.
+    /// The tagged dialect, the split form, ids written; streamed call deltas
+    /// gathered up to 8 MiB.
     pub fn new() -> Self {
         NaturalToolUseTransformer {
             dialect: RenderDialect::Tagged,
             call_limit: 8 << 20,
+            consolidation: Consolidation::Split,
+            call_ids: true,
         }
     }
 
@@ -109,6 +213,22 @@ impl NaturalToolUseTransformer {
     /// Qwen-family models).
     pub fn dialect(mut self, dialect: RenderDialect) -> Self {
         self.dialect = dialect;
+        self
+    }
+
+    /// Where results go: `Split` (the default) or `Single` (see the type's
+    /// documentation).
+    pub fn consolidation(mut self, consolidation: Consolidation) -> Self {
+        self.consolidation = consolidation;
+        self
+    }
+
+    /// Whether calls and responses carry their call's `id` (on by default).
+    /// Off, they are written as a model would write them, in both dialects, and
+    /// the ids are kept under [`TOOL_CALL_IDS_KEY`] of each message, so that
+    /// `read_history` gives them back.
+    pub fn call_ids(mut self, written: bool) -> Self {
+        self.call_ids = written;
         self
     }
 
@@ -132,11 +252,16 @@ impl NaturalToolUseTransformer {
         I::Item: Into<String>,
     {
         TransformerMachine {
-            dialect: self.dialect,
+            style: Style {
+                dialect: self.dialect,
+                ids: self.call_ids,
+            },
+            consolidation: self.consolidation,
             call_limit: self.call_limit,
             position: 0,
             known: known_calls.into_iter().map(Into::into).collect(),
             held: None,
+            turn: None,
             run: None,
             deltas: None,
         }
@@ -169,18 +294,22 @@ impl MachineFactory for NaturalToolUseTransformer {
 /// events in, the same with calls and results written as text out.
 ///
 /// Streamed tool-call deltas are gathered until their run ends and then written
-/// like a `tool_calls` message, so both modes give the same text. Events of
-/// other kinds pass through.
+/// like a `tool_calls` message, and in the single form streamed text joins the
+/// turn as a text message would, so both modes give the same messages. Events
+/// of other kinds pass through.
 #[derive(Debug)]
 pub struct TransformerMachine {
-    dialect: RenderDialect,
+    style: Style,
+    consolidation: Consolidation,
     call_limit: usize,
     /// The position of the next input message, for errors.
     position: usize,
     /// Ids of the calls seen so far.
     known: HashSet<String>,
-    /// An assistant message that calls may still be appended to.
+    /// An assistant message that calls may still be appended to (split form).
     held: Option<Message>,
+    /// The turn being written (single form).
+    turn: Option<Turn>,
     /// The assistant text run being streamed: `Some(true)` when calls written
     /// after it need a newline first.
     run: Option<bool>,
@@ -198,6 +327,10 @@ impl Machine for TransformerMachine {
         }
         self.end_deltas(out)?;
         match event {
+            Event::TextDelta(delta) if self.consolidation == Consolidation::Single => {
+                let turn = self.turn.get_or_insert_with(Turn::default);
+                turn.delta(&delta.text, &delta.metadata);
+            }
             Event::TextDelta(delta) => {
                 self.release(out);
                 if !delta.text.is_empty() {
@@ -229,28 +362,34 @@ impl Machine for TransformerMachine {
 
 impl TransformerMachine {
     fn message(&mut self, message: Message, out: &mut Output) -> Result<(), Error> {
+        let single = self.consolidation == Consolidation::Single;
+        let style = self.style;
         match message {
             Message::ToolAggregate(aggregate) => {
                 let ToolAggregateMessage {
                     calls,
                     results,
-                    mut metadata,
+                    metadata,
                 } = aggregate;
                 let results = self.pair(&calls, results)?;
-                let text = self.write_calls(&calls);
-                self.append(text, metadata.clone(), out);
-                if let Some(extras) = format::extras(&calls, &results) {
-                    metadata.insert(TOOL_METADATA_KEY, extras);
+                self.remember(&calls);
+                if single {
+                    self.turn().pairs(&calls, &results, metadata, style);
+                } else {
+                    self.split_aggregate(&calls, &results, metadata, out);
                 }
-                self.results(&results, metadata, out);
             }
             Message::ToolCalls(message) => {
-                let mut metadata = message.metadata;
-                if let Some(extras) = format::extras(&message.calls, &[]) {
-                    metadata.insert(TOOL_METADATA_KEY, extras);
+                self.remember(&message.calls);
+                if single {
+                    self.turn().calls(&message.calls, message.metadata, style);
+                } else {
+                    let mut metadata = message.metadata;
+                    if let Some(extras) = format::extras(&message.calls, &[]) {
+                        metadata.insert(TOOL_METADATA_KEY, extras);
+                    }
+                    self.append_calls(&message.calls, metadata, out);
                 }
-                let text = self.write_calls(&message.calls);
-                self.append(text, metadata, out);
             }
             Message::ToolResults(message) => {
                 if let Some(result) = message
@@ -260,7 +399,12 @@ impl TransformerMachine {
                 {
                     return Err(self.unpaired(&result.call_id, "a result whose call never came"));
                 }
-                self.results(&message.results, message.metadata, out);
+                if single {
+                    self.turn()
+                        .results(&message.results, message.metadata, style);
+                } else {
+                    self.results(&message.results, message.metadata, out);
+                }
             }
             Message::Text(TextMessage {
                 role: Role::Assistant,
@@ -269,11 +413,7 @@ impl TransformerMachine {
             | Message::Multimodal(MultimodalMessage {
                 role: Role::Assistant,
                 ..
-            }) => {
-                self.release(out);
-                self.run = None;
-                self.held = Some(message);
-            }
+            }) => self.hold(message, out),
             other => {
                 self.release(out);
                 self.run = None;
@@ -281,6 +421,50 @@ impl TransformerMachine {
             }
         }
         Ok(())
+    }
+
+    /// An aggregate in the split form: the calls appended to the assistant
+    /// text, the results in a user message.
+    fn split_aggregate(
+        &mut self,
+        calls: &[ToolCall],
+        results: &[ToolResult],
+        mut metadata: Metadata,
+        out: &mut Output,
+    ) {
+        self.append_calls(calls, metadata.clone(), out);
+        if let Some(extras) = format::extras(calls, results) {
+            metadata.insert(TOOL_METADATA_KEY, extras);
+        }
+        self.results(results, metadata, out);
+    }
+
+    /// An assistant message: held for the calls that may follow (split form),
+    /// joined to the turn when it already holds tool blocks, or opening a new
+    /// turn (single form).
+    fn hold(&mut self, message: Message, out: &mut Output) {
+        if self.consolidation == Consolidation::Single
+            && let Some(turn) = self.turn.as_mut().filter(|turn| turn.has_tools())
+        {
+            turn.say(&message);
+            return;
+        }
+        self.release(out);
+        self.run = None;
+        match self.consolidation {
+            Consolidation::Split => self.held = Some(message),
+            Consolidation::Single => self.turn = Some(Turn::opened_by(message)),
+        }
+    }
+
+    /// The turn being written, opened when there is none.
+    fn turn(&mut self) -> &mut Turn {
+        self.turn.get_or_insert_with(Turn::default)
+    }
+
+    /// Notes the ids of calls, which later `tool_results` may answer.
+    fn remember(&mut self, calls: &[ToolCall]) {
+        self.known.extend(calls.iter().map(|call| call.id.clone()));
     }
 
     /// Orders an aggregate's results by its calls, or names the first that has
@@ -312,17 +496,31 @@ impl TransformerMachine {
         }
     }
 
-    /// The text of calls, separated by `---` lines.
-    fn write_calls(&mut self, calls: &[ToolCall]) -> String {
+    /// Appends calls, separated by `---` lines, to the assistant text.
+    fn append_calls(&mut self, calls: &[ToolCall], metadata: Metadata, out: &mut Output) {
         let mut text = String::new();
         for (i, call) in calls.iter().enumerate() {
             if i > 0 {
                 text.push_str(SEPARATOR);
             }
-            format::write_call(&mut text, call, self.dialect);
-            self.known.insert(call.id.clone());
+            format::write_call(&mut text, call, self.style.dialect, self.style.ids);
         }
-        text
+        let metadata = self.with_ids(metadata, calls.iter().map(|call| &call.id));
+        self.append(text, metadata, out);
+    }
+
+    /// `metadata` with the ids of the blocks written, when the text leaves them
+    /// out.
+    fn with_ids<'a>(
+        &self,
+        mut metadata: Metadata,
+        ids: impl Iterator<Item = &'a String>,
+    ) -> Metadata {
+        if !self.style.ids {
+            let ids = ids.map(|id| Value::String(id.clone())).collect();
+            metadata.insert(TOOL_CALL_IDS_KEY, Value::Array(ids));
+        }
+        metadata
     }
 
     /// Adds assistant text: to the held message or the streamed run when there
@@ -361,8 +559,15 @@ impl TransformerMachine {
             if i > 0 {
                 text.push_str(SEPARATOR);
             }
-            format::write_result(&mut text, result, self.dialect, &mut media);
+            format::write_result(
+                &mut text,
+                result,
+                self.style.dialect,
+                self.style.ids,
+                &mut media,
+            );
         }
+        let metadata = self.with_ids(metadata, results.iter().map(|r| &r.call_id));
         let message = if media.is_empty() {
             Message::Text(TextMessage {
                 role: Role::User,
@@ -379,10 +584,13 @@ impl TransformerMachine {
         out.push(Event::message(message));
     }
 
-    /// Hands out the held assistant message.
+    /// Hands out the held assistant message, or the turn being written.
     fn release(&mut self, out: &mut Output) {
         if let Some(message) = self.held.take() {
             out.push(Event::message(message));
+        }
+        if let Some(turn) = self.turn.take() {
+            out.push(Event::message(turn.into_message()));
         }
     }
 
@@ -421,7 +629,7 @@ fn push_line(to: &mut String, text: &str) {
 }
 
 /// Splits `text` at the media offsets and puts each block in its place.
-fn interleave(text: &str, media: Vec<(usize, ContentBlock)>) -> Vec<ContentBlock> {
+pub(super) fn interleave(text: &str, media: Vec<(usize, ContentBlock)>) -> Vec<ContentBlock> {
     let mut content = Vec::with_capacity(2 * media.len() + 1);
     let mut from = 0;
     for (at, block) in media {

@@ -4,7 +4,9 @@
 
 use std::process::ExitCode;
 
-use lmstack::natural::{NaturalToolUseParser, NaturalToolUseTransformer, RenderDialect};
+use lmstack::natural::{
+    Consolidation, NaturalToolUseParser, NaturalToolUseTransformer, RenderDialect,
+};
 use lmstack::{Error, Message};
 
 use crate::input;
@@ -17,6 +19,17 @@ pub struct Args {
     /// family).
     #[arg(long, default_value = "tagged")]
     dialect: RenderDialect,
+    /// Where results go: split (the calls in an assistant message, the results
+    /// in a user message after it) or single (the whole turn in one message,
+    /// each call followed by its response; `user` when it holds responses and
+    /// no assistant text, else `assistant`).
+    #[arg(long, value_name = "FORM", default_value = "split")]
+    consolidate: Consolidation,
+    /// Write calls and responses without their `id`, as a model writes them;
+    /// the ids are kept in each message's metadata (`tool_call_ids`), so
+    /// `--read` gives them back.
+    #[arg(long)]
+    no_ids: bool,
     /// The reverse: read messages written in this format back into canonical
     /// messages, calls and results paired into `tool_aggregate`s.
     #[arg(long)]
@@ -55,6 +68,8 @@ fn render(args: Args) -> Result<(), Error> {
     } else {
         NaturalToolUseTransformer::new()
             .dialect(args.dialect)
+            .consolidation(args.consolidate)
+            .call_ids(!args.no_ids)
             .render(messages)?
     };
     messages.iter().for_each(print_json_line);

@@ -157,7 +157,10 @@ impl NaturalToolUseParser {
     /// blocks go back in place of their placeholders, and each run of calls
     /// followed by the results that answer them becomes a `tool_aggregate` (a
     /// result without an id answers the call in its place, as Qwen chat
-    /// templates write them). Other messages stay as they are.
+    /// templates write them). A message of the single form (calls each followed
+    /// by its response) gives back its texts and aggregates in order; the ids
+    /// and per-aggregate metadata the transformer kept in metadata are put back.
+    /// Other messages stay as they are.
     ///
     /// ```
     /// use lmstack::natural::{NaturalToolUseParser, NaturalToolUseTransformer};
