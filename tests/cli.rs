@@ -189,7 +189,7 @@ fn render_consolidate_single_and_no_ids_write_one_message_per_turn_and_read_back
         .collect();
     assert_eq!(
         lines[1],
-        serde_json::json!({"type": "text", "role": "assistant", "text":
+        serde_json::json!({"type": "text", "role": "user", "text":
             "<tool_call name=\"add\">\n{\n  \"a\": 2,\n  \"b\": 3\n}\n</tool_call>\n\
              <tool_response name=\"add\">\n5\n</tool_response>\n5.",
             "metadata": {"tool_call_ids": ["call_1", "call_1"]}})

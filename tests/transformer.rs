@@ -788,7 +788,7 @@ fn single_form_one_pair_alone_is_a_user_message_of_call_then_response() {
 }
 
 #[test]
-fn single_form_interleaves_two_pairs_between_the_texts_in_one_assistant_message() {
+fn single_form_interleaves_two_pairs_between_the_texts_in_one_user_message() {
     let history = vec![
         Message::user("Weather and time in SF?"),
         Message::assistant("I'll check the weather."),
@@ -800,7 +800,7 @@ fn single_form_interleaves_two_pairs_between_the_texts_in_one_assistant_message(
         rendered,
         vec![
             Message::user("Weather and time in SF?"),
-            Message::assistant(format!(
+            Message::user(format!(
                 "I'll check the weather.\n{WEATHER_CALL}\n{WEATHER_RESPONSE}\n---\n\
                  {TIME_CALL}\n{TIME_RESPONSE}\nBased on the results, it is 18°C at 09:00."
             )),
@@ -813,7 +813,7 @@ fn single_form_interleaves_two_pairs_between_the_texts_in_one_assistant_message(
 }
 
 #[test]
-fn single_form_role_is_user_only_for_responses_without_assistant_text() {
+fn single_form_role_is_user_when_the_message_holds_a_response() {
     let roles = |history: Vec<Message>| -> Vec<Role> {
         single()
             .render(history)
@@ -822,17 +822,25 @@ fn single_form_role_is_user_only_for_responses_without_assistant_text() {
             .map(Message::role)
             .collect()
     };
-    // Responses and no text: user.
+    // Responses, with or without text around: user.
     assert_eq!(roles(vec![weather()]), [Role::User]);
     assert_eq!(roles(vec![weather(), time()]), [Role::User]);
-    // Any assistant text, before or after: assistant.
     assert_eq!(
         roles(vec![Message::assistant("Checking."), weather()]),
-        [Role::Assistant]
+        [Role::User]
     );
     assert_eq!(
         roles(vec![weather(), Message::assistant("Sunny.")]),
-        [Role::Assistant]
+        [Role::User]
+    );
+    // Read back, the text around is the assistant's again.
+    assert_eq!(
+        read(
+            single()
+                .render(vec![weather(), Message::assistant("Sunny.")])
+                .unwrap()
+        ),
+        [weather(), Message::assistant("Sunny.")]
     );
     // Calls without responses are the model's: assistant.
     assert_eq!(
@@ -909,7 +917,7 @@ fn single_form_media_travel_right_after_their_placeholder_in_the_turns_message()
     assert_eq!(
         rendered,
         vec![Message::multimodal(
-            Role::Assistant,
+            Role::User,
             vec![
                 ContentBlock::text(
                     "Drawing.\n<tool_call name=\"draw\" id=\"call_1\">\n{}\n</tool_call>\n\
@@ -1035,7 +1043,7 @@ async fn single_form_the_layer_gives_the_same_message_in_both_modes() {
         assert_eq!(
             whole,
             vec![
-                Message::assistant(format!(
+                Message::user(format!(
                     "Let me check the weather for you.\n{WEATHER_CALL}\n{WEATHER_RESPONSE}\nDone: sunny."
                 )),
                 Message::usage(10, 20),

@@ -46,7 +46,8 @@ where
     Ok(pair(out))
 }
 
-/// Parses one message's text, whose plain text keeps the message's role.
+/// Parses one message's text, whose plain text keeps the message's role
+/// (assistant when the text holds calls).
 fn parse(
     mut machine: impl Machine<In = Event, Out = Event>,
     role: Role,
@@ -62,6 +63,13 @@ fn parse(
     machine.push(Event::message(message), &mut out)?;
     machine.finish(&mut out)?;
     let mut messages = Joiner::join(out.drain());
+    // Text beside calls is what the model said, whatever the role of the message
+    // that holds it (the single form puts a turn with responses in a user message).
+    let role = if messages.iter().any(|m| matches!(m, Message::ToolCalls(_))) {
+        Role::Assistant
+    } else {
+        role
+    };
     for message in &mut messages {
         if let Message::Text(text) = message {
             text.role = role;
@@ -114,7 +122,12 @@ fn multimodal(
     }
     let left: Vec<ContentBlock> = media.into_iter().flatten().collect();
     if !left.is_empty() {
-        parsed.push(Message::multimodal(message.role, left));
+        let role = if parsed.iter().any(|m| matches!(m, Message::ToolCalls(_))) {
+            Role::Assistant
+        } else {
+            message.role
+        };
+        parsed.push(Message::multimodal(role, left));
     }
     Ok(parsed)
 }

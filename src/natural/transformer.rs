@@ -103,8 +103,9 @@ impl std::str::FromStr for Consolidation {
 /// / `tool_results` messages) in a row — is one message: the texts in order,
 /// each call directly followed by its response, pairs separated by `---` lines
 /// (separate `tool_calls` and `tool_results` messages: in the order they come).
-/// Its role: `user` when it holds a response and no assistant text (the
-/// responses are then its dominant content), else `assistant`. Its text is
+/// Its role, as specified: `user` when it holds a response (tool results are
+/// attributed to the user), else `assistant` (calls without responses, text);
+/// read back, the text beside calls is the assistant's again. Its text is
 /// handed out when the turn ends (at another kind of message or event, or the
 /// end), so a streamed reply's text comes whole then; the split form streams
 /// text at once.

@@ -26,8 +26,6 @@ pub(super) struct Turn {
     media: Vec<(usize, ContentBlock)>,
     /// Every source's metadata, earliest first.
     metadata: Metadata,
-    /// Assistant text or media went in.
-    spoken: bool,
     /// A response went in.
     answered: bool,
     /// The text ends with a tool block.
@@ -125,13 +123,12 @@ impl Turn {
         self.keep_ids(results.iter().map(|r| &r.call_id), style);
     }
 
-    /// The message: `user` when it holds a response and no assistant text,
-    /// else `assistant`.
+    /// The message: `user` when it holds a response, else `assistant`.
     pub(super) fn into_message(self) -> Message {
         if let Some(message) = self.opening {
             return message;
         }
-        let role = if self.answered && !self.spoken {
+        let role = if self.answered {
             Role::User
         } else {
             Role::Assistant
@@ -228,7 +225,6 @@ impl Turn {
         }
         self.end_block_line();
         self.text.push_str(text);
-        self.spoken = true;
     }
 
     fn push_block(&mut self, block: &ContentBlock) {
@@ -237,7 +233,6 @@ impl Turn {
             media => {
                 self.end_block_line();
                 self.media.push((self.text.len(), media.clone()));
-                self.spoken = true;
             }
         }
     }
