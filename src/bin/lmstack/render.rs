@@ -21,8 +21,8 @@ pub struct Args {
     dialect: RenderDialect,
     /// Where results go: split (the calls in an assistant message, the results
     /// in a user message after it) or single (the whole turn in one message,
-    /// each call followed by its response; `user` when it holds responses and
-    /// no assistant text, else `assistant`).
+    /// each call followed by its response; `user` when it holds responses,
+    /// else `assistant`).
     #[arg(long, value_name = "FORM", default_value = "split")]
     consolidate: Consolidation,
     /// Write calls and responses without their `id`, as a model writes them;
