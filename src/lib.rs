@@ -66,7 +66,7 @@ pub use error::{BoxError, Error};
 struct ReadmeDoctests;
 pub use message::{
     CallDetails, ContentBlock, Event, FinishReason, InvalidCall, InvalidCallKind, Joiner, Media,
-    MediaSource, Message, Metadata, ReasoningDelta, Role, TextDelta, ToolCall, ToolCallDelta,
-    ToolResult, Usage,
+    MediaRef, MediaSource, Message, Metadata, ReasoningDelta, Role, TextDelta, ToolCall,
+    ToolCallDelta, ToolResult, Usage,
 };
 pub use service::{ChatOptions, ChatRequest, Reply, ToolChoice, ToolSpec};

@@ -274,7 +274,8 @@ impl TryFrom<RawMedia> for Media {
                 reference,
             },
             (None, None, None) => return Err("media needs `data` (base64), `url` or `ref`"),
-            _ => return Err("media has more than one of `data`, `url` and `ref`; give one"),
+            (Some(_), Some(_), _) => return Err("media has both `data` and `url`; give one"),
+            (_, _, Some(_)) => return Err("media has both `ref` and `data` or `url`; give one"),
         };
         Ok(Media {
             source,
