@@ -235,6 +235,7 @@ pub fn dehydrate_media(media: &mut Media, store: &dyn MediaStore) -> Result<(), 
 }
 
 /// The first media by reference in `messages`, if any.
+#[cfg(feature = "http")]
 pub(crate) fn first_reference(messages: &mut [Message]) -> Option<MediaRef> {
     messages
         .iter_mut()
@@ -330,7 +331,6 @@ mod tests {
             error.to_string().contains(&reference.to_string()),
             "{error}"
         );
-        assert_eq!(first_reference(&mut messages), Some(reference));
     }
 
     #[test]

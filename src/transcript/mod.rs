@@ -64,6 +64,15 @@
 //! lost are marked by a `dropped` line before the next record that is written.
 //! A failed write may leave a partial line, which [`read`] reports as an error.
 //!
+//! # Media by reference
+//!
+//! With a [`TranscriptLayer::media_store`], the writer thread puts the inline
+//! media of recorded requests and message events in the store and writes
+//! references (`{"type":"image","media_type":"image/png","ref":"sha256:…"}`), so
+//! the image every request of a conversation repeats is stored once;
+//! [`read_with_store`] reads the transcript back with its media inline. The
+//! replies handed on are not changed. See [`crate::store`].
+//!
 //! # Flushing and shutdown
 //!
 //! [`TranscriptLayer::flush`] resolves when everything recorded before it has been
