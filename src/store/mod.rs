@@ -152,7 +152,7 @@ pub enum StoreError {
     Io {
         /// What was being done: `read`, `write`.
         action: &'static str,
-        /// What it was done to: a reference, or the store's directory.
+        /// The reference it was done for.
         what: String,
         /// The IO error.
         #[source]
