@@ -30,6 +30,8 @@
 //!   the parser, the transformer and the `NaturalToolUse` layer;
 //! - [`function`]: tools, the function-call layer and the tool loop (feature
 //!   `function`, on by default);
+//! - [`store`]: media stores — images, documents and audio kept once, by
+//!   content address, and named by reference in stored conversations;
 //! - [`transcript`]: a layer that records conversations as JSON lines, written on
 //!   a thread of its own behind a bounded queue, and a reader for them;
 //! - [`provider`]: the wire layer (SSE, the shared body decoder, HTTP, typed
@@ -51,6 +53,7 @@ pub mod provider;
 pub mod retry;
 mod schema;
 pub mod service;
+pub mod store;
 pub mod testing;
 pub mod transcript;
 
@@ -63,7 +66,7 @@ pub use error::{BoxError, Error};
 struct ReadmeDoctests;
 pub use message::{
     CallDetails, ContentBlock, Event, FinishReason, InvalidCall, InvalidCallKind, Joiner, Media,
-    MediaSource, Message, Metadata, ReasoningDelta, Role, TextDelta, ToolCall, ToolCallDelta,
-    ToolResult, Usage,
+    MediaRef, MediaSource, Message, Metadata, ReasoningDelta, Role, TextDelta, ToolCall,
+    ToolCallDelta, ToolResult, Usage,
 };
 pub use service::{ChatOptions, ChatRequest, Reply, ToolChoice, ToolSpec};

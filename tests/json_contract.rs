@@ -3,7 +3,7 @@
 
 use lmstack::{
     CallDetails, ChatOptions, ChatRequest, ContentBlock, Event, FinishReason, InvalidCall,
-    InvalidCallKind, Media, Message, Metadata, ReasoningDelta, Role, TextDelta, ToolCall,
+    InvalidCallKind, Media, MediaRef, Message, Metadata, ReasoningDelta, Role, TextDelta, ToolCall,
     ToolCallDelta, ToolChoice, ToolResult, ToolSpec, Usage,
 };
 use serde::Serialize;
@@ -124,6 +124,71 @@ fn media_rejects_ambiguous_or_empty_sources() {
     let untyped = json!({"type": "image", "data": "AA=="});
     let error = serde_json::from_value::<ContentBlock>(untyped).unwrap_err();
     assert!(error.to_string().contains("media_type"), "{error}");
+}
+
+#[test]
+fn media_by_reference_has_the_flat_media_form_with_ref() {
+    let reference: MediaRef =
+        "sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+            .parse()
+            .unwrap();
+    assert_eq!(reference, MediaRef::of(b"hello"));
+    pin(
+        ContentBlock::Image(Media::reference("image/png", reference)),
+        json!({"type": "image", "media_type": "image/png",
+               "ref": "sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"}),
+    );
+    pin(
+        ContentBlock::Document(
+            Media::reference("application/pdf", reference).with_name("report.pdf"),
+        ),
+        json!({"type": "document", "media_type": "application/pdf",
+               "ref": "sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824",
+               "name": "report.pdf"}),
+    );
+    pin(
+        ContentBlock::Audio(Media::reference("audio/wav", reference)),
+        json!({"type": "audio", "media_type": "audio/wav",
+               "ref": "sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"}),
+    );
+    let media = Media::reference("image/png", reference);
+    assert_eq!(media.media_type(), Some("image/png"));
+    assert_eq!(media.data_uri(), None);
+    assert!(media.decode().is_none());
+}
+
+#[test]
+fn media_by_reference_needs_a_type_a_valid_ref_and_nothing_else() {
+    let hello = "sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824";
+    for (block, expected) in [
+        (
+            json!({"type": "image", "ref": hello}),
+            "`media_type` beside `ref`",
+        ),
+        (
+            json!({"type": "image", "media_type": "image/png", "ref": hello, "data": "AA=="}),
+            "both `ref` and `data` or `url`",
+        ),
+        (
+            json!({"type": "audio", "media_type": "audio/wav", "ref": hello, "url": "https://x"}),
+            "both `ref` and `data` or `url`",
+        ),
+        (
+            json!({"type": "image", "media_type": "image/png", "ref": "sha256:../../etc/passwd"}),
+            "`sha256:../../etc/passwd` is not a media reference",
+        ),
+        (
+            json!({"type": "image", "media_type": "image/png", "ref": hello.to_uppercase()}),
+            "is not a media reference",
+        ),
+        (
+            json!({"type": "image", "media_type": "image/png", "ref": 7}),
+            "invalid type",
+        ),
+    ] {
+        let error = serde_json::from_value::<ContentBlock>(block.clone()).unwrap_err();
+        assert!(error.to_string().contains(expected), "{block}: {error}");
+    }
 }
 
 #[test]

@@ -195,8 +195,11 @@ impl MediaPolicy {
     /// checks bytes: an inline (base64) image, document or audio clip must fit
     /// the size limit, be what its `media_type` claims and be on the allow-list;
     /// it comes back with the sniffed type, as an image, audio clip or document
-    /// by that type, its data and name kept. Text, and media by URL (there are no bytes to
-    /// inspect), pass unchanged.
+    /// by that type, its data and name kept. Text, and media by URL or by
+    /// reference, pass unchanged: there are no bytes to inspect. (A reference
+    /// names bytes the application put in its own
+    /// [`MediaStore`](crate::store::MediaStore); they are checked against their
+    /// digest, not against this policy, when a provider resolves them.)
     pub fn check_block(&self, block: ContentBlock) -> Result<ContentBlock, MediaError> {
         let (ContentBlock::Image(media)
         | ContentBlock::Document(media)

@@ -5,6 +5,8 @@ use std::sync::Arc;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
+use super::reference::MediaRef;
+
 /// One block of content: text, an image, a document or an audio clip.
 ///
 /// JSON form (internally tagged by `"type"`):
@@ -15,6 +17,7 @@ use serde::{Deserialize, Serialize};
 /// {"type":"image","url":"https://example.com/cat.png"}
 /// {"type":"document","media_type":"application/pdf","data":"JVBERi0=","name":"report.pdf"}
 /// {"type":"audio","media_type":"audio/wav","data":"UklGRg=="}
+/// {"type":"image","media_type":"image/png","ref":"sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"}
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -24,11 +27,12 @@ pub enum ContentBlock {
         /// The text.
         text: String,
     },
-    /// An image, inline (base64) or by URL.
+    /// An image, inline (base64), by URL or by reference to a media store.
     Image(Media),
-    /// A document such as a PDF, inline (base64) or by URL.
+    /// A document such as a PDF, inline (base64), by URL or by reference.
     Document(Media),
-    /// An audio clip such as a WAV or MP3 file, inline (base64) or by URL.
+    /// An audio clip such as a WAV or MP3 file, inline (base64), by URL or by
+    /// reference.
     Audio(Media),
 }
 
@@ -93,16 +97,32 @@ impl ContentBlock {
             ContentBlock::Text { .. } => None,
         }
     }
+
+    /// The media of an image, document or audio block, to change.
+    pub fn as_media_mut(&mut self) -> Option<&mut Media> {
+        match self {
+            ContentBlock::Image(media)
+            | ContentBlock::Document(media)
+            | ContentBlock::Audio(media) => Some(media),
+            ContentBlock::Text { .. } => None,
+        }
+    }
 }
 
 /// Binary content (an image, a document or an audio clip), carried inline as
-/// base64 or by URL.
+/// base64, by URL, or by reference to a media store.
 ///
 /// The inline form is the canonical one: it maps 1:1 to an OpenAI-style
 /// `data:<media_type>;base64,<data>` URI, an Anthropic `base64` source, a Gemini
 /// `inlineData` part and an MCP `ImageContent` or `AudioContent`. The base64
 /// text is shared (`Arc`), so cloning a message history that holds large
 /// images is cheap.
+///
+/// The reference form ([`MediaSource::Ref`]) is for storing conversations: the
+/// bytes sit once in a [`MediaStore`](crate::store::MediaStore) and every stored
+/// turn names them by their SHA-256 digest. It never reaches a provider's wire:
+/// [`store::rehydrate`](crate::store::rehydrate) turns it back into the inline
+/// form, and so does a provider configured with a store.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "RawMedia", into = "RawMedia")]
 pub struct Media {
@@ -128,6 +148,14 @@ pub enum MediaSource {
         url: String,
         /// The MIME type, when known.
         media_type: Option<String>,
+    },
+    /// Bytes kept in a [`MediaStore`](crate::store::MediaStore), named by their
+    /// content address (JSON: `"ref":"sha256:…"`).
+    Ref {
+        /// The MIME type, such as `image/png`.
+        media_type: String,
+        /// The SHA-256 address of the bytes.
+        reference: MediaRef,
     },
 }
 
@@ -160,6 +188,18 @@ impl Media {
         }
     }
 
+    /// Media by reference to the bytes kept in a
+    /// [`MediaStore`](crate::store::MediaStore).
+    pub fn reference(media_type: impl Into<String>, reference: MediaRef) -> Self {
+        Media {
+            source: MediaSource::Ref {
+                media_type: media_type.into(),
+                reference,
+            },
+            name: None,
+        }
+    }
+
     /// Sets the file name or title.
     pub fn with_name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
@@ -169,28 +209,30 @@ impl Media {
     /// The MIME type, when known.
     pub fn media_type(&self) -> Option<&str> {
         match &self.source {
-            MediaSource::Base64 { media_type, .. } => Some(media_type),
+            MediaSource::Base64 { media_type, .. } | MediaSource::Ref { media_type, .. } => {
+                Some(media_type)
+            }
             MediaSource::Url { media_type, .. } => media_type.as_deref(),
         }
     }
 
-    /// The `data:` URI of inline media (`None` for URL media).
+    /// The `data:` URI of inline media (`None` for media by URL or reference).
     pub fn data_uri(&self) -> Option<String> {
         match &self.source {
             MediaSource::Base64 { media_type, data } => {
                 Some(format!("data:{media_type};base64,{data}"))
             }
-            MediaSource::Url { .. } => None,
+            MediaSource::Url { .. } | MediaSource::Ref { .. } => None,
         }
     }
 
-    /// Decodes inline media to bytes (`None` for URL media).
+    /// Decodes inline media to bytes (`None` for media by URL or reference).
     pub fn decode(&self) -> Option<Result<Vec<u8>, base64::DecodeError>> {
         match &self.source {
             MediaSource::Base64 { data, .. } => {
                 Some(base64::engine::general_purpose::STANDARD.decode(data.as_bytes()))
             }
-            MediaSource::Url { .. } => None,
+            MediaSource::Url { .. } | MediaSource::Ref { .. } => None,
         }
     }
 }
@@ -204,6 +246,8 @@ struct RawMedia {
     data: Option<Arc<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     url: Option<String>,
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    reference: Option<MediaRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     name: Option<String>,
 }
@@ -212,19 +256,26 @@ impl TryFrom<RawMedia> for Media {
     type Error = &'static str;
 
     fn try_from(raw: RawMedia) -> Result<Self, Self::Error> {
-        let source = match (raw.data, raw.url) {
-            (Some(data), None) => MediaSource::Base64 {
+        let source = match (raw.data, raw.url, raw.reference) {
+            (Some(data), None, None) => MediaSource::Base64 {
                 media_type: raw
                     .media_type
                     .ok_or("inline media needs a `media_type` beside `data`")?,
                 data,
             },
-            (None, Some(url)) => MediaSource::Url {
+            (None, Some(url), None) => MediaSource::Url {
                 url,
                 media_type: raw.media_type,
             },
-            (Some(_), Some(_)) => return Err("media has both `data` and `url`; give one"),
-            (None, None) => return Err("media needs `data` (base64) or `url`"),
+            (None, None, Some(reference)) => MediaSource::Ref {
+                media_type: raw
+                    .media_type
+                    .ok_or("media by reference needs a `media_type` beside `ref`")?,
+                reference,
+            },
+            (None, None, None) => return Err("media needs `data` (base64), `url` or `ref`"),
+            (Some(_), Some(_), _) => return Err("media has both `data` and `url`; give one"),
+            (_, _, Some(_)) => return Err("media has both `ref` and `data` or `url`; give one"),
         };
         Ok(Media {
             source,
@@ -235,15 +286,30 @@ impl TryFrom<RawMedia> for Media {
 
 impl From<Media> for RawMedia {
     fn from(media: Media) -> Self {
-        let (media_type, data, url) = match media.source {
-            MediaSource::Base64 { media_type, data } => (Some(media_type), Some(data), None),
-            MediaSource::Url { url, media_type } => (media_type, None, Some(url)),
-        };
-        RawMedia {
-            media_type,
-            data,
-            url,
+        let mut raw = RawMedia {
+            media_type: None,
+            data: None,
+            url: None,
+            reference: None,
             name: media.name,
+        };
+        match media.source {
+            MediaSource::Base64 { media_type, data } => {
+                raw.media_type = Some(media_type);
+                raw.data = Some(data);
+            }
+            MediaSource::Url { url, media_type } => {
+                raw.media_type = media_type;
+                raw.url = Some(url);
+            }
+            MediaSource::Ref {
+                media_type,
+                reference,
+            } => {
+                raw.media_type = Some(media_type);
+                raw.reference = Some(reference);
+            }
         }
+        raw
     }
 }

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::content::ContentBlock;
+use super::content::{ContentBlock, Media};
 use super::metadata::Metadata;
 use super::tool::{ToolCall, ToolResult};
 
@@ -309,6 +309,26 @@ impl Message {
             Message::ToolAggregate(m) => &m.results,
             _ => &[],
         }
+    }
+
+    /// The media of every image, document and audio block of the message (its
+    /// content, or its tool results' content), in order, to change.
+    pub(crate) fn media_mut(&mut self) -> impl Iterator<Item = &mut Media> {
+        let (content, results) = match self {
+            Message::Multimodal(m) => (Some(&mut m.content), None),
+            Message::ToolResults(ToolResultsMessage { results, .. })
+            | Message::ToolAggregate(ToolAggregateMessage { results, .. }) => (None, Some(results)),
+            _ => (None, None),
+        };
+        let results = results
+            .into_iter()
+            .flatten()
+            .flat_map(|result| &mut result.content);
+        content
+            .into_iter()
+            .flatten()
+            .chain(results)
+            .filter_map(ContentBlock::as_media_mut)
     }
 }
 

@@ -8,6 +8,7 @@
 //! ```json
 //! {"type":"text","role":"assistant","text":"…","metadata":{"generation_id":"gen-1"}}
 //! {"type":"multimodal","role":"user","content":[{"type":"text","text":"…"},{"type":"image","media_type":"image/png","data":"…"}]}
+//! {"type":"multimodal","role":"user","content":[{"type":"image","media_type":"image/png","ref":"sha256:…"}]}
 //! {"type":"reasoning","text":"…","signature":"…"}
 //! {"type":"tool_calls","calls":[{"id":"call_1","name":"get_weather","arguments":{"city":"Paris"}}]}
 //! {"type":"tool_results","results":[{"call_id":"call_1","name":"get_weather","content":[{"type":"text","text":"18°C"}],"is_error":false}]}
@@ -20,6 +21,7 @@ mod event;
 mod joiner;
 mod messages;
 mod metadata;
+mod reference;
 mod tool;
 
 pub use content::{ContentBlock, Media, MediaSource};
@@ -30,4 +32,5 @@ pub use messages::{
     ToolCallsMessage, ToolResultsMessage, Usage,
 };
 pub use metadata::Metadata;
+pub use reference::{InvalidRef, MediaRef};
 pub use tool::{InvalidCall, InvalidCallKind, ToolCall, ToolResult};

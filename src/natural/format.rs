@@ -287,7 +287,9 @@ fn misread(text: &str) -> bool {
 /// What a placeholder line says of its media.
 fn describe(media: &Media) -> String {
     let mut text = match &media.source {
-        MediaSource::Base64 { media_type, .. } => media_type.clone(),
+        MediaSource::Base64 { media_type, .. } | MediaSource::Ref { media_type, .. } => {
+            media_type.clone()
+        }
         MediaSource::Url { url, .. } => url.clone(),
     };
     if let Some(name) = &media.name {

@@ -3,6 +3,7 @@
 //! options.
 
 use std::fmt;
+use std::sync::Arc;
 
 use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 
@@ -12,6 +13,7 @@ use super::redact::redact_url;
 use super::sse::DEFAULT_MAX_EVENT_BYTES;
 use super::transport::HttpConfig;
 use super::wire::Wire;
+use crate::store::MediaStore;
 
 /// The configuration of a [`Provider`](super::Provider) speaking the wire `W`:
 /// the settings every provider shares, and `wire`, the wire's own (how requests
@@ -41,6 +43,9 @@ pub struct ProviderConfig<W> {
     pub max_body_bytes: usize,
     /// The most tool calls one reply may hold.
     pub max_tool_calls: usize,
+    /// Where media by reference (`MediaSource::Ref`) is read from before a
+    /// request is lowered; without one, a request holding a reference fails.
+    pub media_store: Option<Arc<dyn MediaStore>>,
     /// The wire's own options.
     pub wire: W,
 }
@@ -57,6 +62,7 @@ impl<W: Default> ProviderConfig<W> {
             max_event_bytes: DEFAULT_MAX_EVENT_BYTES,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
+            media_store: None,
             wire: W::default(),
         }
     }
@@ -117,6 +123,21 @@ impl<W> ProviderConfig<W> {
         self
     }
 
+    /// Sets the store that media by reference is read from.
+    ///
+    /// Before a request is lowered, every image, document and audio block by
+    /// reference (`{"ref":"sha256:…"}`, as a stored conversation holds them) is
+    /// replaced by its bytes from the store, inline, checked against their
+    /// digest; a reference the store cannot give fails the request with
+    /// [`Error::InvalidRequest`](crate::Error::InvalidRequest), naming it,
+    /// before anything is sent. The store is read while the request is built
+    /// (blocking IO, for a [`FileStore`](crate::store::FileStore)), and only
+    /// for requests that hold references.
+    pub fn media_store(mut self, store: Arc<dyn MediaStore>) -> Self {
+        self.media_store = Some(store);
+        self
+    }
+
     /// Sets the wire's own options.
     pub fn wire(mut self, wire: W) -> Self {
         self.wire = wire;
@@ -151,6 +172,7 @@ impl<W: fmt::Debug> fmt::Debug for ProviderConfig<W> {
             max_event_bytes,
             max_body_bytes,
             max_tool_calls,
+            media_store,
             wire,
         } = self;
         f.debug_struct("ProviderConfig")
@@ -162,6 +184,7 @@ impl<W: fmt::Debug> fmt::Debug for ProviderConfig<W> {
             .field("max_event_bytes", max_event_bytes)
             .field("max_body_bytes", max_body_bytes)
             .field("max_tool_calls", max_tool_calls)
+            .field("media_store", &media_store.as_ref().map(|_| "…"))
             .field("wire", wire)
             .finish()
     }

@@ -8,7 +8,7 @@
 //! never turned into text, whatever the policy.
 
 use crate::Error;
-use crate::message::{ContentBlock, ToolResult};
+use crate::message::{ContentBlock, MediaRef, ToolResult};
 
 /// What a provider's lowering does with images, documents and audio in tool
 /// results.
@@ -41,6 +41,17 @@ pub fn rejected(provider: &str, result: &ToolResult) -> Error {
         result.call_id,
         result.name,
         types.join(", ")
+    ))
+}
+
+/// The error of media by reference that reaches a provider unresolved: a
+/// provider with no media store, or a lowering called on a request whose
+/// references were not resolved. It names the reference.
+pub fn unresolved(provider: &str, reference: &MediaRef) -> Error {
+    Error::InvalidRequest(format!(
+        "{provider}: media {reference} is by reference, and no media store resolved it \
+         (give the provider one with `ProviderConfig::media_store`, or resolve the \
+         messages first with `store::rehydrate`)"
     ))
 }
 

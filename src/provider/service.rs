@@ -11,13 +11,15 @@ use tower::Service;
 use super::body::BodyDecoder;
 use super::config::ProviderConfig;
 use super::error::{TransportError, TransportErrorKind};
+use super::media;
 use super::redact::redact_url;
 use super::transport::{
     ByteStream, HttpRequest, HttpResponse, HttpTransport, move_url_credentials,
 };
 use super::wire::Wire;
 use crate::service::{IntoEvents, MachineStream, ReplyFuture};
-use crate::{ChatRequest, Error, Reply};
+use crate::store::{self, MediaStore};
+use crate::{ChatRequest, Error, Message, Reply};
 
 /// A model provider over HTTP: a `Service<ChatRequest, Response = Reply>`
 /// speaking the wire `W` over the transport `T`.
@@ -61,11 +63,18 @@ impl<W: Wire, T> Provider<W, T> {
 
     /// The HTTP request for `request`: lowered body, endpoint and headers (the
     /// base URL's user and password moved to a header: [`move_url_credentials`]).
+    /// Media by reference is resolved first, through
+    /// [`ProviderConfig::media_store`].
     pub fn http_request(&self, mut request: ChatRequest) -> Result<HttpRequest, Error> {
         let config = &self.config;
         if request.options.model.is_none() {
             request.options.model.clone_from(&config.model);
         }
+        resolve_references(
+            W::NAME,
+            &mut request.messages,
+            config.media_store.as_deref(),
+        )?;
         let body = config.wire.lower(&request)?;
         let body = serde_json::to_vec(&body).map_err(|e| Error::json("request body", e))?;
         let url = config.url(&config.wire.path(&request));
@@ -126,6 +135,27 @@ where
             }
             Err(error) => ReplyFuture::failed(error),
         }
+    }
+}
+
+/// Replaces the media by reference in `messages` by their bytes from `store`,
+/// inline, so that no wire ever sees a reference: the one place they are
+/// resolved for every provider. Without a store, a reference is an error.
+fn resolve_references(
+    provider: &str,
+    messages: &mut [Message],
+    media_store: Option<&dyn MediaStore>,
+) -> Result<(), Error> {
+    match media_store {
+        Some(media_store) => store::rehydrate(messages, media_store).map_err(|error| {
+            Error::InvalidRequest(format!(
+                "{provider}: cannot send media by reference: {error}"
+            ))
+        }),
+        None => match store::first_reference(messages) {
+            Some(reference) => Err(media::unresolved(provider, &reference)),
+            None => Ok(()),
+        },
     }
 }
 

@@ -64,6 +64,15 @@
 //! lost are marked by a `dropped` line before the next record that is written.
 //! A failed write may leave a partial line, which [`read`] reports as an error.
 //!
+//! # Media by reference
+//!
+//! With a [`TranscriptLayer::media_store`], the writer thread puts the inline
+//! media of recorded requests and message events in the store and writes
+//! references (`{"type":"image","media_type":"image/png","ref":"sha256:…"}`), so
+//! the image every request of a conversation repeats is stored once;
+//! [`read_with_store`] reads the transcript back with its media inline. The
+//! replies handed on are not changed. See [`crate::store`].
+//!
 //! # Flushing and shutdown
 //!
 //! [`TranscriptLayer::flush`] resolves when everything recorded before it has been
@@ -117,6 +126,7 @@ use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
 use crate::service::ChatService;
+use crate::store::{self, MediaStore};
 use crate::{ChatRequest, Error, Event, Reply};
 
 pub use record::{Entry, OnFull, Record};
@@ -164,6 +174,23 @@ impl TranscriptLayer {
         self
     }
 
+    /// Writes media by reference: the writer thread puts every inline (base64)
+    /// image, document and audio clip of the recorded requests and message
+    /// events in `store`, and the transcript names it
+    /// (`{"type":"image","media_type":"image/png","ref":"sha256:…"}`), so an
+    /// image repeated in every request of a conversation is stored once.
+    /// [`read_with_store`] reads such a transcript back with its media inline.
+    ///
+    /// Set it before the first call: it applies to the records the writer takes
+    /// from then on. The store's IO happens on the writer thread. Media the
+    /// store refuses stays inline, and is reported with `tracing::warn!` and
+    /// counted in [`write_errors`](Self::write_errors). Without a store, media
+    /// is written inline.
+    pub fn media_store(self, store: Arc<dyn MediaStore>) -> Self {
+        self.recorder.set_media_store(store);
+        self
+    }
+
     /// Resolves when every record queued before this call, and the `dropped` line
     /// for records dropped before it, has been written and the writer flushed.
     /// (Under back-pressure, a record still waiting for room is not queued yet: a
@@ -181,7 +208,8 @@ impl TranscriptLayer {
         self.recorder.dropped()
     }
 
-    /// The number of failed writes and flushes so far.
+    /// The number of failed writes and flushes so far, and of media a
+    /// [`media_store`](Self::media_store) refused.
     pub fn write_errors(&self) -> u64 {
         self.recorder.write_errors()
     }
@@ -429,6 +457,57 @@ pub struct Exchange {
 /// are skipped. An exchange dropped whole leaves only a hole in the numbering.
 pub fn read(reader: impl BufRead) -> Result<Vec<Exchange>, Error> {
     read_with_gaps(reader).map(|(exchanges, _)| exchanges)
+}
+
+/// [`read`] a transcript written with a
+/// [`media_store`](TranscriptLayer::media_store), with its media by reference
+/// made inline again from `store`: the requests and message events come back
+/// as they were recorded, ready to be sent to any provider. A reference the
+/// store cannot give (missing, corrupt) is an error naming it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use lmstack::store::MemoryStore;
+/// use lmstack::testing::ScriptedModel;
+/// use lmstack::transcript::{self, SharedBuffer, TranscriptLayer};
+/// use lmstack::{ChatRequest, ContentBlock, Message, Role};
+/// use tower::{Layer, ServiceExt};
+///
+/// # futures::executor::block_on(async {
+/// let store = Arc::new(MemoryStore::new());
+/// let buffer = SharedBuffer::default();
+/// let recorder = TranscriptLayer::new(buffer.clone()).media_store(store.clone());
+/// let model = recorder.layer(ScriptedModel::new().reply("A cat."));
+/// let image = ContentBlock::image_bytes("image/png", b"\x89PNG\r\n\x1a\n");
+/// let request = ChatRequest::new(vec![Message::multimodal(Role::User, vec![image])]);
+/// model.oneshot(request.clone()).await?.collect().await?;
+/// recorder.flush().await;
+///
+/// let text = String::from_utf8(buffer.contents()).unwrap();
+/// assert!(text.contains(r#""ref":"sha256:"#) && !text.contains(r#""data""#));
+/// let exchanges = transcript::read_with_store(text.as_bytes(), &*store)?;
+/// assert_eq!(exchanges[0].request, request);
+/// # Ok::<(), lmstack::Error>(())
+/// # }).unwrap();
+/// ```
+pub fn read_with_store(
+    reader: impl BufRead,
+    store: &dyn MediaStore,
+) -> Result<Vec<Exchange>, Error> {
+    let mut exchanges = read(reader)?;
+    for exchange in &mut exchanges {
+        let number = exchange.number;
+        let in_exchange = |error: store::StoreError| {
+            Error::stage("transcript", format!("exchange {number}: {error}"))
+        };
+        store::rehydrate(&mut exchange.request.messages, store).map_err(in_exchange)?;
+        for event in &mut exchange.events {
+            if let Event::Message { message } = event {
+                store::rehydrate(std::slice::from_mut(message), store).map_err(in_exchange)?;
+            }
+        }
+    }
+    Ok(exchanges)
 }
 
 /// [`read`], and how many records the transcript says are missing.

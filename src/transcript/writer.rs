@@ -23,6 +23,8 @@ use std::task::{Context, Poll, Waker};
 use std::time::SystemTime;
 
 use super::record::{Entry, OnFull, Record};
+use crate::message::{Event, Message};
+use crate::store::{self, MediaStore};
 
 /// The default capacity of the queue, in records.
 pub(super) const DEFAULT_CAPACITY: usize = 1024;
@@ -64,6 +66,8 @@ struct State {
     /// The writer thread is gone (it could not start, or the writer panicked):
     /// records are counted as write errors at once, nothing waits.
     dead: bool,
+    /// Where the writer puts inline media, written by reference.
+    media_store: Option<Arc<dyn MediaStore>>,
 }
 
 /// A run of records missing from the transcript.
@@ -168,6 +172,7 @@ impl Recorder {
                 flush_waiters: Vec::new(),
                 closed: false,
                 dead: false,
+                media_store: None,
             }),
             work: Condvar::new(),
             dropped: AtomicU64::new(0),
@@ -212,6 +217,10 @@ impl Recorder {
         self.shared.lock().on_full = on_full;
         // Waiting senders now drop instead, if that is the new policy.
         self.wake_room_waiters();
+    }
+
+    pub(super) fn set_media_store(&self, media_store: Arc<dyn MediaStore>) {
+        self.shared.lock().media_store = Some(media_store);
     }
 
     fn wake_room_waiters(&self) {
@@ -417,6 +426,28 @@ impl fmt::Debug for Flush {
     }
 }
 
+/// Puts the inline media of a request's messages, or of a message event, in
+/// `media_store`, leaving references in their place. Media the store refuses
+/// stays inline, and is reported and counted as a write error.
+fn by_reference(entry: &mut Entry, media_store: &dyn MediaStore, shared: &Shared) {
+    let messages = match &mut entry.record {
+        Record::Request { request } => request.messages.as_mut_slice(),
+        Record::Event {
+            event: Event::Message { message },
+        } => std::slice::from_mut(message),
+        _ => return,
+    };
+    for media in messages.iter_mut().flat_map(Message::media_mut) {
+        if let Err(error) = store::dehydrate_media(media, media_store) {
+            shared.write_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                exchange = entry.exchange,
+                "transcript: media kept inline: {error}"
+            );
+        }
+    }
+}
+
 /// What the writer thread does next.
 // A job lives on the writer's stack for one step; boxing the item would cost an
 // allocation per record for nothing.
@@ -445,6 +476,8 @@ struct Writer {
     broken: bool,
     /// Records lost to failed writes, not yet marked in the transcript.
     lost: Option<Gap>,
+    /// The media store of the record being written, if one is set.
+    media_store: Option<Arc<dyn MediaStore>>,
 }
 
 impl Writer {
@@ -457,6 +490,7 @@ impl Writer {
             dirty: false,
             broken: false,
             lost: None,
+            media_store: None,
         }
     }
 
@@ -466,8 +500,11 @@ impl Writer {
             let job = self.next_job(shared, &mut wakers);
             wakers.into_iter().for_each(Waker::wake);
             match job {
-                Job::Item(item) => {
+                Job::Item(mut item) => {
                     self.written += 1 + u64::from(item.gap.is_some());
+                    if let Some(media_store) = &self.media_store {
+                        by_reference(&mut item.entry, &**media_store, shared);
+                    }
                     self.write(shared, item.gap, Some(&item.entry));
                 }
                 Job::Gap(gap) => {
@@ -514,6 +551,7 @@ impl Writer {
             }
             if let Some(item) = state.queue.pop_front() {
                 wakers.extend(state.room_waiters.drain(..).map(|(_, w)| w));
+                self.media_store.clone_from(&state.media_store);
                 return Job::Item(item);
             }
             if let Some(gap) = state.gap.take() {

@@ -407,9 +407,9 @@ fn no_audio(holder: &str, audio: &ContentBlock) -> Error {
 fn content_block(block: &ContentBlock) -> Result<Value, Error> {
     Ok(match block {
         ContentBlock::Text { text } => text_block(text),
-        ContentBlock::Image(media) => json!({"type": "image", "source": source(media)}),
+        ContentBlock::Image(media) => json!({"type": "image", "source": source(media)?}),
         ContentBlock::Document(media) => {
-            let mut document = json!({"type": "document", "source": source(media)});
+            let mut document = json!({"type": "document", "source": source(media)?});
             if let Some(name) = &media.name {
                 document["title"] = name.clone().into();
             }
@@ -419,11 +419,12 @@ fn content_block(block: &ContentBlock) -> Result<Value, Error> {
     })
 }
 
-fn source(media: &Media) -> Value {
-    match &media.source {
+fn source(media: &Media) -> Result<Value, Error> {
+    Ok(match &media.source {
         MediaSource::Base64 { media_type, data } => {
             json!({"type": "base64", "media_type": media_type, "data": &**data})
         }
         MediaSource::Url { url, .. } => json!({"type": "url", "url": url}),
-    }
+        MediaSource::Ref { reference, .. } => return Err(media::unresolved(PROVIDER, reference)),
+    })
 }

@@ -383,6 +383,7 @@ fn inline_data(media: &Media) -> Result<Value, Error> {
             "gemini: images, documents and audio are sent inline only, not by URL ({})",
             redact_url(url)
         ))),
+        MediaSource::Ref { reference, .. } => Err(media::unresolved(PROVIDER, reference)),
     }
 }
 

@@ -423,13 +423,13 @@ fn content_part(block: &ContentBlock) -> Result<Value, Error> {
     Ok(match block {
         ContentBlock::Text { text } => json!({"type": "text", "text": text}),
         ContentBlock::Image(media) => {
-            json!({"type": "image_url", "image_url": {"url": media_url(media)}})
+            json!({"type": "image_url", "image_url": {"url": media_url(media)?}})
         }
         ContentBlock::Audio(media) => input_audio(media)?,
         ContentBlock::Document(media) => match &media.source {
             MediaSource::Base64 { .. } => {
                 let mut file = Map::new();
-                file.insert("file_data".into(), media_url(media).into());
+                file.insert("file_data".into(), media_url(media)?.into());
                 if let Some(name) = &media.name {
                     file.insert("filename".into(), name.clone().into());
                 }
@@ -440,6 +440,9 @@ fn content_part(block: &ContentBlock) -> Result<Value, Error> {
                     "openai: Chat Completions takes documents inline only, not by URL ({})",
                     redact_url(url)
                 )));
+            }
+            MediaSource::Ref { reference, .. } => {
+                return Err(media::unresolved(PROVIDER, reference));
             }
         },
     })
@@ -461,6 +464,7 @@ fn input_audio(media: &Media) -> Result<Value, Error> {
             "openai: Chat Completions takes audio inline only, not by URL ({})",
             redact_url(url)
         ))),
+        MediaSource::Ref { reference, .. } => Err(media::unresolved(PROVIDER, reference)),
     }
 }
 
@@ -474,9 +478,10 @@ fn audio_format(media_type: &str) -> Option<&'static str> {
     }
 }
 
-fn media_url(media: &Media) -> String {
+fn media_url(media: &Media) -> Result<String, Error> {
     match &media.source {
-        MediaSource::Url { url, .. } => url.clone(),
-        MediaSource::Base64 { .. } => media.data_uri().unwrap_or_default(),
+        MediaSource::Url { url, .. } => Ok(url.clone()),
+        MediaSource::Base64 { .. } => Ok(media.data_uri().unwrap_or_default()),
+        MediaSource::Ref { reference, .. } => Err(media::unresolved(PROVIDER, reference)),
     }
 }
