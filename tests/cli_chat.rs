@@ -460,3 +460,74 @@ fn the_prompt_marker_shows_on_a_terminal() {
     assert_eq!(stderr(&output), "> ");
     assert!(output.stdout.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn images_are_saved_and_logged_by_reference_and_resume_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let png_bytes = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01";
+    let png = dir.path().join("dot.png");
+    std::fs::write(&png, png_bytes).unwrap();
+    let (log, saved) = (dir.path().join("chat.log"), dir.path().join("conv.jsonl"));
+    let inline = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, png_bytes);
+    let server = Server::start(vec![says("A ", "dot."), says("Still ", "a dot.")]).await;
+    session(
+        &server,
+        &["--log", log.to_str().unwrap()],
+        &format!(
+            "/image {}\nWhat is this?\n/save {}\n",
+            png.display(),
+            saved.display()
+        ),
+    )
+    .await;
+
+    // Both files name the image by its digest; its bytes are stored once, beside them.
+    let reference = format!("sha256:{}", lmstack::MediaRef::of(png_bytes).hex());
+    for file in [&log, &saved] {
+        let text = std::fs::read_to_string(file).unwrap();
+        assert!(text.contains(&format!("\"ref\":\"{reference}\"")), "{text}");
+        assert!(
+            !text.contains(&inline),
+            "no inline copy in {}",
+            file.display()
+        );
+    }
+    let store = lmstack::store::FileStore::new(dir.path().join("media"));
+    let blob = store.path(&lmstack::MediaRef::of(png_bytes));
+    assert_eq!(std::fs::read(&blob).unwrap(), png_bytes);
+    let exchanges = lmstack::transcript::read_with_store(
+        std::io::BufReader::new(std::fs::File::open(&log).unwrap()),
+        &store,
+    )
+    .unwrap();
+    let asked = &exchanges[0].request.messages[0];
+    let lmstack::Message::Multimodal(asked) = asked else {
+        panic!("{asked:?}");
+    };
+    let lmstack::ContentBlock::Image(image) = &asked.content[1] else {
+        panic!("{asked:?}");
+    };
+    assert_eq!(image.decode().unwrap().unwrap(), png_bytes);
+
+    // Resumed in a new process, the image goes back on the wire inline.
+    session(
+        &server,
+        &["--resume", saved.to_str().unwrap()],
+        "And now?\n",
+    )
+    .await;
+    let sent = sent(&server);
+    assert_eq!(
+        sent[1][0]["content"][1]["image_url"]["url"],
+        format!("data:image/png;base64,{inline}")
+    );
+
+    // A corrupted blob is an error naming its reference, not a conversation.
+    std::fs::write(&blob, b"not the picture").unwrap();
+    let args = chat_args(&server, &["--resume", saved.to_str().unwrap()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let output = tokio::task::block_in_place(|| lmstack(&args, b"Hi\n"));
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains(&reference), "{}", stderr(&output));
+    assert_eq!(server.requests().len(), 2, "nothing sent");
+}

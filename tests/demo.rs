@@ -181,10 +181,20 @@ fn out_keeps_the_annotated_picture_where_the_boxes_say_and_the_conversation_log(
     assert_eq!(*image.get_pixel(108, 150), image::Rgba([110, 70, 40, 255]));
     assert_eq!(*image.get_pixel(262, 48), image::Rgba([255, 205, 40, 255]));
 
-    // The log is a transcript: the request with the picture, the reply's events, the end.
-    let exchanges =
-        lmstack::transcript::read(std::io::BufReader::new(std::fs::File::open(&log).unwrap()))
-            .unwrap();
+    // The log is a transcript: the request with the picture, the reply's events,
+    // the end; its pictures by reference, each stored once in media/.
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        !text.contains("\"data\":\"iVBOR"),
+        "no inline PNG in the log"
+    );
+    let references = text.matches("\"ref\":\"sha256:").count();
+    assert!(
+        references >= 2,
+        "the scene and the annotated picture: {references}"
+    );
+    let store = lmstack::store::FileStore::new(dir.join("media"));
+    let exchanges = lmstack::transcript::read_with_store(text.as_bytes(), &store).unwrap();
     assert_eq!(exchanges.len(), 1);
     let exchange = &exchanges[0];
     assert!(
@@ -192,7 +202,14 @@ fn out_keeps_the_annotated_picture_where_the_boxes_say_and_the_conversation_log(
         "{exchange:?}"
     );
     let asked = &exchange.request.messages[0];
-    assert!(matches!(asked, Message::Multimodal(m) if m.content.len() == 2));
+    let Message::Multimodal(asked) = asked else {
+        panic!("{asked:?}");
+    };
+    let ContentBlock::Image(scene) = &asked.content[1] else {
+        panic!("{asked:?}");
+    };
+    let scene = image::load_from_memory(&scene.decode().unwrap().unwrap()).unwrap();
+    assert_eq!((scene.width(), scene.height()), (320, 200));
     let told = lmstack::Joiner::join(exchange.events.clone());
     let called: Vec<&str> = told
         .iter()

@@ -4,6 +4,7 @@
 //! [NaturalToolUse] → Retry → provider; the conversation printed as `lmstack
 //! demo` prints it.
 
+use std::fs::OpenOptions;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -12,7 +13,6 @@ use lmstack::function::{FunctionCallLayer, MediaPolicy, ToolLoopLayer};
 use lmstack::natural::{NaturalToolUse, RenderDialect};
 use lmstack::provider::{ApiKey, Provider as HttpProvider, ProviderConfig, Wire};
 use lmstack::retry::RetryLayer;
-use lmstack::transcript::TranscriptLayer;
 use lmstack::{ChatRequest, Error, Message};
 use tower::util::BoxCloneSyncService;
 use tower::{ServiceBuilder, ServiceExt};
@@ -80,7 +80,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     resume: Option<PathBuf>,
     /// Log every turn — its request and each event of its reply — as
-    /// timestamped JSON lines, appended to FILE.
+    /// timestamped JSON lines, appended to FILE; images and other media are
+    /// kept once each, by SHA-256, in the directory media/ beside FILE.
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
     /// What to ask; without it, an interactive session reads prompts from stdin.
@@ -118,9 +119,13 @@ async fn chat<W: Wire>(wire: W, args: Args) -> Result<(), Error> {
         None => MediaPolicy::new(),
     };
     let log = match &args.log {
-        Some(path) => Some(TranscriptLayer::to_file(path).map_err(|error| {
-            Error::InvalidRequest(format!("opening the log {}: {error}", path.display()))
-        })?),
+        Some(path) => {
+            let file = OpenOptions::new().create(true).append(true).open(path);
+            let file = file.map_err(|error| {
+                Error::InvalidRequest(format!("opening the log {}: {error}", path.display()))
+            })?;
+            Some(conversation::log(path, file))
+        }
         None => None,
     };
     let history = match &args.resume {

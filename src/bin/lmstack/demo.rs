@@ -21,12 +21,11 @@ use image::{ImageFormat, Rgba, RgbaImage};
 use lmstack::function::{FunctionCallLayer, MediaPolicy, ToolLoopLayer, ToolRegistry};
 use lmstack::natural::NaturalToolUse;
 use lmstack::testing::{Chunking, ScriptedModel};
-use lmstack::transcript::TranscriptLayer;
 use lmstack::{ChatRequest, ContentBlock, Error, Message, Reply, Role};
 use tower::util::BoxCloneSyncService;
 use tower::{ServiceBuilder, ServiceExt};
 
-use crate::{show, tools};
+use crate::{conversation, show, tools};
 
 /// Options of `lmstack demo`.
 #[derive(Debug, Args)]
@@ -39,7 +38,8 @@ pub struct DemoArgs {
     #[arg(long)]
     model_view: bool,
     /// Leave the annotated picture and the conversation log (timestamped JSON
-    /// lines, conversation.jsonl) in this directory, made if needed.
+    /// lines, conversation.jsonl, with its images by reference in media/) in
+    /// this directory, made if needed.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
 }
@@ -105,7 +105,7 @@ async fn demo(args: &DemoArgs) -> Result<(), Error> {
     let log = match &args.out {
         Some(out) => Some(
             std::fs::File::create(out.join(LOG))
-                .map(TranscriptLayer::new)
+                .map(|file| conversation::log(&out.join(LOG), file))
                 .map_err(failure("cannot write the conversation log"))?,
         ),
         None => None,

@@ -30,8 +30,9 @@ Without PROMPT, chat is an interactive session: each line of stdin is a prompt
 sent with the whole conversation so far, and the reply streams as it arrives.
 Commands:
   /reset        forget the conversation so far
-  /save FILE    write the conversation to FILE as JSON lines of messages
-                (continue it later with --resume FILE)
+  /save FILE    write the conversation to FILE as JSON lines of messages, its
+                images by reference in media/ beside FILE (continue it later
+                with --resume FILE)
   /image PATH   attach an image file (PNG, JPEG, GIF, WebP) to the next prompt
   /help         show these commands
   /quit         end the session (as does the end of stdin, Ctrl-D)

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 
 use futures::StreamExt;
 use lmstack::message::ToolAggregateMessage;
-use lmstack::{ContentBlock, Error, Event, Joiner, Message, Reply, Role};
+use lmstack::{ContentBlock, Error, Event, Joiner, MediaSource, Message, Reply, Role};
 
 /// Prints a value as one JSON line on stdout. When stdout is closed (`| head`)
 /// the program ends quietly, as command-line filters do.
@@ -169,18 +169,33 @@ impl TextView {
 
 /// One line about a content block.
 pub fn describe(block: &ContentBlock) -> String {
-    match block {
-        ContentBlock::Text { text } => text.clone(),
+    let media = match block {
+        ContentBlock::Text { text } => return text.clone(),
         ContentBlock::Image(media) | ContentBlock::Document(media) | ContentBlock::Audio(media) => {
+            media
+        }
+    };
+    let kind = media.media_type().unwrap_or("media");
+    let name = media.name.as_deref();
+    match &media.source {
+        MediaSource::Base64 { .. } => {
             let size = media
                 .decode()
                 .and_then(Result::ok)
                 .map_or(0, |bytes| bytes.len());
             format!(
-                "[{} {}, {:.1} KiB]",
-                media.media_type().unwrap_or("media"),
-                media.name.as_deref().unwrap_or("inline"),
+                "[{kind} {}, {:.1} KiB]",
+                name.unwrap_or("inline"),
                 size as f64 / 1024.0
+            )
+        }
+        MediaSource::Url { url, .. } => format!("[{kind} {}]", name.unwrap_or(url)),
+        MediaSource::Ref { reference, .. } => {
+            let digest = reference.hex();
+            format!(
+                "[{kind} {}, stored as sha256:{}…]",
+                name.unwrap_or("by reference"),
+                &digest[..12]
             )
         }
     }
