@@ -206,7 +206,8 @@ fn long_call() -> Message {
 #[ignore = "needs server-everything: .ci/test installs it"]
 async fn a_call_past_its_time_limit_is_an_error_result_and_cancelled_on_the_server() {
     let (_dir, log, registry) = registry_logging_stdin().await;
-    let layer = FunctionCallLayer::new(registry).timeout(Duration::from_secs(1));
+    // Kept to the end, as in the test below.
+    let layer = FunctionCallLayer::new(registry.clone()).timeout(Duration::from_secs(1));
     let model = ScriptedModel::new().reply_messages(vec![long_call()]);
     let started = Instant::now();
     let request = ChatRequest::new(vec![Message::user("go")]);
@@ -219,6 +220,7 @@ async fn a_call_past_its_time_limit_is_an_error_result_and_cancelled_on_the_serv
     let result = &messages[0].results()[0];
     assert!(result.is_error && result.text_content().contains("did not finish within 1s"));
     assert_eq!(cancelled_request(&log).await, call_request(&log));
+    drop(registry);
 }
 
 #[tokio::test]
@@ -226,7 +228,10 @@ async fn a_call_past_its_time_limit_is_an_error_result_and_cancelled_on_the_serv
 async fn dropping_the_reply_cancels_the_call_on_the_server() {
     let (_dir, log, registry) = registry_logging_stdin().await;
     let model = ScriptedModel::new().reply_messages(vec![long_call()]);
-    let service = FunctionCallLayer::new(registry).layer(model);
+    // The application keeps its registry, so the server outlives the reply (when
+    // the last handle goes, the server is stopped, and may be before it has read
+    // the notification).
+    let service = FunctionCallLayer::new(registry.clone()).layer(model);
     let request = ChatRequest::new(vec![Message::user("go")]).streaming(true);
     let mut reply = service.oneshot(request).await.unwrap();
     // Read the reply until the server has the call's request, then drop it.
@@ -245,6 +250,7 @@ async fn dropping_the_reply_cancels_the_call_on_the_server() {
     }
     drop(reply);
     assert_eq!(cancelled_request(&log).await, call_request(&log));
+    drop(registry);
 }
 
 /// A stdio server-everything that writes its process group's id to `pid_file`
