@@ -60,6 +60,23 @@ fn lmstack_with_stdin(args: &[&str], stdin: &str) -> std::process::Output {
     child.wait_with_output().unwrap()
 }
 
+/// Runs lmstack on `stdin`, which must succeed; its stdout, and that stdout's
+/// JSON lines.
+fn json_out(args: &[&str], stdin: &str) -> (String, Vec<serde_json::Value>) {
+    let output = lmstack_with_stdin(args, stdin);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).unwrap();
+    let lines = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (text, lines)
+}
+
 const MODEL_TEXT: &str = "Voilà:\n<tool_call name=\"add\">{\"a\": 1, \"b\": \"x</tool_call>\"}</tool_call>\n<tool_call>{\"name\": \"nope\", \"arguments\": {}}</tool_call>";
 
 #[test]
@@ -133,17 +150,7 @@ const HISTORY: &str = r#"{"type":"text","role":"user","text":"2 + 3?"}
 
 #[test]
 fn render_writes_calls_and_results_as_text_and_read_reverses_it() {
-    let rendered = lmstack_with_stdin(&["render"], HISTORY);
-    assert!(
-        rendered.status.success(),
-        "{}",
-        String::from_utf8_lossy(&rendered.stderr)
-    );
-    let text = String::from_utf8(rendered.stdout).unwrap();
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (text, lines) = json_out(&["render"], HISTORY);
     assert_eq!(
         lines[1],
         serde_json::json!({"type": "text", "role": "assistant", "text":
@@ -156,12 +163,7 @@ fn render_writes_calls_and_results_as_text_and_read_reverses_it() {
     );
     assert_eq!(lines.len(), 4);
 
-    let read = lmstack_with_stdin(&["render", "--read"], &text);
-    let read: Vec<serde_json::Value> = String::from_utf8(read.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (_, read) = json_out(&["render", "--read"], &text);
     let want: Vec<serde_json::Value> = HISTORY
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -176,17 +178,7 @@ fn render_writes_calls_and_results_as_text_and_read_reverses_it() {
 
 #[test]
 fn render_consolidate_single_and_no_ids_write_one_message_per_turn_and_read_back() {
-    let rendered = lmstack_with_stdin(&["render", "--consolidate", "single", "--no-ids"], HISTORY);
-    assert!(
-        rendered.status.success(),
-        "{}",
-        String::from_utf8_lossy(&rendered.stderr)
-    );
-    let text = String::from_utf8(rendered.stdout).unwrap();
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (text, lines) = json_out(&["render", "--consolidate", "single", "--no-ids"], HISTORY);
     assert_eq!(
         lines[1],
         serde_json::json!({"type": "text", "role": "user", "text":
@@ -195,12 +187,7 @@ fn render_consolidate_single_and_no_ids_write_one_message_per_turn_and_read_back
             "metadata": {"tool_call_ids": ["call_1", "call_1"]}})
     );
     assert_eq!(lines.len(), 2);
-    let read = lmstack_with_stdin(&["render", "--read"], &text);
-    let read: Vec<serde_json::Value> = String::from_utf8(read.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (_, read) = json_out(&["render", "--read"], &text);
     let want: Vec<serde_json::Value> = HISTORY
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

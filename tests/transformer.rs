@@ -342,8 +342,10 @@ fn reply() -> Vec<Message> {
     ]
 }
 
-#[tokio::test]
-async fn the_layer_gives_the_same_messages_in_both_modes() {
+/// What `transformer` makes of [`reply`] as a layer, the same in both modes and
+/// at every chunking.
+async fn as_a_layer(transformer: NaturalToolUseTransformer) -> Vec<Message> {
+    let mut seen = Vec::new();
     for chunking in [
         Chunking::Whole,
         Chunking::Bytes(1),
@@ -354,13 +356,24 @@ async fn the_layer_gives_the_same_messages_in_both_modes() {
             let model = ScriptedModel::new()
                 .chunking(chunking)
                 .reply_messages(reply());
-            NaturalToolUseTransformer::new().layer(model)
+            transformer.clone().layer(model)
         };
         let request = ChatRequest::new(vec![Message::user("weather?")]);
         let (whole, streamed) = collect_both(make, request).await.unwrap();
         assert_eq!(whole, streamed, "{chunking:?}");
-        assert_eq!(whole, render(reply()));
+        seen.push(whole);
     }
+    seen.dedup();
+    assert_eq!(seen.len(), 1, "every chunking gives the same: {seen:?}");
+    seen.remove(0)
+}
+
+#[tokio::test]
+async fn the_layer_gives_the_same_messages_in_both_modes() {
+    assert_eq!(
+        as_a_layer(NaturalToolUseTransformer::new()).await,
+        render(reply())
+    );
 }
 
 #[tokio::test]
@@ -1025,31 +1038,15 @@ fn single_form_keeps_each_aggregate_and_its_metadata_in_one_message() {
 
 #[tokio::test]
 async fn single_form_the_layer_gives_the_same_message_in_both_modes() {
-    for chunking in [
-        Chunking::Whole,
-        Chunking::Bytes(1),
-        Chunking::Chars,
-        Chunking::Random { seed: 9, max: 5 },
-    ] {
-        let make = || {
-            let model = ScriptedModel::new()
-                .chunking(chunking)
-                .reply_messages(reply());
-            single().layer(model)
-        };
-        let request = ChatRequest::new(vec![Message::user("weather?")]);
-        let (whole, streamed) = collect_both(make, request).await.unwrap();
-        assert_eq!(whole, streamed, "{chunking:?}");
-        assert_eq!(
-            whole,
-            vec![
-                Message::user(format!(
-                    "Let me check the weather for you.\n{WEATHER_CALL}\n{WEATHER_RESPONSE}\nDone: sunny."
-                )),
-                Message::usage(10, 20),
-            ]
-        );
-    }
+    assert_eq!(
+        as_a_layer(single()).await,
+        vec![
+            Message::user(format!(
+                "Let me check the weather for you.\n{WEATHER_CALL}\n{WEATHER_RESPONSE}\nDone: sunny."
+            )),
+            Message::usage(10, 20),
+        ]
+    );
 }
 
 fn markup_piece() -> impl Strategy<Value = String> {
