@@ -567,6 +567,37 @@ fn comma<W: ?Sized + std::io::Write>(writer: &mut W, first: bool) -> std::io::Re
     }
 }
 
+/// The metadata key under which call and result data that has no place in the
+/// text (their own metadata, `provider_executed`, `invalid`) is kept.
+pub const TOOL_METADATA_KEY: &str = "tool_metadata";
+
+/// The metadata key of a single-form message holding several aggregates, or
+/// other sources' metadata: each aggregate's pair count and own metadata, in
+/// order (`[{"pairs": 2, "metadata": {…}}]`).
+pub const TOOL_AGGREGATES_KEY: &str = "tool_aggregates";
+
+/// The metadata key that keeps the call ids the text leaves out (see
+/// [`NaturalToolUseTransformer::call_ids`](super::NaturalToolUseTransformer::call_ids)): the call id of every call and
+/// response block of the message, in order.
+pub const TOOL_CALL_IDS_KEY: &str = "tool_call_ids";
+
+/// Splits `text` at the media offsets and puts each block in its place.
+pub(super) fn interleave(text: &str, media: Vec<(usize, ContentBlock)>) -> Vec<ContentBlock> {
+    let mut content = Vec::with_capacity(2 * media.len() + 1);
+    let mut from = 0;
+    for (at, block) in media {
+        if at > from {
+            content.push(ContentBlock::text(&text[from..at]));
+            from = at;
+        }
+        content.push(block);
+    }
+    if from < text.len() {
+        content.push(ContentBlock::text(&text[from..]));
+    }
+    content
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

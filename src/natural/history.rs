@@ -7,8 +7,10 @@ use std::collections::HashSet;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::format::{self, MediaKind, PLACEHOLDERS_KEY, Part};
-use super::transformer::{TOOL_AGGREGATES_KEY, TOOL_CALL_IDS_KEY, TOOL_METADATA_KEY};
+use super::format::{
+    self, MediaKind, PLACEHOLDERS_KEY, Part, TOOL_AGGREGATES_KEY, TOOL_CALL_IDS_KEY,
+    TOOL_METADATA_KEY,
+};
 use crate::message::{
     MultimodalMessage, TextMessage, ToolAggregateMessage, ToolCallsMessage, ToolResultsMessage,
 };

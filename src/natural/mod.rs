@@ -21,11 +21,8 @@ mod transformer;
 mod turn;
 
 pub use dialect::Dialect;
-pub use format::RenderDialect;
+pub use format::{RenderDialect, TOOL_AGGREGATES_KEY, TOOL_CALL_IDS_KEY, TOOL_METADATA_KEY};
 pub use parser::{NaturalToolUseParser, OnInvalid, ParserMachine};
 pub use reply_json::json_in_reply;
 pub use tool_use::NaturalToolUse;
-pub use transformer::{
-    Consolidation, NaturalToolUseTransformer, TOOL_AGGREGATES_KEY, TOOL_CALL_IDS_KEY,
-    TOOL_METADATA_KEY, TransformerMachine,
-};
+pub use transformer::{Consolidation, NaturalToolUseTransformer, TransformerMachine};

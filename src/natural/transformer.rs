@@ -5,7 +5,9 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::format::{self, RenderDialect, SEPARATOR};
+use super::format::{
+    self, RenderDialect, SEPARATOR, TOOL_CALL_IDS_KEY, TOOL_METADATA_KEY, interleave,
+};
 use super::turn::{Style, Turn};
 use crate::message::{MultimodalMessage, TextMessage, ToolAggregateMessage};
 use crate::service::{Machine, MachineFactory, Output};
@@ -16,20 +18,6 @@ use crate::{
 
 /// The stage name in errors.
 const STAGE: &str = "natural tool use transformer";
-
-/// The metadata key under which call and result data that has no place in the
-/// text (their own metadata, `provider_executed`, `invalid`) is kept.
-pub const TOOL_METADATA_KEY: &str = "tool_metadata";
-
-/// The metadata key of a single-form message holding several aggregates, or
-/// other sources' metadata: each aggregate's pair count and own metadata, in
-/// order (`[{"pairs": 2, "metadata": {…}}]`).
-pub const TOOL_AGGREGATES_KEY: &str = "tool_aggregates";
-
-/// The metadata key that keeps the call ids the text leaves out (see
-/// [`NaturalToolUseTransformer::call_ids`]): the call id of every call and
-/// response block of the message, in order.
-pub const TOOL_CALL_IDS_KEY: &str = "tool_call_ids";
 
 /// Where the transformer writes a turn's results.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -143,7 +131,7 @@ impl std::str::FromStr for Consolidation {
 /// every source's metadata, generation ids included, survives in full in one
 /// message; in the single form, a message whose merged metadata is not exactly
 /// its one aggregate's keeps each aggregate's own under
-/// [`TOOL_AGGREGATES_KEY`]. Call and result metadata, `provider_executed` and
+/// [`TOOL_AGGREGATES_KEY`](super::TOOL_AGGREGATES_KEY). Call and result metadata, `provider_executed` and
 /// `invalid` are kept under the key [`TOOL_METADATA_KEY`] of the message
 /// holding the results.
 ///
@@ -627,21 +615,4 @@ fn push_line(to: &mut String, text: &str) {
         to.push('\n');
     }
     to.push_str(text);
-}
-
-/// Splits `text` at the media offsets and puts each block in its place.
-pub(super) fn interleave(text: &str, media: Vec<(usize, ContentBlock)>) -> Vec<ContentBlock> {
-    let mut content = Vec::with_capacity(2 * media.len() + 1);
-    let mut from = 0;
-    for (at, block) in media {
-        if at > from {
-            content.push(ContentBlock::text(&text[from..at]));
-            from = at;
-        }
-        content.push(block);
-    }
-    if from < text.len() {
-        content.push(ContentBlock::text(&text[from..]));
-    }
-    content
 }

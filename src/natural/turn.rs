@@ -3,8 +3,10 @@
 
 use serde_json::{Map, Value};
 
-use super::format::{self, Part, RenderDialect, SEPARATOR};
-use super::transformer::{TOOL_AGGREGATES_KEY, TOOL_CALL_IDS_KEY, TOOL_METADATA_KEY, interleave};
+use super::format::{
+    self, Part, RenderDialect, SEPARATOR, TOOL_AGGREGATES_KEY, TOOL_CALL_IDS_KEY,
+    TOOL_METADATA_KEY, interleave,
+};
 use crate::message::{MultimodalMessage, TextMessage};
 use crate::{ContentBlock, Message, Metadata, Role, ToolCall, ToolResult};
 
