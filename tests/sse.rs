@@ -1,7 +1,8 @@
 //! The SSE decoder, by property: whatever the line ends, comments and cutting,
-//! decoding a rendered stream gives back exactly the events rendered.
+//! decoding a rendered stream gives back exactly the events rendered; and the
+//! encoder's output decodes to what it was given.
 
-use lmstack::provider::sse::{SseDecoder, SseEvent};
+use lmstack::provider::sse::{SseDecoder, SseEvent, encode_event};
 use lmstack::service::Output;
 use proptest::prelude::*;
 
@@ -101,5 +102,29 @@ proptest! {
     ) {
         let bytes = render(&events, &ends, open_end);
         prop_assert_eq!(decode(&bytes, &sizes), expected(&events));
+    }
+
+    #[test]
+    fn what_the_encoder_writes_decodes_to_what_it_was_given(
+        events in proptest::collection::vec(
+            (proptest::option::of("[a-z_.\r\n]{1,12}"), "(?s).{0,40}"),
+            1..6,
+        ),
+        sizes in proptest::collection::vec(1usize..20, 1..8),
+    ) {
+        let mut bytes = Vec::new();
+        for (name, data) in &events {
+            encode_event(&mut bytes, name.as_deref(), data);
+        }
+        // Line breaks in names become spaces; in data, each is one LF.
+        let want: Vec<SseEvent> = events
+            .iter()
+            .map(|(name, data)| SseEvent {
+                event: name.as_ref().map(|n| n.replace(['\r', '\n'], " ")),
+                data: data.replace("\r\n", "\n").replace('\r', "\n"),
+                id: None,
+            })
+            .collect();
+        prop_assert_eq!(decode(&bytes, &sizes), want);
     }
 }

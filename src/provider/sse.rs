@@ -1,4 +1,6 @@
-//! A server-sent events (SSE) decoder: a pure state machine, bytes in, events out.
+//! Server-sent events (SSE): a decoder — a pure state machine, bytes in, events
+//! out — and, beside it, the encoder a server writes events with
+//! ([`encode_event`]).
 //!
 //! It follows the WHATWG event-stream grammar: lines end with LF, CRLF or CR (a
 //! CRLF split between two chunks is one line end); `data:` lines of one event are
@@ -282,6 +284,51 @@ fn line_end(bytes: &[u8]) -> Option<usize> {
         bytes.iter().position(|&b| b == b'\n' || b == b'\r')
     } else {
         memchr::memchr2(b'\n', b'\r', bytes)
+    }
+}
+
+/// Writes one event in the SSE format the [`SseDecoder`] reads back: `event: NAME`
+/// when it is named, then `data` one `data:` line per line (a line break in it —
+/// LF, CRLF or CR — starts a new `data:` line, so it decodes as LF), then the
+/// blank line that ends it. Line breaks in `event` would end the field early, so
+/// they are written as spaces.
+///
+/// ```
+/// use lmstack::provider::sse::encode_event;
+///
+/// let mut out = Vec::new();
+/// encode_event(&mut out, Some("content_block_delta"), "{\"a\":1}");
+/// encode_event(&mut out, None, "two\nlines");
+/// assert_eq!(
+///     out,
+///     b"event: content_block_delta\ndata: {\"a\":1}\n\ndata: two\ndata: lines\n\n"
+/// );
+/// ```
+pub fn encode_event(out: &mut Vec<u8>, event: Option<&str>, data: &str) {
+    if let Some(name) = event {
+        out.extend_from_slice(b"event: ");
+        out.extend(
+            name.bytes()
+                .map(|b| if b == b'\n' || b == b'\r' { b' ' } else { b }),
+        );
+        out.push(b'\n');
+    }
+    let mut rest = data;
+    loop {
+        out.extend_from_slice(b"data: ");
+        match memchr::memchr2(b'\n', b'\r', rest.as_bytes()) {
+            Some(at) => {
+                out.extend_from_slice(&rest.as_bytes()[..at]);
+                out.push(b'\n');
+                let skip = if rest[at..].starts_with("\r\n") { 2 } else { 1 };
+                rest = &rest[at + skip..];
+            }
+            None => {
+                out.extend_from_slice(rest.as_bytes());
+                out.extend_from_slice(b"\n\n");
+                return;
+            }
+        }
     }
 }
 
