@@ -36,6 +36,8 @@
 //!   a thread of its own behind a bounded queue, and a reader for them;
 //! - [`provider`]: the wire layer (SSE, the shared body decoder, HTTP, typed
 //!   errors) and the provider adapters;
+//! - [`server`]: what serving the stack to clients of other wire formats
+//!   shares (call ids that carry call metadata through clients);
 //! - [`retry`]: a layer that retries any model call failing before its first
 //!   event (feature `retry`, on by default through `cli`);
 //! - [`testing`]: a scripted model, the replay of a transcript, and helpers to
@@ -52,6 +54,7 @@ pub mod provider;
 #[cfg(feature = "retry")]
 pub mod retry;
 mod schema;
+pub mod server;
 pub mod service;
 pub mod store;
 pub mod testing;

@@ -1,0 +1,9 @@
+//! Serving the stack to clients of other wire formats: the pieces a gateway
+//! (`lmstack serve`) puts between a client's format and a stack, pure and
+//! shared by every served format. The request and response codecs of each
+//! format live beside its lowering and lifting, in [`provider`](crate::provider).
+//!
+//! - [`sealed_ids`]: tool-call metadata (Gemini's thought signatures) carried
+//!   through clients inside the call's id.
+
+pub mod sealed_ids;

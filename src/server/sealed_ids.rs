@@ -1,0 +1,277 @@
+//! Tool-call metadata carried through clients inside the call's id.
+//!
+//! A gateway hands the model's tool calls to its clients, which answer them on
+//! their next request. What a call carries besides its id, name and arguments —
+//! Gemini 3's `thought_signature`, which Gemini requires back with the call, or the
+//! mark of an id the lifting made up — lives in the call's metadata, and clients
+//! drop what their wire format has no field for. The call's **id** is the one
+//! thing every client sends back unchanged (with the call, and as the result's
+//! `call_id`), so it carries the metadata:
+//!
+//! - [`SealCallIds`], on the way out, replaces the id of every call that has
+//!   metadata by a *sealed* id: [`SEALED_PREFIX`] and the base64url (no padding)
+//!   of `{"id": …, "metadata": {…}}` — letters, digits, `-` and `_` only, which
+//!   every wire's id grammar allows;
+//! - [`open_request`], on the way in, restores each sealed id of the request's
+//!   calls and results, and the calls' metadata.
+//!
+//! Stateless: nothing is remembered between requests, so any gateway replica can
+//! take the next one. An id that is not sealed, or does not open, is left as it
+//! is.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::{Deserialize, Serialize};
+
+use crate::message::CallDetails;
+use crate::service::{Machine, Output};
+use crate::{ChatRequest, Error, Event, Message, Metadata, ToolCall};
+
+/// The start of a sealed call id.
+pub const SEALED_PREFIX: &str = "lmc_";
+
+/// The longest sealed id opened; a longer one is left as it is.
+const MAX_SEALED: usize = 256 << 10;
+
+/// What a sealed id holds.
+#[derive(Serialize, Deserialize)]
+struct Sealed {
+    id: String,
+    metadata: Metadata,
+}
+
+/// The id that carries `id` and `metadata`: `id` itself when there is no
+/// metadata.
+///
+/// ```
+/// use lmstack::Metadata;
+/// use lmstack::server::sealed_ids::{open_id, seal_id};
+/// use serde_json::json;
+///
+/// let mut metadata = Metadata::default();
+/// metadata.insert("thought_signature", json!("CsYBAY..."));
+/// let sealed = seal_id("call_1", &metadata);
+/// assert!(sealed.starts_with("lmc_"));
+/// assert_eq!(open_id(&sealed), Some(("call_1".to_owned(), metadata)));
+/// assert_eq!(seal_id("call_2", &Metadata::default()), "call_2");
+/// ```
+pub fn seal_id(id: &str, metadata: &Metadata) -> String {
+    if metadata.is_empty() {
+        return id.to_owned();
+    }
+    let sealed = Sealed {
+        id: id.to_owned(),
+        metadata: metadata.clone(),
+    };
+    let json = serde_json::to_vec(&sealed).expect("metadata is JSON");
+    format!("{SEALED_PREFIX}{}", URL_SAFE_NO_PAD.encode(json))
+}
+
+/// The id and metadata a sealed id carries; `None` for an id that is not sealed
+/// or does not open.
+pub fn open_id(id: &str) -> Option<(String, Metadata)> {
+    let sealed = id.strip_prefix(SEALED_PREFIX)?;
+    if sealed.len() > MAX_SEALED {
+        return None;
+    }
+    let json = URL_SAFE_NO_PAD.decode(sealed).ok()?;
+    let Sealed { id, metadata } = serde_json::from_slice(&json).ok()?;
+    Some((id, metadata))
+}
+
+/// Restores the sealed ids of `request`: each call gets its id and metadata back
+/// (metadata the call already has wins), each result its call id.
+pub fn open_request(request: &mut ChatRequest) {
+    for message in &mut request.messages {
+        let (calls, results) = match message {
+            Message::ToolCalls(message) => (&mut message.calls[..], &mut [][..]),
+            Message::ToolResults(message) => (&mut [][..], &mut message.results[..]),
+            Message::ToolAggregate(message) => (&mut message.calls[..], &mut message.results[..]),
+            _ => continue,
+        };
+        for call in calls {
+            if let Some((id, metadata)) = open_id(&call.id) {
+                call.id = id;
+                call.metadata.merge_missing(&metadata);
+            }
+        }
+        for result in results {
+            if let Some((id, _)) = open_id(&result.call_id) {
+                result.call_id = id;
+            }
+        }
+    }
+}
+
+/// Seals the ids of the calls in a reply's events (see the [module docs](self)).
+///
+/// A streamed call is sealed with the metadata of the delta that gives its id
+/// (the lifting that makes such metadata, Gemini's, gives both at once). The
+/// calls of complete messages are sealed with their metadata, and in a
+/// `tool_aggregate` the results' call ids with them.
+#[derive(Debug, Default)]
+pub struct SealCallIds;
+
+impl SealCallIds {
+    /// A sealer.
+    pub fn new() -> Self {
+        SealCallIds
+    }
+}
+
+impl Machine for SealCallIds {
+    type In = Event;
+    type Out = Event;
+
+    fn push(&mut self, mut event: Event, out: &mut Output) -> Result<(), Error> {
+        match &mut event {
+            Event::ToolCallDelta(delta) => {
+                if let Some(CallDetails { id: Some(id), .. }) = delta.details.as_deref_mut() {
+                    *id = seal_id(id, &delta.metadata);
+                }
+            }
+            Event::Message { message } => seal_message(message),
+            _ => {}
+        }
+        out.push(event);
+        Ok(())
+    }
+
+    fn finish(&mut self, _out: &mut Output) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+/// Seals the calls of one message, and an aggregate's results with them.
+fn seal_message(message: &mut Message) {
+    match message {
+        Message::ToolCalls(message) => message.calls.iter_mut().for_each(seal_call),
+        Message::ToolAggregate(message) => {
+            for call in &mut message.calls {
+                let before = call.id.clone();
+                seal_call(call);
+                for result in &mut message.results {
+                    if result.call_id == before {
+                        result.call_id.clone_from(&call.id);
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn seal_call(call: &mut ToolCall) {
+    call.id = seal_id(&call.id, &call.metadata);
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::{Joiner, ToolCallDelta, ToolResult};
+
+    fn signed() -> Metadata {
+        let mut metadata = Metadata::default();
+        metadata.insert("thought_signature", json!("sig/+=="));
+        metadata.insert("generated_id", json!(true));
+        metadata
+    }
+
+    #[test]
+    fn a_sealed_id_uses_only_what_every_wire_allows_and_opens_to_what_it_holds() {
+        let sealed = seal_id("functions.get:0 ünï", &signed());
+        assert!(
+            sealed
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+            "{sealed}"
+        );
+        assert_eq!(
+            open_id(&sealed),
+            Some(("functions.get:0 ünï".to_owned(), signed()))
+        );
+        for plain in ["call_1", "lmc_", "lmc_!!", "lmc_e30", "toolu_01"] {
+            assert_eq!(open_id(plain), None, "{plain}");
+        }
+    }
+
+    #[test]
+    fn the_ids_of_a_reply_go_out_sealed_and_come_back_open() {
+        let mut call = ToolCall::new("c1", "get", json!({"x": 1}));
+        call.metadata = signed();
+        let plain = ToolCall::new("c2", "put", json!({}));
+        let mut streamed = ToolCallDelta::start(0, "c3", "get");
+        streamed.metadata = signed();
+        let mut sealer = SealCallIds::new();
+        let mut out = Output::new();
+        for event in [
+            Event::message(Message::tool_calls(vec![call.clone(), plain.clone()])),
+            Event::ToolCallDelta(streamed),
+        ] {
+            sealer.push(event, &mut out).unwrap();
+        }
+        let messages = Joiner::join(out.drain());
+        let sealed_calls: Vec<&ToolCall> = messages.iter().flat_map(|m| m.calls()).collect();
+        assert!(sealed_calls[0].id.starts_with(SEALED_PREFIX));
+        assert_eq!(sealed_calls[1].id, "c2", "no metadata, no seal");
+        assert!(sealed_calls[2].id.starts_with(SEALED_PREFIX));
+
+        // A client sends back the calls without their metadata, and the results.
+        let back: Vec<ToolCall> = sealed_calls
+            .iter()
+            .map(|c| ToolCall::new(c.id.clone(), c.name.clone(), c.arguments.clone()))
+            .collect();
+        let results = back
+            .iter()
+            .map(|c| ToolResult::text(c.id.clone(), c.name.clone(), "ok"))
+            .collect();
+        let mut request = ChatRequest::new(vec![
+            Message::tool_calls(back),
+            Message::tool_results(results),
+        ]);
+        open_request(&mut request);
+        let calls = request.messages[0].calls();
+        assert_eq!(calls[0], call);
+        assert_eq!(calls[1], plain);
+        assert_eq!(
+            (calls[2].id.as_str(), &calls[2].metadata),
+            ("c3", &signed())
+        );
+        let ids: Vec<&str> = request.messages[1]
+            .results()
+            .iter()
+            .map(|r| r.call_id.as_str())
+            .collect();
+        assert_eq!(ids, ["c1", "c2", "c3"]);
+    }
+
+    #[test]
+    fn an_aggregates_results_follow_their_calls() {
+        let mut call = ToolCall::new("c1", "get", json!({}));
+        call.metadata = signed();
+        let mut message =
+            Message::tool_aggregate(vec![call], vec![ToolResult::text("c1", "get", "done")]);
+        seal_message(&mut message);
+        let sealed = message.calls()[0].id.clone();
+        assert!(sealed.starts_with(SEALED_PREFIX));
+        assert_eq!(message.results()[0].call_id, sealed);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_id_and_metadata_open_to_what_was_sealed(
+            id in "(?s).{0,40}",
+            key in "[a-z_]{1,12}",
+            value in "(?s).{0,80}",
+        ) {
+            // The typed keys have setters of their own.
+            proptest::prop_assume!(key != "from_agent");
+            let mut metadata = Metadata::default();
+            metadata.insert(key, json!(value));
+            let sealed = seal_id(&id, &metadata);
+            proptest::prop_assert_eq!(open_id(&sealed), Some((id, metadata)));
+        }
+    }
+}
