@@ -441,6 +441,40 @@ async fn an_unknown_tool_gets_an_error_result_listing_the_available_tools() {
 }
 
 #[tokio::test]
+async fn under_pass_through_an_unknown_tool_goes_to_the_caller_and_the_known_ones_run() {
+    for streaming in [false, true] {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let layer = FunctionCallLayer::new(registry([counting_tool("add", runs.clone())]))
+            .unknown_tools(lmstack::function::UnknownTools::PassThrough);
+        let multiply = ToolCall::new("c1", "multiply", json!({"a": 2}));
+        let messages = run_calls(
+            layer,
+            vec![
+                multiply.clone(),
+                ToolCall::new("c2", "add", json!({"a": 2, "b": 3})),
+            ],
+            streaming,
+        )
+        .await;
+        // The caller's call comes first, as a calls message; the run's aggregate
+        // holds the call the layer ran.
+        let passed: Vec<&Message> = messages
+            .iter()
+            .filter(|m| matches!(m, Message::ToolCalls(_)))
+            .collect();
+        assert_eq!(passed.len(), 1, "{messages:?}");
+        assert_eq!(passed[0].calls(), std::slice::from_ref(&multiply));
+        let results = only_results(&messages);
+        assert_eq!(results.len(), 1);
+        assert_eq!(
+            (results[0].call_id.as_str(), results[0].is_error),
+            ("c2", false)
+        );
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+    }
+}
+
+#[tokio::test]
 async fn arguments_that_fail_the_schema_get_an_error_result_quoting_the_schema() {
     let runs = Arc::new(AtomicUsize::new(0));
     let tool = counting_tool("add", runs.clone());

@@ -52,6 +52,21 @@ pub(crate) struct Job {
     pub(crate) call: ToolCall,
 }
 
+/// What the function layer does with a call of a tool that neither its registry
+/// nor the request declares ([`FunctionCallLayer::unknown_tools`](super::FunctionCallLayer::unknown_tools)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UnknownTools {
+    /// Answer it with an error result that lists the available tools, so that the
+    /// model can correct itself (the default).
+    #[default]
+    Answer,
+    /// Pass it through, as the calls of tools the request declared are passed
+    /// through: the caller answers it (a gateway whose clients run tools the
+    /// gateway does not know).
+    PassThrough,
+}
+
 /// The place of a call's result: a run (by its absolute slot number) and a position.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct JobId {
@@ -68,6 +83,8 @@ pub(crate) struct Dispatch {
     /// Tools the request declared that the registry does not have: the caller runs
     /// them.
     foreign: Vec<String>,
+    /// What becomes of a call of a tool neither the registry nor the request has.
+    unknown: UnknownTools,
     /// The run of call deltas being read.
     open: Option<OpenRun>,
     /// The output, in order.
@@ -115,6 +132,7 @@ impl Dispatch {
         tools: ToolSet,
         declared: impl IntoIterator<Item = &'a str>,
         choice: Option<ToolChoice>,
+        unknown: UnknownTools,
     ) -> Self {
         let foreign = declared
             .into_iter()
@@ -125,6 +143,7 @@ impl Dispatch {
             tools,
             choice,
             foreign,
+            unknown,
             open: None,
             slots: VecDeque::new(),
             first: 0,
@@ -309,7 +328,10 @@ impl Dispatch {
         {
             Outcome::Foreign
         } else {
-            Outcome::Done(answer::unknown_tool(&call, tools))
+            match self.unknown {
+                UnknownTools::PassThrough => Outcome::Foreign,
+                UnknownTools::Answer => Outcome::Done(answer::unknown_tool(&call, tools)),
+            }
         };
         run.calls.push((call, outcome));
     }
@@ -434,7 +456,12 @@ mod tests {
         let echo = Tool::dynamic("echo", "", json!({"type": "object"}), |_| async {
             Ok::<_, std::convert::Infallible>("")
         });
-        Dispatch::new(ToolRegistry::new([echo]).unwrap().tools(), [], None)
+        Dispatch::new(
+            ToolRegistry::new([echo]).unwrap().tools(),
+            [],
+            None,
+            UnknownTools::Answer,
+        )
     }
 
     /// Pushes one input; returns the jobs and the events handed out.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tower::{Layer, Service};
 
-use super::dispatch::Dispatch;
+use super::dispatch::{Dispatch, UnknownTools};
 use super::execution::{Execute, RunPolicy};
 use super::media::MediaPolicy;
 use super::registry::ToolRegistry;
@@ -46,7 +46,8 @@ use crate::{ChatRequest, Error, Reply};
 /// - **Calls it does not run pass through** as a `tool_calls` message placed before
 ///   the run's aggregate: calls the provider executed (`provider_executed`), and
 ///   calls of tools the *request* declared but the registry does not have (the
-///   caller runs those).
+///   caller runs those) — and, under [`UnknownTools::PassThrough`], calls of
+///   tools nobody declared.
 ///
 /// **What a streaming consumer sees.** Text, reasoning, usage and other events pass
 /// through as they arrive. The deltas of tool calls do not: each run of calls
@@ -93,6 +94,7 @@ pub struct FunctionCallLayer {
 struct Config {
     registry: ToolRegistry,
     run: Arc<RunPolicy>,
+    unknown: UnknownTools,
 }
 
 impl FunctionCallLayer {
@@ -112,6 +114,7 @@ impl FunctionCallLayer {
                     timeout: Some(Self::DEFAULT_TIMEOUT),
                     media: MediaPolicy::new(),
                 }),
+                unknown: UnknownTools::Answer,
             },
         }
     }
@@ -132,6 +135,15 @@ impl FunctionCallLayer {
     /// Sets the policy for images, documents and files in tool results.
     pub fn media(mut self, policy: MediaPolicy) -> Self {
         Arc::make_mut(&mut self.config.run).media = policy;
+        self
+    }
+
+    /// Sets what becomes of a call of a tool that neither the registry nor the
+    /// request declares: an error result listing the tools
+    /// ([`UnknownTools::Answer`], the default), or passed through for the caller
+    /// to answer ([`UnknownTools::PassThrough`]).
+    pub fn unknown_tools(mut self, policy: UnknownTools) -> Self {
+        self.config.unknown = policy;
         self
     }
 
@@ -184,7 +196,7 @@ impl<S: ChatService> Service<ChatRequest> for FunctionCall<S> {
         // those the registry lacks.
         let declared = request.options.tools.iter().map(|tool| tool.name.as_str());
         let choice = request.options.tool_choice.clone();
-        let dispatch = Dispatch::new(tools.clone(), declared, choice);
+        let dispatch = Dispatch::new(tools.clone(), declared, choice, config.unknown);
         tools.inject(&mut request.options);
         let stream = request.options.stream;
         let execute = Execute::new(dispatch, config.run.clone());

@@ -67,6 +67,7 @@ mod tool;
 mod tool_loop;
 
 pub use context::CallContext;
+pub use dispatch::UnknownTools;
 pub use function_call::{FunctionCall, FunctionCallLayer};
 pub use media::{MediaError, MediaPolicy, sniff};
 pub use output::{Json, ToolOutput};
