@@ -4,6 +4,13 @@
 //! format live beside its lowering and lifting, in [`provider`](crate::provider).
 //!
 //! - [`sealed_ids`]: tool-call metadata (Gemini's thought signatures) carried
-//!   through clients inside the call's id.
+//!   through clients inside the call's id;
+//! - [`BearerToken`]: the access check, in constant time;
+//! - [`Metrics`]: what was served, in the Prometheus text format.
 
+mod auth;
+mod metrics;
 pub mod sealed_ids;
+
+pub use auth::BearerToken;
+pub use metrics::{InFlight, Metrics};
