@@ -29,9 +29,12 @@
 
 mod lift;
 mod lower;
+mod serve;
+pub mod types;
 
 pub use lift::{CACHE_CREATION_KEY, Lifter};
-pub use lower::{BLOCK_KEY, DEFAULT_MAX_TOKENS, LowerOptions, PROVIDER, lower};
+pub use lower::{BLOCK_KEY, DEFAULT_MAX_TOKENS, LowerOptions, PROVIDER, lower, lower_request};
+pub use serve::{Encoder, decode_request, error_body};
 
 use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
