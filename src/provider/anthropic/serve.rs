@@ -819,7 +819,7 @@ fn fold(message: &mut Response, input: &mut String, event: StreamEvent) {
                 _ => {}
             }
         }
-        StreamEvent::MessageDelta { delta, usage } => {
+        StreamEvent::MessageDelta { delta, usage, .. } => {
             message.stop_reason = delta.stop_reason;
             message.stop_sequence = delta.stop_sequence;
             message.usage = usage;
@@ -864,7 +864,11 @@ impl Machine for Encoder {
             ..MessageDelta::default()
         };
         let usage = wire_usage(self.usage.as_ref());
-        self.emit(StreamEvent::MessageDelta { delta, usage });
+        self.emit(StreamEvent::MessageDelta {
+            delta,
+            usage,
+            extra: Map::new(),
+        });
         self.emit(StreamEvent::MessageStop);
         match &mut self.sink {
             Sink::Sse(_) => self.flush(out),

@@ -555,6 +555,9 @@ pub enum StreamEvent {
         /// Cumulative usage.
         #[serde(default)]
         usage: Usage,
+        /// Every other field (`context_management`), as it came.
+        #[serde(flatten)]
+        extra: Map<String, Value>,
     },
     /// The message ends.
     MessageStop,
