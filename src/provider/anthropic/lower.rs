@@ -417,12 +417,13 @@ pub(crate) fn call_block(
         Some(Value::Object(fields)) => fields.clone(),
         _ => Map::new(),
     };
-    let kind = match fields.remove("type") {
-        Some(Value::String(kind)) => kind,
-        _ if provider_executed => "server_tool_use".into(),
-        _ => "tool_use".into(),
+    let kind = match fields.get("type") {
+        Some(Value::String(kind)) => kind.as_str(),
+        _ if provider_executed => "server_tool_use",
+        _ => "tool_use",
     };
     if kind == "tool_use" {
+        fields.shift_remove("type");
         return Block::ToolUse(ToolUseBlock {
             id,
             name,
@@ -430,7 +431,9 @@ pub(crate) fn call_block(
             extra: fields,
         });
     }
-    fields.insert("type".into(), kind.into());
+    if !fields.contains_key("type") {
+        fields.insert("type".into(), kind.into());
+    }
     fields.insert("id".into(), id.into());
     fields.insert("name".into(), name.into());
     fields.insert("input".into(), input);

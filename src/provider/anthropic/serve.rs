@@ -497,6 +497,17 @@ enum Open {
 impl Encoder {
     /// An encoder for the reply to one request: `stream` picks SSE (`true`)
     /// or one JSON body; `id` (`msg_…`) and `model` are written in the message.
+    ///
+    /// ```
+    /// use lmstack::provider::anthropic::Encoder;
+    /// use lmstack::service::{Machine, Output};
+    ///
+    /// let mut encoder = Encoder::new("msg_1", "claude-sonnet-4-5", false);
+    /// let mut out = Output::new();
+    /// encoder.finish(&mut out).unwrap();
+    /// let body: serde_json::Value = serde_json::from_slice(&out.pop().unwrap()).unwrap();
+    /// assert_eq!((body["id"].as_str(), body["stop_reason"].as_str()), (Some("msg_1"), Some("end_turn")));
+    /// ```
     pub fn new(id: impl Into<String>, model: impl Into<String>, stream: bool) -> Self {
         let sink = if stream {
             Sink::Sse(Vec::new())

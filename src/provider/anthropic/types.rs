@@ -38,6 +38,20 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// A Messages request body (`POST /v1/messages`).
+///
+/// ```
+/// use lmstack::provider::anthropic::types::{Content, InputMessage, Request, Role};
+/// let request = Request {
+///     model: Some("claude-sonnet-4-5".into()),
+///     max_tokens: 256,
+///     messages: vec![InputMessage { role: Role::User, content: Content::Text("Hi".into()) }],
+///     ..Request::default()
+/// };
+/// assert_eq!(
+///     serde_json::to_string(&request).unwrap(),
+///     r#"{"model":"claude-sonnet-4-5","max_tokens":256,"messages":[{"role":"user","content":"Hi"}]}"#
+/// );
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Request {
     /// The model name.
@@ -83,6 +97,12 @@ pub struct Request {
 }
 
 /// A request's `metadata`.
+///
+/// ```
+/// use lmstack::provider::anthropic::types::RequestMetadata;
+/// let metadata: RequestMetadata = serde_json::from_str(r#"{"user_id":"u1"}"#).unwrap();
+/// assert_eq!(metadata.user_id.as_deref(), Some("u1"));
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RequestMetadata {
     /// An opaque id of the end user.
@@ -94,6 +114,13 @@ pub struct RequestMetadata {
 }
 
 /// A request's `thinking` configuration.
+///
+/// ```
+/// use lmstack::provider::anthropic::types::ThinkingConfig;
+/// let thinking: ThinkingConfig =
+///     serde_json::from_str(r#"{"type":"enabled","budget_tokens":1024}"#).unwrap();
+/// assert_eq!((thinking.kind.as_str(), thinking.budget_tokens), ("enabled", Some(1024)));
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ThinkingConfig {
     /// `enabled` or `disabled` (others kept as they came).
@@ -108,6 +135,12 @@ pub struct ThinkingConfig {
 }
 
 /// Who speaks a request message: the API takes only these two.
+///
+/// ```
+/// use lmstack::provider::anthropic::types::Role;
+/// assert_eq!(serde_json::to_string(&Role::Assistant).unwrap(), r#""assistant""#);
+/// assert!(serde_json::from_str::<Role>(r#""system""#).is_err());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
@@ -118,6 +151,12 @@ pub enum Role {
 }
 
 /// One message of a request.
+///
+/// ```
+/// use lmstack::provider::anthropic::types::{Content, InputMessage, Role};
+/// let message: InputMessage = serde_json::from_str(r#"{"role":"user","content":"Hi"}"#).unwrap();
+/// assert_eq!((message.role, message.content), (Role::User, Content::Text("Hi".into())));
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct InputMessage {
     /// Who speaks.
@@ -176,6 +215,17 @@ impl<'de, B: Deserialize<'de>> Deserialize<'de> for Content<B> {
 /// Blocks of other types (`server_tool_use`, `web_search_tool_result`,
 /// `search_result`, types the API adds later) are kept whole in
 /// [`Block::Other`], their `type` included.
+///
+/// ```
+/// use lmstack::provider::anthropic::types::Block;
+/// let search = r#"{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":[]}"#;
+/// let block: Block = serde_json::from_str(search).unwrap();
+/// assert!(matches!(&block, Block::Other(fields) if fields["type"] == "web_search_tool_result"));
+/// assert_eq!(serde_json::to_string(&block).unwrap(), search);
+/// let error = serde_json::from_str::<Block>(r#"{"type":"image","source":{"type":"url"}}"#)
+///     .unwrap_err();
+/// assert!(error.to_string().contains("source: missing field `url`"), "{error}");
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Block {
@@ -201,8 +251,8 @@ pub enum Block {
 impl<'de> Deserialize<'de> for Block {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let mut fields = Map::<String, Value>::deserialize(deserializer)?;
-        let kind = match fields.remove("type") {
-            Some(Value::String(kind)) => kind,
+        let kind = match fields.get("type") {
+            Some(Value::String(kind)) => kind.clone(),
             Some(other) => {
                 return Err(de::Error::custom(format_args!(
                     "{NESTED}.type: expected a string, found {other}"
@@ -210,6 +260,10 @@ impl<'de> Deserialize<'de> for Block {
             }
             None => return Err(de::Error::missing_field("type")),
         };
+        // Kept in place for `Other`, so a block goes back with its fields in order.
+        if KNOWN.contains(&kind.as_str()) {
+            fields.shift_remove("type");
+        }
         Ok(match kind.as_str() {
             "text" => Block::Text(variant(fields)?),
             "image" => Block::Image(variant(fields)?),
@@ -218,13 +272,21 @@ impl<'de> Deserialize<'de> for Block {
             "tool_result" => Block::ToolResult(variant(fields)?),
             "thinking" => Block::Thinking(variant(fields)?),
             "redacted_thinking" => Block::RedactedThinking(variant(fields)?),
-            _ => {
-                fields.insert("type".into(), Value::String(kind));
-                Block::Other(fields)
-            }
+            _ => Block::Other(fields),
         })
     }
 }
+
+/// The block types [`Block`] reads into a variant of their own.
+const KNOWN: [&str; 7] = [
+    "text",
+    "image",
+    "document",
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+];
 
 /// Marks an error message that begins with a path inside a block, so that
 /// [`describe`] joins it to the path of the block.
@@ -284,6 +346,16 @@ impl TextBlock {
 }
 
 /// An image or a document.
+///
+/// ```
+/// use lmstack::provider::anthropic::types::{Block, Source};
+/// let block: Block = serde_json::from_str(
+///     r#"{"type":"document","title":"Q3","source":{"type":"url","url":"https://x/q3.pdf"}}"#,
+/// ).unwrap();
+/// let Block::Document(document) = block else { panic!() };
+/// assert_eq!(document.title.as_deref(), Some("Q3"));
+/// assert_eq!(document.source, Source::Url { url: "https://x/q3.pdf".into() });
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MediaBlock {
     /// Where the bytes are.
@@ -297,6 +369,13 @@ pub struct MediaBlock {
 }
 
 /// Where an image's or a document's bytes are.
+///
+/// ```
+/// use lmstack::provider::anthropic::types::Source;
+/// let source: Source =
+///     serde_json::from_str(r#"{"type":"base64","media_type":"image/png","data":"iVBO"}"#).unwrap();
+/// assert!(matches!(source, Source::Base64 { ref media_type, .. } if media_type == "image/png"));
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Source {
@@ -322,6 +401,16 @@ pub enum Source {
 }
 
 /// A tool call (`tool_use`).
+///
+/// ```
+/// use lmstack::provider::anthropic::types::Block;
+/// let block: Block = serde_json::from_str(
+///     r#"{"type":"tool_use","id":"toolu_1","name":"add","input":{"a":1},"caller":{"type":"direct"}}"#,
+/// ).unwrap();
+/// let Block::ToolUse(call) = block else { panic!() };
+/// assert_eq!((call.id.as_str(), call.input["a"].as_i64()), ("toolu_1", Some(1)));
+/// assert!(call.extra.contains_key("caller"));
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolUseBlock {
     /// The call's id (`toolu_…`).
@@ -336,6 +425,16 @@ pub struct ToolUseBlock {
 }
 
 /// A tool's result (`tool_result`).
+///
+/// ```
+/// use lmstack::provider::anthropic::types::{Block, Content};
+/// let block: Block = serde_json::from_str(
+///     r#"{"type":"tool_result","tool_use_id":"toolu_1","content":"boom","is_error":true}"#,
+/// ).unwrap();
+/// let Block::ToolResult(result) = block else { panic!() };
+/// assert_eq!(result.content, Some(Content::Text("boom".into())));
+/// assert!(result.is_error);
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolResultBlock {
     /// The call it answers.
@@ -352,6 +451,13 @@ pub struct ToolResultBlock {
 }
 
 /// The model's thinking.
+///
+/// ```
+/// use lmstack::provider::anthropic::types::Block;
+/// let block: Block =
+///     serde_json::from_str(r#"{"type":"thinking","thinking":"Hmm","signature":"SIG"}"#).unwrap();
+/// assert!(matches!(block, Block::Thinking(ref t) if t.signature == "SIG"));
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ThinkingBlock {
     /// The thinking text.
@@ -365,6 +471,12 @@ pub struct ThinkingBlock {
 }
 
 /// Encrypted thinking.
+///
+/// ```
+/// use lmstack::provider::anthropic::types::Block;
+/// let block: Block = serde_json::from_str(r#"{"type":"redacted_thinking","data":"Zz"}"#).unwrap();
+/// assert!(matches!(block, Block::RedactedThinking(ref r) if r.data == "Zz"));
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RedactedThinkingBlock {
     /// The opaque data.
@@ -376,6 +488,16 @@ pub struct RedactedThinkingBlock {
 
 /// A tool the model may call. Server tools (`{"type":"web_search_20250305",
 /// "name":"web_search"}`) have a `type` and no `input_schema`.
+///
+/// ```
+/// use lmstack::provider::anthropic::types::Tool;
+/// let tool: Tool = serde_json::from_str(
+///     r#"{"name":"add","description":"Adds","input_schema":{"type":"object"}}"#,
+/// ).unwrap();
+/// assert_eq!((tool.kind, tool.name.as_str()), (None, "add"));
+/// let search: Tool = serde_json::from_str(r#"{"type":"web_search_20250305","name":"web_search"}"#).unwrap();
+/// assert_eq!(search.input_schema, None);
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Tool {
     /// The tool's type: absent or `custom` for a client tool.
@@ -395,6 +517,13 @@ pub struct Tool {
 }
 
 /// Whether and which tool the model must call.
+///
+/// ```
+/// use lmstack::provider::anthropic::types::ToolChoice;
+/// let choice: ToolChoice = serde_json::from_str(r#"{"type":"tool","name":"add"}"#).unwrap();
+/// assert_eq!(choice, ToolChoice::Tool { name: "add".into(), disable_parallel_tool_use: None });
+/// assert_eq!(serde_json::to_string(&ToolChoice::None).unwrap(), r#"{"type":"none"}"#);
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ToolChoice {
@@ -423,6 +552,15 @@ pub enum ToolChoice {
 }
 
 /// A whole (non-streaming) response: `{"type":"message",…}`.
+///
+/// ```
+/// use lmstack::provider::anthropic::types::{Block, Response};
+/// let response: Response = serde_json::from_str(r#"{"id":"msg_1","type":"message","role":"assistant",
+///     "model":"claude-sonnet-4-5","content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn",
+///     "stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1}}"#).unwrap();
+/// assert!(matches!(&response.content[0], Block::Text(text) if text.text == "Hi"));
+/// assert_eq!(response.stop_reason.as_deref(), Some("end_turn"));
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Response {
     /// The message id (`msg_…`).
@@ -492,6 +630,15 @@ impl Response {
 
 /// Token usage. `input_tokens` counts only the input read neither from nor
 /// into the prompt cache.
+///
+/// ```
+/// use lmstack::provider::anthropic::types::Usage;
+/// let usage: Usage = serde_json::from_str(
+///     r#"{"input_tokens":3,"output_tokens":9,"cache_read_input_tokens":100,"service_tier":"standard"}"#,
+/// ).unwrap();
+/// assert_eq!((usage.input_tokens, usage.cache_read_input_tokens), (3, Some(100)));
+/// assert_eq!(usage.extra["service_tier"], "standard");
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     /// Uncached input tokens.
@@ -572,6 +719,11 @@ pub enum StreamEvent {
 
 impl StreamEvent {
     /// The SSE event name, the same as its `type`.
+    ///
+    /// ```
+    /// use lmstack::provider::anthropic::types::StreamEvent;
+    /// assert_eq!(StreamEvent::MessageStop.name(), "message_stop");
+    /// ```
     pub fn name(&self) -> &'static str {
         match self {
             StreamEvent::MessageStart { .. } => "message_start",
@@ -587,6 +739,15 @@ impl StreamEvent {
 }
 
 /// A piece of a content block.
+///
+/// ```
+/// use lmstack::provider::anthropic::types::Delta;
+/// let delta = Delta::InputJsonDelta { partial_json: "{\"a\":".into() };
+/// assert_eq!(
+///     serde_json::to_string(&delta).unwrap(),
+///     r#"{"type":"input_json_delta","partial_json":"{\"a\":"}"#
+/// );
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Delta {
@@ -618,6 +779,12 @@ pub enum Delta {
 }
 
 /// The body of `message_delta`.
+///
+/// ```
+/// use lmstack::provider::anthropic::types::MessageDelta;
+/// let delta: MessageDelta = serde_json::from_str(r#"{"stop_reason":"tool_use","stop_sequence":null}"#).unwrap();
+/// assert_eq!(delta.stop_reason.as_deref(), Some("tool_use"));
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MessageDelta {
     /// Why the model stopped.
@@ -654,6 +821,12 @@ pub struct ErrorBody {
 }
 
 /// What went wrong: an error's type and message.
+///
+/// ```
+/// use lmstack::provider::anthropic::types::ErrorObject;
+/// let error: ErrorObject = serde_json::from_str(r#"{"type":"overloaded_error","message":"Overloaded"}"#).unwrap();
+/// assert_eq!(error.kind, "overloaded_error");
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ErrorObject {
     /// `invalid_request_error`, `authentication_error`, `permission_error`,
