@@ -116,7 +116,7 @@ impl Decoder {
                         other => {
                             return Err(invalid(format!(
                                 "system[{index}]: the system prompt takes only text blocks, not `{}`",
-                                kind(&other)
+                                other.kind()
                             )));
                         }
                     }
@@ -268,7 +268,7 @@ impl Decoder {
                 other => {
                     return Err(invalid(format!(
                         "messages[{at}].content[{index}]: an assistant message cannot hold a `{}` block",
-                        kind(&other)
+                        other.kind()
                     )));
                 }
             };
@@ -314,21 +314,6 @@ fn to_value(value: impl serde::Serialize) -> Value {
     serde_json::to_value(value).unwrap_or_default()
 }
 
-/// A block's `type`, for an error.
-fn kind(block: &Block) -> String {
-    match block {
-        Block::Other(fields) => fields
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
-        block => to_value(block)["type"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
-    }
-}
-
 /// A user content block (text, image, document) as the canonical one; `path`
 /// names it for the error when it is another kind.
 fn content_block(block: Block, path: impl FnOnce() -> String) -> Result<ContentBlock, Error> {
@@ -351,7 +336,7 @@ fn content_block(block: Block, path: impl FnOnce() -> String) -> Result<ContentB
             return Err(invalid(format!(
                 "{}: a `{}` block cannot stand here (only text, image and document)",
                 path(),
-                kind(&other)
+                other.kind()
             )));
         }
     })
@@ -489,9 +474,16 @@ enum Sink {
 /// The block open, and what decides whether a delta continues it.
 #[derive(Debug)]
 enum Open {
+    /// A block given whole at its start (redacted thinking, a server block).
+    Whole,
     Text,
-    Thinking { signed: bool },
-    Call { index: u32, id: Option<String> },
+    Thinking {
+        signed: bool,
+    },
+    Call {
+        index: u32,
+        id: Option<String>,
+    },
 }
 
 impl Encoder {
@@ -694,7 +686,7 @@ impl Encoder {
             Message::Text(text) if text.role == Role::Assistant => {
                 match text.metadata.get(BLOCK_KEY) {
                     Some(Value::Object(block)) => {
-                        self.open_block(Block::Other(block.clone()), Open::Text)
+                        self.open_block(Block::Other(block.clone()), Open::Whole)
                     }
                     _ => self.text(text.text),
                 }
@@ -705,7 +697,7 @@ impl Encoder {
             }
             Message::Reasoning(reasoning) if reasoning.redacted => {
                 if let Some(block) = reasoning_block(&reasoning) {
-                    self.open_block(block, Open::Text);
+                    self.open_block(block, Open::Whole);
                 }
             }
             Message::Reasoning(reasoning) => self.reasoning(reasoning.text, reasoning.signature),

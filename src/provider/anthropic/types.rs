@@ -248,6 +248,29 @@ pub enum Block {
     Other(Map<String, Value>),
 }
 
+impl Block {
+    /// The block's `type`.
+    ///
+    /// ```
+    /// use lmstack::provider::anthropic::types::{Block, TextBlock};
+    /// assert_eq!(Block::Text(TextBlock::new("Hi")).kind(), "text");
+    /// let other: Block = serde_json::from_str(r#"{"type":"search_result","source":"s"}"#).unwrap();
+    /// assert_eq!(other.kind(), "search_result");
+    /// ```
+    pub fn kind(&self) -> &str {
+        match self {
+            Block::Text(_) => "text",
+            Block::Image(_) => "image",
+            Block::Document(_) => "document",
+            Block::ToolUse(_) => "tool_use",
+            Block::ToolResult(_) => "tool_result",
+            Block::Thinking(_) => "thinking",
+            Block::RedactedThinking(_) => "redacted_thinking",
+            Block::Other(fields) => fields.get("type").and_then(Value::as_str).unwrap_or(""),
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for Block {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let mut fields = Map::<String, Value>::deserialize(deserializer)?;
