@@ -8,7 +8,9 @@
 
 mod common;
 
+use bytes::Bytes;
 use common::*;
+use futures::StreamExt;
 use lmstack::message::ReasoningMessage;
 use lmstack::provider::anthropic::types::{Response, StreamEvent};
 use lmstack::provider::anthropic::{
@@ -17,7 +19,7 @@ use lmstack::provider::anthropic::{
 use lmstack::provider::body::BodyDecoder;
 use lmstack::provider::sse::SseDecoder;
 use lmstack::provider::{ProviderError, TransportError, TransportErrorKind};
-use lmstack::service::{Machine, Output};
+use lmstack::service::{Machine, MachineStream, Output};
 use lmstack::{
     ChatRequest, ContentBlock, Error, Event, FinishReason, Joiner, Media, Message, Metadata, Role,
     ToolCall, ToolCallDelta, ToolChoice, ToolResult, ToolSpec, Usage,
@@ -453,7 +455,7 @@ fn encode(events: &[Event], stream: bool) -> Vec<u8> {
     let mut encoder = Encoder::new("msg_test", "claude-test", stream);
     let mut out = Output::new();
     for event in events {
-        encoder.push(event.clone(), &mut out).unwrap();
+        encoder.push(Ok(event.clone()), &mut out).unwrap();
     }
     encoder.finish(&mut out).unwrap();
     out.drain().flat_map(|bytes| bytes.to_vec()).collect()
@@ -691,37 +693,68 @@ fn a_stream_is_framed_as_the_api_frames_it() {
     );
 }
 
+/// A reply's items run through the encoder by the one driver, as a gateway
+/// runs them: each wrapped in `Ok`, so that an error is encoded.
+fn drive(items: Vec<Result<Event, Error>>, stream: bool) -> (Vec<Bytes>, u16) {
+    let mut driven = MachineStream::new(
+        futures::stream::iter(items.into_iter().map(Ok)),
+        Encoder::new("msg_1", "m", stream),
+    );
+    let out = futures::executor::block_on(async {
+        let mut out = Vec::new();
+        while let Some(item) = driven.next().await {
+            out.push(item.unwrap());
+        }
+        out
+    });
+    (out, driven.machine().status())
+}
+
 #[test]
 fn a_failure_mid_stream_is_an_error_event_then_the_end() {
-    let mut encoder = Encoder::new("msg_1", "m", true);
-    let mut out = Output::new();
-    encoder.push(Event::text("Hal"), &mut out).unwrap();
-    let overloaded: Error = ProviderError::from_response(
-        "anthropic",
-        529,
-        &[],
-        br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
-        std::time::SystemTime::now(),
-    )
-    .into();
-    encoder.error(&overloaded, &mut out);
-    encoder.push(Event::text("f"), &mut out).unwrap();
-    encoder.finish(&mut out).unwrap();
-    let bytes: Vec<u8> = out.drain().flat_map(|bytes| bytes.to_vec()).collect();
+    let overloaded = || -> Error {
+        ProviderError::from_response(
+            "anthropic",
+            529,
+            &[],
+            br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            std::time::SystemTime::now(),
+        )
+        .into()
+    };
+    let items = || {
+        vec![
+            Ok(Event::text("Hal")),
+            Err(overloaded()),
+            Ok(Event::text("f")),
+        ]
+    };
+    let (frames, status) = drive(items(), true);
+    assert_eq!(status, 503);
+    let bytes: Vec<u8> = frames.iter().flat_map(|bytes| bytes.to_vec()).collect();
     let text = String::from_utf8(bytes.clone()).unwrap();
     assert!(text.ends_with("\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"anthropic: HTTP 529 (overloaded_error): Overloaded\"}}\n\n"), "{text}");
+    assert!(
+        !text.contains("message_stop") && !text.contains("\"f\""),
+        "{text}"
+    );
     // What a client makes of it: the text so far, then a retryable provider error.
     let error = decode_cut(BodyDecoder::sse(Lifter::new()), &bytes, &[5]).unwrap_err();
     assert!(error.provider_error().unwrap().is_overloaded(), "{error}");
 
-    let mut whole = Encoder::new("msg_1", "m", false);
-    whole.push(Event::text("Hal"), &mut out).unwrap();
-    whole.error(&overloaded, &mut out);
-    whole.finish(&mut out).unwrap();
-    let bodies: Vec<_> = out.drain().collect();
+    let (bodies, status) = drive(items(), false);
+    assert_eq!(status, 503);
     assert_eq!(bodies.len(), 1);
     let body: Value = serde_json::from_slice(&bodies[0]).unwrap();
-    assert_eq!(body, error_body(&overloaded).1);
+    assert_eq!(body, error_body(&overloaded()).1);
+
+    // An error before any event: only the error, which the status answers.
+    let (frames, status) = drive(vec![Err(Error::InvalidRequest("no".into()))], true);
+    assert_eq!(status, 400);
+    assert_eq!(frames.len(), 1);
+    assert!(frames[0].starts_with(b"event: error\n"));
+    let (_, status) = drive(vec![Ok(Event::text("fine"))], true);
+    assert_eq!(status, 200);
 }
 
 #[test]

@@ -393,10 +393,14 @@ fn error_object(status: u16, error: &Error) -> ErrorBody {
 /// same code: the events become [`StreamEvent`]s, written as SSE frames or
 /// folded into one [`Response`].
 ///
-/// A pure [`Machine`]: events in, bytes out (in streaming mode, the frames of
-/// each event as they come; in non-streaming mode, the body at
-/// [`finish`](Machine::finish)). The message id and the model name are the
-/// caller's: no clock and no randomness inside.
+/// A pure [`Machine`]: a reply's items in — `Ok` events, or the `Err` that
+/// ends a failed reply — bytes out (in streaming mode, the frames of each event
+/// as they come; in non-streaming mode, the body at
+/// [`finish`](Machine::finish)). A gateway runs it with
+/// [`MachineStream`](crate::service::MachineStream) over the reply's items,
+/// each wrapped in `Ok` (`reply.map(Ok)`), so that the error is encoded rather
+/// than ending the body. The message id and the model name are the caller's:
+/// no clock and no randomness inside.
 ///
 /// - text, reasoning and tool-call deltas open and close blocks in order, with
 ///   indexes from 0: a text block (`text_delta`), a thinking block
@@ -419,9 +423,10 @@ fn error_object(status: u16, error: &Error) -> ErrorBody {
 ///   `max_tokens`, tool calls → `tool_use`, refusal and content filter →
 ///   `refusal`, others verbatim (`pause_turn`, `stop_sequence`); without one,
 ///   `tool_use` when the reply called tools, else `end_turn`;
-/// - [`Encoder::error`] ends a reply that failed: an `event: error` frame in
-///   streaming mode, the error body in non-streaming mode (whose status is
-///   [`error_body`]'s).
+/// - an `Err` ends the reply: an `event: error` frame after what was sent in
+///   streaming mode (no `message_stop`), the error body in place of the
+///   message in non-streaming mode; nothing is written after it, and
+///   [`status`](Encoder::status) gives the status to answer with.
 ///
 /// ```
 /// use lmstack::provider::anthropic::Encoder;
@@ -431,7 +436,7 @@ fn error_object(status: u16, error: &Error) -> ErrorBody {
 /// let mut encoder = Encoder::new("msg_1", "claude-sonnet-4-5", true);
 /// let mut out = Output::new();
 /// for event in [Event::text("Hi"), Event::finish(FinishReason::Stop)] {
-///     encoder.push(event, &mut out).unwrap();
+///     encoder.push(Ok(event), &mut out).unwrap();
 /// }
 /// encoder.finish(&mut out).unwrap();
 /// let sse: Vec<u8> = out.drain().flat_map(|bytes| bytes.to_vec()).collect();
@@ -442,7 +447,7 @@ fn error_object(status: u16, error: &Error) -> ErrorBody {
 /// assert!(sse.ends_with("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"));
 ///
 /// let mut whole = Encoder::new("msg_1", "claude-sonnet-4-5", false);
-/// whole.push(Event::text("Hi"), &mut out).unwrap();
+/// whole.push(Ok(Event::text("Hi")), &mut out).unwrap();
 /// whole.finish(&mut out).unwrap();
 /// let body: serde_json::Value = serde_json::from_slice(&out.pop().unwrap()).unwrap();
 /// assert_eq!(body["content"], serde_json::json!([{"type": "text", "text": "Hi"}]));
@@ -461,6 +466,7 @@ pub struct Encoder {
     called: bool,
     usage: Option<Usage>,
     finish: Option<FinishReason>,
+    status: u16,
 }
 
 #[derive(Debug)]
@@ -517,6 +523,7 @@ impl Encoder {
             called: false,
             usage: None,
             finish: None,
+            status: 200,
         }
     }
 
@@ -534,10 +541,10 @@ impl Encoder {
         }
     }
 
-    /// Ends a reply that failed with `error`: in streaming mode an
-    /// `event: error` frame (after what was sent), in non-streaming mode the
-    /// error body in place of the message (the server answers it with
-    /// [`error_body`]'s status). Nothing more is written after it.
+    /// The HTTP status for the reply: 200, or once an error was encoded,
+    /// [`error_body`]'s status for it. A gateway that waits for the first
+    /// bytes before it sends the headers answers an error that came first
+    /// with its own status.
     ///
     /// ```
     /// use lmstack::provider::anthropic::Encoder;
@@ -546,20 +553,28 @@ impl Encoder {
     ///
     /// let mut encoder = Encoder::new("msg_1", "m", true);
     /// let mut out = Output::new();
-    /// encoder.push(Event::text("Hi"), &mut out).unwrap();
-    /// encoder.error(&Error::stage("upstream", "broke"), &mut out);
+    /// encoder.push(Ok(Event::text("Hi")), &mut out).unwrap();
+    /// assert_eq!(encoder.status(), 200);
+    /// encoder.push(Err(Error::stage("upstream", "broke")), &mut out).unwrap();
     /// encoder.finish(&mut out).unwrap();
+    /// assert_eq!(encoder.status(), 500);
     /// let sse: Vec<u8> = out.drain().flat_map(|bytes| bytes.to_vec()).collect();
     /// let sse = String::from_utf8(sse).unwrap();
     /// assert!(sse.ends_with("event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"upstream: broke\"}}\n\n"));
     /// assert!(!sse.contains("message_stop"));
     /// ```
-    pub fn error(&mut self, error: &Error, out: &mut Output<Bytes>) {
-        if self.done {
-            return;
-        }
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// Ends a reply that failed with `error` (see the type's docs).
+    fn fail(&mut self, error: &Error, out: &mut Output<Bytes>) {
         self.done = true;
-        let body = error_object(error.http_status(), error);
+        let (status, body) = (
+            error.http_status(),
+            error_object(error.http_status(), error),
+        );
+        self.status = status;
         match &mut self.sink {
             Sink::Sse(frames) => {
                 let event = StreamEvent::Error { error: body.error };
@@ -832,13 +847,20 @@ fn fold(message: &mut Response, input: &mut String, event: StreamEvent) {
 }
 
 impl Machine for Encoder {
-    type In = Event;
+    type In = Result<Event, Error>;
     type Out = Bytes;
 
-    fn push(&mut self, event: Event, out: &mut Output<Bytes>) -> Result<(), Error> {
+    fn push(&mut self, item: Result<Event, Error>, out: &mut Output<Bytes>) -> Result<(), Error> {
         if self.done {
             return Ok(());
         }
+        let event = match item {
+            Ok(event) => event,
+            Err(error) => {
+                self.fail(&error, out);
+                return Ok(());
+            }
+        };
         self.start();
         match event {
             Event::TextDelta(delta) => self.text(delta.text),
