@@ -400,7 +400,9 @@ fn error_object(status: u16, error: &Error) -> ErrorBody {
 /// [`MachineStream`](crate::service::MachineStream) over the reply's items,
 /// each wrapped in `Ok` (`reply.map(Ok)`), so that the error is encoded rather
 /// than ending the body. The message id and the model name are the caller's:
-/// no clock and no randomness inside.
+/// no clock and no randomness inside. Streaming mode holds at most the frames
+/// of one item; non-streaming mode holds the message until the end, as large
+/// as the reply (which the stack below bounds: a provider's body limit).
 ///
 /// - text, reasoning and tool-call deltas open and close blocks in order, with
 ///   indexes from 0: a text block (`text_delta`), a thinking block
@@ -570,11 +572,8 @@ impl Encoder {
     /// Ends a reply that failed with `error` (see the type's docs).
     fn fail(&mut self, error: &Error, out: &mut Output<Bytes>) {
         self.done = true;
-        let (status, body) = (
-            error.http_status(),
-            error_object(error.http_status(), error),
-        );
-        self.status = status;
+        self.status = error.http_status();
+        let body = error_object(self.status, error);
         match &mut self.sink {
             Sink::Sse(frames) => {
                 let event = StreamEvent::Error { error: body.error };
@@ -613,7 +612,7 @@ impl Encoder {
     fn open_block(&mut self, block: Block, open: Open) {
         self.close();
         let index = self.next_index;
-        self.next_index += 1;
+        self.next_index = self.next_index.saturating_add(1);
         self.emit(StreamEvent::ContentBlockStart {
             index,
             content_block: block,
