@@ -308,6 +308,13 @@ fn bad_requests_are_invalid_and_name_the_field_at_fault() {
         let error = refused(body);
         assert!(error.contains(needle), "{body}\n{error}\nwanted: {needle}");
     }
+    // Nesting deeper than serde_json's recursion limit is refused, not a
+    // stack overflow, inside a block as at the top.
+    let deep = "[".repeat(100_000);
+    let body = format!(
+        r#"{{"max_tokens":1,"messages":[{{"role":"assistant","content":[{{"type":"tool_use","id":"t","name":"f","input":{deep}"#
+    );
+    assert!(refused(&body).contains("recursion limit exceeded"));
 }
 
 // ---------------------------------------------------------------------------
