@@ -1078,8 +1078,148 @@ fn request() -> impl Strategy<Value = ChatRequest> {
         })
 }
 
+/// `normalise`, then consecutive messages of one role as one (decoding splits
+/// a user message's tool results from the text after them, lowering joins an
+/// assistant turn into one message).
+fn merged(body: Value) -> Value {
+    let mut body = normalise(body);
+    let mut out: Vec<Value> = Vec::new();
+    for message in body["messages"].as_array().unwrap().clone() {
+        match out.last_mut() {
+            Some(last) if last["role"] == message["role"] => {
+                let blocks = message["content"].as_array().unwrap().clone();
+                last["content"].as_array_mut().unwrap().extend(blocks);
+            }
+            _ => out.push(message),
+        }
+    }
+    body["messages"] = Value::Array(out);
+    body
+}
+
+/// A user message's content, in any spelling the API takes.
+fn user_content() -> impl Strategy<Value = Value> {
+    let block = prop_oneof![
+        text().prop_map(|text| json!({"type": "text", "text": text})),
+        "[A-Za-z0-9+/]{4,8}".prop_map(|data| json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}})),
+        "[a-z]{1,6}".prop_map(|name| json!({"type": "image", "source": {"type": "url", "url": format!("https://x/{name}.png")}})),
+        proptest::option::of("[a-z]{1,6}").prop_map(|title| {
+            let mut block = json!({"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBE"}});
+            if let Some(title) = title {
+                block["title"] = title.into();
+            }
+            block
+        }),
+        (0u8..4, prop_oneof![
+            text().prop_map(Value::from),
+            proptest::collection::vec(text().prop_map(|text| json!({"type": "text", "text": text})), 0..3).prop_map(Value::from),
+            text().prop_map(|text| json!([{"type": "text", "text": text}, {"type": "image", "source": {"type": "url", "url": "https://x/r.png"}}])),
+        ], any::<bool>())
+            .prop_map(|(id, content, error)| {
+                let mut block = json!({"type": "tool_result", "tool_use_id": format!("toolu_{id}"), "content": content});
+                if error {
+                    block["is_error"] = true.into();
+                }
+                block
+            }),
+    ];
+    prop_oneof![
+        text().prop_map(Value::from),
+        proptest::collection::vec(block, 1..5).prop_map(Value::from),
+    ]
+}
+
+/// An assistant message's content, in any spelling the API takes.
+fn assistant_content() -> impl Strategy<Value = Value> {
+    let block = prop_oneof![
+        text().prop_map(|text| json!({"type": "text", "text": text})),
+        ("[a-z ]{0,8}", "[A-Za-z0-9]{1,8}").prop_map(|(thinking, signature)| json!({"type": "thinking", "thinking": thinking, "signature": signature})),
+        "[A-Za-z0-9]{1,8}".prop_map(|data| json!({"type": "redacted_thinking", "data": data})),
+        (0u8..4, "[a-z]{1,6}", arguments(), any::<bool>()).prop_map(|(id, name, input, caller)| {
+            let mut block = json!({"type": "tool_use", "id": format!("toolu_{id}"), "name": name, "input": input});
+            if caller {
+                block["caller"] = json!({"type": "direct"});
+            }
+            block
+        }),
+        arguments().prop_map(|input| json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": input})),
+        Just(json!({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [{"type": "web_search_result", "url": "https://x", "encrypted_content": "Zz"}]})),
+    ];
+    prop_oneof![
+        text().prop_map(Value::from),
+        proptest::collection::vec(block, 1..5).prop_map(Value::from),
+    ]
+}
+
+/// A Messages request body as a client writes it.
+fn wire_request() -> impl Strategy<Value = Value> {
+    let message = prop_oneof![
+        user_content().prop_map(|content| json!({"role": "user", "content": content})),
+        assistant_content().prop_map(|content| json!({"role": "assistant", "content": content})),
+    ];
+    let system = prop_oneof![
+        text().prop_map(Value::from),
+        proptest::collection::vec(
+            text().prop_map(|text| json!({"type": "text", "text": text})),
+            1..3
+        )
+        .prop_map(Value::from),
+    ];
+    let tool =
+        ("[a-z]{1,6}", proptest::option::of("[a-z ]{1,8}")).prop_map(|(name, description)| {
+            let mut tool =
+                json!({"name": name, "input_schema": {"type": "object", "properties": {}}});
+            if let Some(description) = description {
+                tool["description"] = description.into();
+            }
+            tool
+        });
+    let choice = prop_oneof![
+        Just(json!({"type": "auto"})),
+        Just(json!({"type": "any"})),
+        Just(json!({"type": "none"})),
+        Just(json!({"type": "tool", "name": "f"})),
+    ];
+    (
+        proptest::collection::vec(message, 0..6),
+        proptest::option::of(system),
+        proptest::collection::vec(tool, 0..3),
+        proptest::option::of(choice),
+        (1u32..100_000, proptest::option::of(0.0f64..1.0), any::<bool>(), proptest::option::of(proptest::collection::vec("[A-Z]{1,3}", 1..3)), any::<bool>()),
+    )
+        .prop_map(|(messages, system, tools, choice, (max_tokens, temperature, stream, stop, rest))| {
+            let mut body = json!({"model": "claude-sonnet-4-5", "max_tokens": max_tokens, "messages": messages});
+            let mut set = |key: &str, value: Option<Value>| {
+                if let Some(value) = value {
+                    body[key] = value;
+                }
+            };
+            set("system", system);
+            set("tools", Some(Value::from(tools)).filter(|tools| tools != &json!([])));
+            set("tool_choice", choice);
+            set("temperature", temperature.map(Value::from));
+            set("stream", stream.then_some(Value::from(true)));
+            set("stop_sequences", stop.map(Value::from));
+            if rest {
+                set("top_p", Some(json!(0.5)));
+                set("top_k", Some(json!(40)));
+                set("metadata", Some(json!({"user_id": "u1"})));
+                set("thinking", Some(json!({"type": "enabled", "budget_tokens": 2048})));
+                set("output_config", Some(json!({"effort": "high"})));
+            }
+            body
+        })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn any_client_request_decodes_and_lowers_back(body in wire_request()) {
+        let request = decode_request(body.to_string().as_bytes()).unwrap();
+        let lowered = lower(&request, &LowerOptions::default()).unwrap();
+        prop_assert_eq!(merged(lowered), merged(body));
+    }
 
     #[test]
     fn decoding_inverts_lowering(request in request()) {
