@@ -8,9 +8,14 @@
 //! the files follow in a user message of their own right after it (the API
 //! joins consecutive user turns).
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
-use crate::message::{MultimodalMessage, ReasoningMessage, TextMessage};
+use super::types::{
+    Block, Content, InputMessage, MediaBlock, RedactedThinkingBlock, Request, Role as WireRole,
+    Source, TextBlock, ThinkingBlock, Tool, ToolChoice as WireChoice, ToolResultBlock,
+    ToolUseBlock,
+};
+use crate::message::{Metadata, MultimodalMessage, ReasoningMessage, TextMessage};
 use crate::provider::history::{self, LowerHistory};
 use crate::provider::media::{self, ToolResultMedia};
 use crate::{
@@ -52,11 +57,7 @@ impl Default for LowerOptions {
     }
 }
 
-/// Lowers a request to the Messages body.
-///
-/// `options.extra` is merged into the body last (`thinking`, `metadata`,
-/// `cache_control`, `top_k`…); an extra `stop` (a string or a list) is sent
-/// as `stop_sequences`.
+/// Lowers a request to the Messages body, as JSON (see [`lower_request`]).
 ///
 /// ```
 /// use lmstack::provider::anthropic::{LowerOptions, lower};
@@ -74,91 +75,109 @@ impl Default for LowerOptions {
 /// }));
 /// ```
 pub fn lower(request: &ChatRequest, options: &LowerOptions) -> Result<Value, Error> {
-    let mut body = Map::new();
+    let body = lower_request(request, options)?;
+    serde_json::to_value(body).map_err(|error| Error::json("anthropic: the request body", error))
+}
+
+/// Lowers a request to the typed Messages body.
+///
+/// `options.extra` goes into the body's flattened fields last (`thinking`,
+/// `metadata`, `cache_control`, `top_k`…), so a key there wins over a field
+/// of the same name; an extra `stop` (a string or a list) is sent as
+/// `stop_sequences`.
+///
+/// ```
+/// use lmstack::provider::anthropic::types::Content;
+/// use lmstack::provider::anthropic::{LowerOptions, lower_request};
+/// use lmstack::{ChatRequest, Message};
+///
+/// let mut request = ChatRequest::new(vec![Message::user("Hi")]);
+/// request.options.extra.insert("stop".into(), "END".into());
+/// let body = lower_request(&request, &LowerOptions::default()).unwrap();
+/// assert_eq!(body.max_tokens, 4096);
+/// assert_eq!(body.messages[0].content, Content::Text("Hi".into()));
+/// assert_eq!(body.extra["stop_sequences"], serde_json::json!(["END"]));
+/// ```
+pub fn lower_request(request: &ChatRequest, options: &LowerOptions) -> Result<Request, Error> {
     let chat = &request.options;
-    if let Some(model) = &chat.model {
-        body.insert("model".into(), model.clone().into());
-    }
-    body.insert(
-        "max_tokens".into(),
-        chat.max_tokens.unwrap_or(options.max_tokens).into(),
-    );
     let mut history = History::new(options);
     history.lower(&request.messages)?;
-    match history.system.len() {
-        0 => {}
-        1 => {
-            body.insert("system".into(), history.system.remove(0).into());
-        }
-        _ => {
-            let blocks = history.system.into_iter().map(text_block);
-            body.insert("system".into(), blocks.collect::<Vec<_>>().into());
-        }
-    }
-    body.insert("messages".into(), history.out.into());
-    if !chat.tools.is_empty() {
-        let tools = chat.tools.iter().map(lower_tool);
-        body.insert("tools".into(), tools.collect::<Vec<_>>().into());
-    }
-    if let Some(choice) = &chat.tool_choice {
-        body.insert("tool_choice".into(), lower_tool_choice(choice));
-    }
-    if let Some(temperature) = chat.temperature {
-        body.insert("temperature".into(), temperature.into());
-    }
-    if chat.stream {
-        body.insert("stream".into(), true.into());
-    }
+    let system = match history.system.len() {
+        0 => None,
+        1 => Some(Content::Text(history.system.remove(0))),
+        _ => Some(Content::Blocks(
+            history.system.into_iter().map(text_block).collect(),
+        )),
+    };
+    let mut extra = Map::new();
     for (key, value) in &chat.extra {
         match (key.as_str(), value) {
             ("stop", Value::String(stop)) => {
-                body.insert("stop_sequences".into(), json!([stop]));
+                extra.insert("stop_sequences".into(), vec![stop.clone()].into());
             }
             ("stop", stops) => {
-                body.insert("stop_sequences".into(), stops.clone());
+                extra.insert("stop_sequences".into(), stops.clone());
             }
             _ => {
-                body.insert(key.clone(), value.clone());
+                extra.insert(key.clone(), value.clone());
             }
         }
     }
-    Ok(Value::Object(body))
+    Ok(Request {
+        model: chat.model.clone(),
+        max_tokens: chat.max_tokens.unwrap_or(options.max_tokens),
+        system,
+        messages: history.out,
+        tools: chat.tools.iter().map(lower_tool).collect(),
+        tool_choice: chat.tool_choice.as_ref().map(lower_tool_choice),
+        temperature: chat.temperature,
+        stream: chat.stream,
+        extra,
+        ..Request::default()
+    })
 }
 
-fn lower_tool(tool: &ToolSpec) -> Value {
-    let mut out = Map::new();
-    out.insert("name".into(), tool.name.clone().into());
-    if !tool.description.is_empty() {
-        out.insert("description".into(), tool.description.clone().into());
+fn lower_tool(tool: &ToolSpec) -> Tool {
+    Tool {
+        kind: None,
+        name: tool.name.clone(),
+        description: Some(tool.description.clone()).filter(|text| !text.is_empty()),
+        input_schema: Some(tool.parameters.clone()),
+        extra: Map::new(),
     }
-    out.insert("input_schema".into(), tool.parameters.clone());
-    Value::Object(out)
 }
 
-fn lower_tool_choice(choice: &ToolChoice) -> Value {
+fn lower_tool_choice(choice: &ToolChoice) -> WireChoice {
     match choice {
-        ToolChoice::Auto => json!({"type": "auto"}),
-        ToolChoice::None => json!({"type": "none"}),
-        ToolChoice::Required => json!({"type": "any"}),
-        ToolChoice::Tool(name) => json!({"type": "tool", "name": name}),
+        ToolChoice::Auto => WireChoice::Auto {
+            disable_parallel_tool_use: None,
+        },
+        ToolChoice::None => WireChoice::None,
+        ToolChoice::Required => WireChoice::Any {
+            disable_parallel_tool_use: None,
+        },
+        ToolChoice::Tool(name) => WireChoice::Tool {
+            name: name.clone(),
+            disable_parallel_tool_use: None,
+        },
     }
 }
 
-fn text_block(text: impl Into<String>) -> Value {
-    json!({"type": "text", "text": text.into()})
+fn text_block(text: impl Into<String>) -> Block {
+    Block::Text(TextBlock::new(text))
 }
 
 /// The walk over the history.
 struct History<'a> {
     options: &'a LowerOptions,
     system: Vec<String>,
-    out: Vec<Value>,
+    out: Vec<InputMessage>,
     /// The message whose content blocks are being gathered: an assistant
     /// turn, or a run of tool results (role `user`).
-    open: Option<(Role, Vec<Value>)>,
+    open: Option<(WireRole, Vec<Block>)>,
     /// Files of the current run of tool results, for the user message that
     /// follows it (policy `Inject`).
-    injected: Vec<Value>,
+    injected: Vec<Block>,
 }
 
 impl<'a> History<'a> {
@@ -180,7 +199,7 @@ impl<'a> History<'a> {
 
     /// Appends a block to the open message of `role`, opening one (and closing
     /// any other) when needed.
-    fn block(&mut self, role: Role, block: Value) {
+    fn block(&mut self, role: WireRole, block: Block) {
         match &mut self.open {
             Some((open, blocks)) if *open == role => blocks.push(block),
             _ => {
@@ -190,24 +209,34 @@ impl<'a> History<'a> {
         }
     }
 
+    /// Writes a user message, closing what is open.
+    fn user(&mut self, content: Content<Block>) {
+        self.close();
+        self.out.push(InputMessage {
+            role: WireRole::User,
+            content,
+        });
+    }
+
     /// Writes the open message, then the injected files.
     fn close(&mut self) {
         if let Some((role, blocks)) = self.open.take() {
-            let role = if role == Role::Assistant {
-                "assistant"
-            } else {
-                "user"
-            };
-            self.out.push(json!({"role": role, "content": blocks}));
+            self.out.push(InputMessage {
+                role,
+                content: Content::Blocks(blocks),
+            });
         }
         if !self.injected.is_empty() {
             let files = std::mem::take(&mut self.injected);
-            self.out.push(json!({"role": "user", "content": files}));
+            self.out.push(InputMessage {
+                role: WireRole::User,
+                content: Content::Blocks(files),
+            });
         }
     }
 
     /// A result's block; under `Inject`, its files go to `files`.
-    fn tool_result(&self, result: &ToolResult, files: &mut Vec<Value>) -> Result<Value, Error> {
+    fn tool_result(&self, result: &ToolResult, files: &mut Vec<Block>) -> Result<Block, Error> {
         if self.options.tool_result_media != ToolResultMedia::Reject {
             refuse_audio(&result.content, || {
                 format!(
@@ -222,8 +251,8 @@ impl<'a> History<'a> {
             .any(|block| block.as_media().is_some());
         let content = if !has_media {
             match result.content.as_slice() {
-                [ContentBlock::Text { text }] => Value::String(text.clone()),
-                blocks => Value::Array(
+                [ContentBlock::Text { text }] => Content::Text(text.clone()),
+                blocks => Content::Blocks(
                     blocks
                         .iter()
                         .filter_map(ContentBlock::as_text)
@@ -235,7 +264,7 @@ impl<'a> History<'a> {
             match self.options.tool_result_media {
                 ToolResultMedia::Native => {
                     let blocks = result.content.iter().map(content_block);
-                    Value::Array(blocks.collect::<Result<_, _>>()?)
+                    Content::Blocks(blocks.collect::<Result<_, _>>()?)
                 }
                 ToolResultMedia::Reject => return Err(media::rejected(PROVIDER, result)),
                 ToolResultMedia::Inject => {
@@ -247,19 +276,16 @@ impl<'a> History<'a> {
                     for block in media {
                         files.push(content_block(block)?);
                     }
-                    Value::String(media::text_with_note(result))
+                    Content::Text(media::text_with_note(result))
                 }
             }
         };
-        let mut block = json!({
-            "type": "tool_result",
-            "tool_use_id": result.call_id,
-            "content": content,
-        });
-        if result.is_error {
-            block["is_error"] = true.into();
-        }
-        Ok(block)
+        Ok(Block::ToolResult(ToolResultBlock {
+            tool_use_id: result.call_id.clone(),
+            content: Some(content),
+            is_error: result.is_error,
+            extra: Map::new(),
+        }))
     }
 }
 
@@ -267,15 +293,13 @@ impl<'a> LowerHistory for History<'a> {
     fn text(&mut self, message: &TextMessage) -> Result<(), Error> {
         match message.role {
             Role::System => self.system.push(message.text.clone()),
-            Role::User => {
-                self.close();
-                self.out
-                    .push(json!({"role": "user", "content": message.text}));
-            }
+            Role::User => self.user(Content::Text(message.text.clone())),
             Role::Assistant => match message.metadata.get(BLOCK_KEY) {
-                Some(block @ Value::Object(_)) => self.block(Role::Assistant, block.clone()),
+                Some(Value::Object(block)) => {
+                    self.block(WireRole::Assistant, Block::Other(block.clone()))
+                }
                 _ if message.text.is_empty() => {} // the API refuses empty text blocks
-                _ => self.block(Role::Assistant, text_block(&message.text)),
+                _ => self.block(WireRole::Assistant, text_block(&message.text)),
             },
             Role::Tool => return Err(history::tool_role(PROVIDER, "text")),
         }
@@ -291,8 +315,7 @@ impl<'a> LowerHistory for History<'a> {
                     .iter()
                     .map(content_block)
                     .collect::<Result<Vec<_>, _>>()?;
-                self.close();
-                self.out.push(json!({"role": "user", "content": blocks}));
+                self.user(Content::Blocks(blocks));
             }
             Role::System | Role::Assistant => {
                 let mut text = String::new();
@@ -314,7 +337,7 @@ impl<'a> LowerHistory for History<'a> {
                 if message.role == Role::System {
                     self.system.push(text);
                 } else if !text.is_empty() {
-                    self.block(Role::Assistant, text_block(text));
+                    self.block(WireRole::Assistant, text_block(text));
                 }
             }
             Role::Tool => return Err(history::tool_role(PROVIDER, "multimodal")),
@@ -325,20 +348,25 @@ impl<'a> LowerHistory for History<'a> {
     /// Thinking goes back unchanged with its signature; reasoning without one
     /// (from another provider) cannot be verified by the API and is left out.
     fn reasoning(&mut self, message: &ReasoningMessage) {
-        let Some(signature) = &message.signature else {
-            return;
-        };
-        let block = if message.redacted {
-            json!({"type": "redacted_thinking", "data": signature})
-        } else {
-            json!({"type": "thinking", "thinking": message.text, "signature": signature})
-        };
-        self.block(Role::Assistant, block);
+        if let Some(block) = reasoning_block(message) {
+            self.block(WireRole::Assistant, block);
+        }
     }
 
     fn calls(&mut self, calls: &[ToolCall]) {
         for call in calls {
-            self.block(Role::Assistant, lower_call(call));
+            let input = match &call.arguments {
+                Value::Object(_) => call.arguments.clone(),
+                _ => Value::Object(Map::new()),
+            };
+            let block = call_block(
+                call.id.clone(),
+                call.name.clone(),
+                call.provider_executed,
+                &call.metadata,
+                input,
+            );
+            self.block(WireRole::Assistant, block);
         }
     }
 
@@ -346,7 +374,7 @@ impl<'a> LowerHistory for History<'a> {
         for result in results {
             let mut files = Vec::new();
             let block = self.tool_result(result, &mut files)?;
-            self.block(Role::User, block);
+            self.block(WireRole::User, block);
             // After the block: opening the results message closes the turn
             // before it, and the files wait for the results message to close.
             self.injected.extend(files);
@@ -355,30 +383,61 @@ impl<'a> LowerHistory for History<'a> {
     }
 }
 
-/// A call as its block: the fields lifting kept (under [`BLOCK_KEY`]), then
-/// `id`, `name` and `input`. Arguments that are not an object (a call that
-/// could not be read) go as `{}`: `input` must be an object.
-fn lower_call(call: &ToolCall) -> Value {
-    let mut block = match call.metadata.get(BLOCK_KEY) {
+/// A reasoning message as its block: `thinking` with its signature, or
+/// `redacted_thinking`; `None` without a signature (the API could not verify
+/// it).
+pub(crate) fn reasoning_block(message: &ReasoningMessage) -> Option<Block> {
+    let signature = message.signature.clone()?;
+    Some(if message.redacted {
+        Block::RedactedThinking(RedactedThinkingBlock {
+            data: signature,
+            extra: Map::new(),
+        })
+    } else {
+        Block::Thinking(ThinkingBlock {
+            thinking: message.text.clone(),
+            signature,
+            extra: Map::new(),
+        })
+    })
+}
+
+/// A call as its block, for lowering and for the server's replies: `tool_use`
+/// (`server_tool_use` when the provider ran it), with the fields lifting kept
+/// under [`BLOCK_KEY`] in `metadata` (its type, `caller`) sent back as they
+/// came. A block of a type other than `tool_use` is [`Block::Other`].
+pub(crate) fn call_block(
+    id: String,
+    name: String,
+    provider_executed: bool,
+    metadata: &Metadata,
+    input: Value,
+) -> Block {
+    let mut fields = match metadata.get(BLOCK_KEY) {
         Some(Value::Object(fields)) => fields.clone(),
         _ => Map::new(),
     };
-    if !block.contains_key("type") {
-        let kind = if call.provider_executed {
-            "server_tool_use"
-        } else {
-            "tool_use"
-        };
-        block.insert("type".into(), kind.into());
-    }
-    let input = match &call.arguments {
-        Value::Object(_) => call.arguments.clone(),
-        _ => json!({}),
+    let kind = match fields.get("type") {
+        Some(Value::String(kind)) => kind.as_str(),
+        _ if provider_executed => "server_tool_use",
+        _ => "tool_use",
     };
-    block.insert("id".into(), call.id.clone().into());
-    block.insert("name".into(), call.name.clone().into());
-    block.insert("input".into(), input);
-    Value::Object(block)
+    if kind == "tool_use" {
+        fields.shift_remove("type");
+        return Block::ToolUse(ToolUseBlock {
+            id,
+            name,
+            input,
+            extra: fields,
+        });
+    }
+    if !fields.contains_key("type") {
+        fields.insert("type".into(), kind.into());
+    }
+    fields.insert("id".into(), id.into());
+    fields.insert("name".into(), name.into());
+    fields.insert("input".into(), input);
+    Block::Other(fields)
 }
 
 /// Refuses audio in `content`, which the Messages API cannot take (it has no
@@ -404,27 +463,31 @@ fn no_audio(holder: &str, audio: &ContentBlock) -> Error {
 
 /// A block as the Messages API writes it. Audio, which it cannot take, is an
 /// error; callers refuse it first with [`refuse_audio`], which says where it was.
-fn content_block(block: &ContentBlock) -> Result<Value, Error> {
+fn content_block(block: &ContentBlock) -> Result<Block, Error> {
+    let media = |media: &Media, title: Option<String>| -> Result<MediaBlock, Error> {
+        Ok(MediaBlock {
+            source: source(media)?,
+            title,
+            extra: Map::new(),
+        })
+    };
     Ok(match block {
         ContentBlock::Text { text } => text_block(text),
-        ContentBlock::Image(media) => json!({"type": "image", "source": source(media)?}),
-        ContentBlock::Document(media) => {
-            let mut document = json!({"type": "document", "source": source(media)?});
-            if let Some(name) = &media.name {
-                document["title"] = name.clone().into();
-            }
-            document
+        ContentBlock::Image(image) => Block::Image(media(image, None)?),
+        ContentBlock::Document(document) => {
+            Block::Document(media(document, document.name.clone())?)
         }
         ContentBlock::Audio(_) => return Err(no_audio("a content block", block)),
     })
 }
 
-fn source(media: &Media) -> Result<Value, Error> {
+fn source(media: &Media) -> Result<Source, Error> {
     Ok(match &media.source {
-        MediaSource::Base64 { media_type, data } => {
-            json!({"type": "base64", "media_type": media_type, "data": &**data})
-        }
-        MediaSource::Url { url, .. } => json!({"type": "url", "url": url}),
+        MediaSource::Base64 { media_type, data } => Source::Base64 {
+            media_type: media_type.clone(),
+            data: data.clone(),
+        },
+        MediaSource::Url { url, .. } => Source::Url { url: url.clone() },
         MediaSource::Ref { reference, .. } => return Err(media::unresolved(PROVIDER, reference)),
     })
 }

@@ -1,13 +1,20 @@
 //! Anthropic Messages (`POST {base_url}/messages`).
 //!
-//! Three parts, the first two pure:
+//! The wire is written once, as typed serde structs ([`types`]), for both
+//! directions. As a client, three parts, the first two pure:
 //!
-//! - [`lower`]: a canonical [`ChatRequest`] → the request body ([`LowerOptions`]:
-//!   the default `max_tokens`, the policy for images in tool results);
+//! - [`lower`] / [`lower_request`]: a canonical [`ChatRequest`] → the request
+//!   body ([`LowerOptions`]: the default `max_tokens`, the policy for images in
+//!   tool results);
 //! - [`Lifter`]: the response, streamed (SSE events) or whole (JSON), →
 //!   canonical events, through the same code in both modes;
 //! - [`Messages`]: the [`Wire`] that gives them to the shared [`Provider`]
 //!   service; [`Anthropic`] and [`AnthropicConfig`] name it over this wire.
+//!
+//! As a server (a gateway answering Messages clients), pure as well:
+//! [`decode_request`] (a client's body → a canonical request), [`Encoder`]
+//! (canonical events → the SSE stream or one `message` body) and
+//! [`error_body`] (an error → its status and error body); see `docs/serve.md`.
 //!
 //! ```no_run
 //! use lmstack::provider::anthropic::{Anthropic, AnthropicConfig};
@@ -29,9 +36,12 @@
 
 mod lift;
 mod lower;
+mod serve;
+pub mod types;
 
 pub use lift::{CACHE_CREATION_KEY, Lifter};
-pub use lower::{BLOCK_KEY, DEFAULT_MAX_TOKENS, LowerOptions, PROVIDER, lower};
+pub use lower::{BLOCK_KEY, DEFAULT_MAX_TOKENS, LowerOptions, PROVIDER, lower, lower_request};
+pub use serve::{Encoder, decode_request, error_body};
 
 use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;

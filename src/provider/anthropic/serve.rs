@@ -1,0 +1,903 @@
+//! The server direction of the Messages wire, pure: a client's request body →
+//! a canonical [`ChatRequest`] ([`decode_request`]), canonical events → the
+//! reply's SSE stream or JSON body ([`Encoder`]), and an [`Error`] → its
+//! status and error body ([`error_body`]). No IO, no clock: a gateway drives
+//! them.
+
+use std::collections::HashMap;
+use std::mem;
+
+use bytes::Bytes;
+use serde_json::{Map, Value};
+
+use super::CACHE_CREATION_KEY;
+use super::lower::{BLOCK_KEY, call_block, reasoning_block};
+use super::types::{
+    self, Block, Content, Delta, ErrorBody, ErrorObject, MediaBlock, MessageDelta, Request,
+    Response, Role as WireRole, Source, StreamEvent, TextBlock, ThinkingBlock,
+    ToolChoice as WireChoice,
+};
+use crate::message::{
+    Event, FinishReason, Message, Metadata, ReasoningMessage, Role, ToolCall, ToolCallDelta,
+    ToolResult, Usage,
+};
+use crate::provider::sse::encode_event;
+use crate::service::{Machine, Output};
+use crate::{ChatRequest, ContentBlock, Error, Media, ToolChoice, ToolSpec};
+
+/// Reads a client's Messages request body into a canonical request: the
+/// inverse of [`lower`](super::lower).
+///
+/// - `system` (a string or text blocks) → system messages, first;
+/// - a user message's string → user text; its blocks → a `multimodal` user
+///   message (text, images, documents: `base64` and `url` sources; a `text`
+///   source becomes the document's bytes), and each run of `tool_result`
+///   blocks → one `tool_results` message (text, image and document content,
+///   `is_error`; the tool's name taken from the call it answers, empty when no
+///   earlier `tool_use` has that id);
+/// - an assistant message's string → assistant text; its blocks in order:
+///   `text` → assistant text (empty text left out), `thinking` → reasoning
+///   with its signature, `redacted_thinking` → reasoning marked `redacted`
+///   (its `data` as the signature), each run of `tool_use` blocks → one
+///   `tool_calls` message, `server_tool_use`/`mcp_tool_use` → calls marked
+///   `provider_executed`, any other block (`web_search_tool_result`…) → an
+///   empty assistant text holding the raw block under [`BLOCK_KEY`] — the
+///   forms [`Lifter`](super::Lifter) gives, so [`lower`](super::lower) sends
+///   every block back as it came (a block's fields other than `type`, `id`,
+///   `name` and `input`, such as `caller`, are kept the same way);
+/// - `tools` → [`ToolSpec`]s, `tool_choice` (`any` → required), `max_tokens`,
+///   `temperature`, `stream`, `model`; `stop_sequences` → `options.extra`'s
+///   `stop`; `top_p`, `top_k`, `metadata`, `thinking` and every field this
+///   function does not know → `options.extra`, as they came.
+///
+/// What the canonical model has no place for is dropped, and documented:
+/// per-block `cache_control` and `citations`, a tool's `cache_control`,
+/// `tool_choice.disable_parallel_tool_use`. Server tools in `tools` (a `type`
+/// other than `custom`) are refused.
+///
+/// Bad input — not JSON, a wrong type, a missing `max_tokens` or `messages`,
+/// an unknown source type, a block the role cannot hold — is
+/// [`Error::InvalidRequest`] naming the field at fault
+/// (`messages[1].content[0].source.type: unknown variant …`). Linear in the body.
+///
+/// ```
+/// use lmstack::provider::anthropic::decode_request;
+/// use lmstack::{Error, Message};
+///
+/// let request = decode_request(br#"{"model":"claude-sonnet-4-5","max_tokens":256,
+///     "system":"Be brief.","messages":[{"role":"user","content":"Hi"}],"stream":true}"#).unwrap();
+/// assert_eq!(request.messages, vec![Message::system("Be brief."), Message::user("Hi")]);
+/// assert_eq!(request.options.max_tokens, Some(256));
+/// assert!(request.options.stream);
+///
+/// let error = decode_request(br#"{"max_tokens":1,"messages":[{"role":"user","content":[
+///     {"type":"image","source":{"type":"file","file_id":"f"}}]}]}"#).unwrap_err();
+/// assert!(matches!(error, Error::InvalidRequest(_)));
+/// assert!(error.to_string().contains("messages[0].content[0].source.type: unknown variant `file`"), "{error}");
+/// ```
+pub fn decode_request(body: &[u8]) -> Result<ChatRequest, Error> {
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let request: Request =
+        serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+            Error::InvalidRequest(types::describe(error.path(), &error.inner().to_string()))
+        })?;
+    deserializer
+        .end()
+        .map_err(|error| Error::InvalidRequest(error.to_string()))?;
+    Decoder::default().request(request)
+}
+
+fn invalid(message: String) -> Error {
+    Error::InvalidRequest(message)
+}
+
+/// The walk over a decoded request.
+#[derive(Default)]
+struct Decoder {
+    messages: Vec<Message>,
+    /// The name of each call seen so far, by id, for the results.
+    names: HashMap<String, String>,
+    /// The run of calls being gathered.
+    calls: Vec<ToolCall>,
+    /// The run of results being gathered.
+    results: Vec<ToolResult>,
+    /// The user blocks being gathered.
+    content: Vec<ContentBlock>,
+}
+
+impl Decoder {
+    fn request(mut self, request: Request) -> Result<ChatRequest, Error> {
+        match request.system {
+            Some(Content::Text(text)) => self.messages.push(Message::system(text)),
+            Some(Content::Blocks(blocks)) => {
+                for (index, block) in blocks.into_iter().enumerate() {
+                    match block {
+                        Block::Text(block) => self.messages.push(Message::system(block.text)),
+                        other => {
+                            return Err(invalid(format!(
+                                "system[{index}]: the system prompt takes only text blocks, not `{}`",
+                                other.kind()
+                            )));
+                        }
+                    }
+                }
+            }
+            None => {}
+        }
+        for (at, message) in request.messages.into_iter().enumerate() {
+            match (message.role, message.content) {
+                (WireRole::User, Content::Text(text)) => self.messages.push(Message::user(text)),
+                (WireRole::Assistant, Content::Text(text)) => {
+                    self.messages.push(Message::assistant(text))
+                }
+                (WireRole::User, Content::Blocks(blocks)) => self.user(at, blocks)?,
+                (WireRole::Assistant, Content::Blocks(blocks)) => self.assistant(at, blocks)?,
+            }
+        }
+        let mut chat = ChatRequest::new(self.messages);
+        let options = &mut chat.options;
+        options.model = request.model;
+        options.max_tokens = Some(request.max_tokens);
+        options.temperature = request.temperature;
+        options.stream = request.stream;
+        for (index, tool) in request.tools.into_iter().enumerate() {
+            if let Some(kind) = tool.kind.as_deref().filter(|kind| *kind != "custom") {
+                return Err(invalid(format!(
+                    "tools[{index}]: server tools (type `{kind}`) are not supported"
+                )));
+            }
+            let Some(schema) = tool.input_schema else {
+                return Err(invalid(format!(
+                    "tools[{index}]: missing field `input_schema`"
+                )));
+            };
+            let description = tool.description.unwrap_or_default();
+            options
+                .tools
+                .push(ToolSpec::new(tool.name, description, schema));
+        }
+        options.tool_choice = request.tool_choice.map(|choice| match choice {
+            WireChoice::Auto { .. } => ToolChoice::Auto,
+            WireChoice::Any { .. } => ToolChoice::Required,
+            WireChoice::None => ToolChoice::None,
+            WireChoice::Tool { name, .. } => ToolChoice::Tool(name),
+        });
+        let typed = [
+            ("stop", request.stop_sequences.map(Value::from)),
+            ("top_p", request.top_p.map(Value::from)),
+            ("top_k", request.top_k.map(Value::from)),
+            ("metadata", request.metadata.map(to_value)),
+            ("thinking", request.thinking.map(to_value)),
+        ];
+        for (key, value) in typed {
+            if let Some(value) = value {
+                options.extra.insert(key.into(), value);
+            }
+        }
+        options.extra.extend(request.extra);
+        Ok(chat)
+    }
+
+    /// A user message's blocks: content, and runs of tool results.
+    fn user(&mut self, at: usize, blocks: Vec<Block>) -> Result<(), Error> {
+        for (index, block) in blocks.into_iter().enumerate() {
+            match block {
+                Block::ToolResult(result) => {
+                    self.flush_content();
+                    let path = || format!("messages[{at}].content[{index}].content");
+                    let content = match result.content {
+                        None => Vec::new(),
+                        Some(Content::Text(text)) => vec![ContentBlock::text(text)],
+                        Some(Content::Blocks(blocks)) => blocks
+                            .into_iter()
+                            .enumerate()
+                            .map(|(inner, block)| {
+                                content_block(block, || format!("{}[{inner}]", path()))
+                            })
+                            .collect::<Result<_, _>>()?,
+                    };
+                    let name = self.names.get(&result.tool_use_id).cloned();
+                    let mut decoded =
+                        ToolResult::new(result.tool_use_id, name.unwrap_or_default(), content);
+                    decoded.is_error = result.is_error;
+                    self.results.push(decoded);
+                }
+                block => {
+                    self.flush_results();
+                    let block =
+                        content_block(block, || format!("messages[{at}].content[{index}]"))?;
+                    self.content.push(block);
+                }
+            }
+        }
+        self.flush_results();
+        self.flush_content();
+        Ok(())
+    }
+
+    /// An assistant message's blocks, in order.
+    fn assistant(&mut self, at: usize, blocks: Vec<Block>) -> Result<(), Error> {
+        for (index, block) in blocks.into_iter().enumerate() {
+            let message = match block {
+                Block::ToolUse(call) => {
+                    let mut metadata = Metadata::new();
+                    if !call.extra.is_empty() {
+                        let mut fields = call.extra;
+                        fields.insert("type".into(), "tool_use".into());
+                        metadata.insert(BLOCK_KEY, Value::Object(fields));
+                    }
+                    self.call(call.id, call.name, call.input, false, metadata);
+                    continue;
+                }
+                Block::Other(mut fields)
+                    if matches!(
+                        fields.get("type").and_then(Value::as_str),
+                        Some("server_tool_use" | "mcp_tool_use")
+                    ) =>
+                {
+                    let mut take = |key: &str| match fields.remove(key) {
+                        Some(Value::String(text)) => text,
+                        _ => String::new(),
+                    };
+                    let (id, name) = (take("id"), take("name"));
+                    let input = fields.remove("input").unwrap_or(Value::Object(Map::new()));
+                    let mut metadata = Metadata::new();
+                    metadata.insert(BLOCK_KEY, Value::Object(fields));
+                    self.call(id, name, input, true, metadata);
+                    continue;
+                }
+                Block::Other(fields) => {
+                    let mut metadata = Metadata::new();
+                    metadata.insert(BLOCK_KEY, Value::Object(fields));
+                    Message::assistant("").with_metadata(metadata)
+                }
+                Block::Text(text) if text.text.is_empty() => continue,
+                Block::Text(text) => Message::assistant(text.text),
+                Block::Thinking(thinking) => Message::Reasoning(ReasoningMessage {
+                    text: thinking.thinking,
+                    signature: Some(thinking.signature).filter(|s| !s.is_empty()),
+                    redacted: false,
+                    metadata: Metadata::new(),
+                }),
+                Block::RedactedThinking(redacted) => Message::Reasoning(ReasoningMessage {
+                    text: String::new(),
+                    signature: Some(redacted.data),
+                    redacted: true,
+                    metadata: Metadata::new(),
+                }),
+                other => {
+                    return Err(invalid(format!(
+                        "messages[{at}].content[{index}]: an assistant message cannot hold a `{}` block",
+                        other.kind()
+                    )));
+                }
+            };
+            self.flush_calls();
+            self.messages.push(message);
+        }
+        self.flush_calls();
+        Ok(())
+    }
+
+    fn call(&mut self, id: String, name: String, input: Value, server: bool, metadata: Metadata) {
+        self.names.insert(id.clone(), name.clone());
+        let mut call = ToolCall::new(id, name, input);
+        call.provider_executed = server;
+        call.metadata = metadata;
+        self.calls.push(call);
+    }
+
+    fn flush_calls(&mut self) {
+        if !self.calls.is_empty() {
+            let calls = mem::take(&mut self.calls);
+            self.messages.push(Message::tool_calls(calls));
+        }
+    }
+
+    fn flush_results(&mut self) {
+        if !self.results.is_empty() {
+            let results = mem::take(&mut self.results);
+            self.messages.push(Message::tool_results(results));
+        }
+    }
+
+    fn flush_content(&mut self) {
+        if !self.content.is_empty() {
+            let content = mem::take(&mut self.content);
+            self.messages.push(Message::multimodal(Role::User, content));
+        }
+    }
+}
+
+fn to_value(value: impl serde::Serialize) -> Value {
+    // These types are maps with string keys: writing them cannot fail.
+    serde_json::to_value(value).unwrap_or_default()
+}
+
+/// A user content block (text, image, document) as the canonical one; `path`
+/// names it for the error when it is another kind.
+fn content_block(block: Block, path: impl FnOnce() -> String) -> Result<ContentBlock, Error> {
+    let media = |block: MediaBlock| {
+        let media = match block.source {
+            Source::Base64 { media_type, data } => Media::base64(media_type, data),
+            Source::Url { url } => Media::url(url),
+            Source::Text { media_type, data } => Media::from_bytes(media_type, data.as_bytes()),
+        };
+        match block.title {
+            Some(title) => media.with_name(title),
+            None => media,
+        }
+    };
+    Ok(match block {
+        Block::Text(text) => ContentBlock::text(text.text),
+        Block::Image(image) => ContentBlock::Image(media(image)),
+        Block::Document(document) => ContentBlock::Document(media(document)),
+        other => {
+            return Err(invalid(format!(
+                "{}: a `{}` block cannot stand here (only text, image and document)",
+                path(),
+                other.kind()
+            )));
+        }
+    })
+}
+
+/// The status and the Messages error body for `error`: the status is
+/// [`Error::http_status`], the error type follows it (`invalid_request_error`
+/// for 400 and 422, `authentication_error` 401, `permission_error` 403,
+/// `not_found_error` 404, `request_too_large` 413, `rate_limit_error` 429,
+/// `overloaded_error` 503 and 529, `timeout_error` 504, `api_error` for the
+/// rest), the message is the error's text.
+///
+/// ```
+/// use lmstack::Error;
+/// use lmstack::provider::anthropic::error_body;
+/// use serde_json::json;
+///
+/// let (status, body) = error_body(&Error::InvalidRequest("messages: missing field".into()));
+/// assert_eq!(status, 400);
+/// assert_eq!(body, json!({"type": "error", "error": {
+///     "type": "invalid_request_error", "message": "invalid request: messages: missing field"}}));
+/// ```
+pub fn error_body(error: &Error) -> (u16, Value) {
+    let status = error.http_status();
+    (status, to_value(error_object(status, error)))
+}
+
+fn error_object(status: u16, error: &Error) -> ErrorBody {
+    let kind = match status {
+        400 | 422 => "invalid_request_error",
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        503 | 529 => "overloaded_error",
+        504 => "timeout_error",
+        _ => "api_error",
+    };
+    ErrorBody {
+        kind: "error".into(),
+        error: ErrorObject {
+            kind: kind.into(),
+            message: error.to_string(),
+        },
+        extra: Map::new(),
+    }
+}
+
+/// Encodes a reply's canonical events as a Messages response: the SSE stream
+/// (`message_start`, then each content block's `content_block_start`, deltas
+/// and `content_block_stop`, then `message_delta` and `message_stop`) in
+/// streaming mode, or one `message` JSON body in non-streaming mode — from the
+/// same code: the events become [`StreamEvent`]s, written as SSE frames or
+/// folded into one [`Response`].
+///
+/// A pure [`Machine`]: a reply's items in — `Ok` events, or the `Err` that
+/// ends a failed reply — bytes out (in streaming mode, the frames of each event
+/// as they come; in non-streaming mode, the body at
+/// [`finish`](Machine::finish)). A gateway runs it with
+/// [`MachineStream`](crate::service::MachineStream) over the reply's items,
+/// each wrapped in `Ok` (`reply.map(Ok)`), so that the error is encoded rather
+/// than ending the body. The message id and the model name are the caller's:
+/// no clock and no randomness inside. Streaming mode holds at most the frames
+/// of one item; non-streaming mode holds the message until the end, as large
+/// as the reply (which the stack below bounds: a provider's body limit).
+///
+/// - text, reasoning and tool-call deltas open and close blocks in order, with
+///   indexes from 0: a text block (`text_delta`), a thinking block
+///   (`thinking_delta`, `signature_delta`; a delta with text after a signature
+///   opens the next block, as the [`Joiner`](crate::Joiner) reads it), a
+///   `tool_use` block per call (`server_tool_use` when the provider ran it;
+///   the arguments streamed as `input_json_delta`);
+/// - whole messages (from non-streaming stages) become whole blocks: assistant
+///   text, reasoning (`redacted_thinking` when redacted), calls; an assistant
+///   text holding a raw block under [`BLOCK_KEY`] is that block. User and
+///   system messages, media of an assistant message, and the `tool_results`
+///   and `tool_aggregate` messages of a gateway's own tool loop are not part
+///   of a Messages response and are skipped: only the model's content reaches
+///   the client;
+/// - usage events add up (a tool loop's rounds) into `message_delta`'s usage
+///   (`message_start` carries zeros: the counts come at the end); canonical
+///   input tokens count the cache, so the wire's `input_tokens` is what is
+///   left when the cache reads and writes are taken off;
+/// - the last finish gives `stop_reason`: stop → `end_turn`, length →
+///   `max_tokens`, tool calls → `tool_use`, refusal and content filter →
+///   `refusal`, others verbatim (`pause_turn`, `stop_sequence`); without one,
+///   `tool_use` when the reply called tools, else `end_turn`;
+/// - an `Err` ends the reply: an `event: error` frame after what was sent in
+///   streaming mode (no `message_stop`), the error body in place of the
+///   message in non-streaming mode; nothing is written after it, and
+///   [`status`](Encoder::status) gives the status to answer with.
+///
+/// ```
+/// use lmstack::provider::anthropic::Encoder;
+/// use lmstack::service::{Machine, Output};
+/// use lmstack::{Event, FinishReason};
+///
+/// let mut encoder = Encoder::new("msg_1", "claude-sonnet-4-5", true);
+/// let mut out = Output::new();
+/// for event in [Event::text("Hi"), Event::finish(FinishReason::Stop)] {
+///     encoder.push(Ok(event), &mut out).unwrap();
+/// }
+/// encoder.finish(&mut out).unwrap();
+/// let sse: Vec<u8> = out.drain().flat_map(|bytes| bytes.to_vec()).collect();
+/// let sse = String::from_utf8(sse).unwrap();
+/// assert!(sse.starts_with("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\""));
+/// assert!(sse.contains("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n"));
+/// assert!(sse.contains("\"stop_reason\":\"end_turn\""));
+/// assert!(sse.ends_with("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"));
+///
+/// let mut whole = Encoder::new("msg_1", "claude-sonnet-4-5", false);
+/// whole.push(Ok(Event::text("Hi")), &mut out).unwrap();
+/// whole.finish(&mut out).unwrap();
+/// let body: serde_json::Value = serde_json::from_slice(&out.pop().unwrap()).unwrap();
+/// assert_eq!(body["content"], serde_json::json!([{"type": "text", "text": "Hi"}]));
+/// ```
+#[derive(Debug)]
+pub struct Encoder {
+    sink: Sink,
+    id: String,
+    model: String,
+    started: bool,
+    done: bool,
+    /// The index the next block takes.
+    next_index: u32,
+    open: Option<Open>,
+    /// Whether a call was written (for the default stop reason).
+    called: bool,
+    usage: Option<Usage>,
+    finish: Option<FinishReason>,
+    status: u16,
+}
+
+#[derive(Debug)]
+enum Sink {
+    /// SSE frames, gathered for one push.
+    Sse(Vec<u8>),
+    /// The whole message, and the open call's input text.
+    Whole(Box<Response>, String),
+}
+
+/// The block open, and what decides whether a delta continues it.
+#[derive(Debug)]
+enum Open {
+    /// A block given whole at its start (redacted thinking, a server block).
+    Whole,
+    Text,
+    Thinking {
+        signed: bool,
+    },
+    Call {
+        index: u32,
+        id: Option<String>,
+    },
+}
+
+impl Encoder {
+    /// An encoder for the reply to one request: `stream` picks SSE (`true`)
+    /// or one JSON body; `id` (`msg_…`) and `model` are written in the message.
+    ///
+    /// ```
+    /// use lmstack::provider::anthropic::Encoder;
+    /// use lmstack::service::{Machine, Output};
+    ///
+    /// let mut encoder = Encoder::new("msg_1", "claude-sonnet-4-5", false);
+    /// let mut out = Output::new();
+    /// encoder.finish(&mut out).unwrap();
+    /// let body: serde_json::Value = serde_json::from_slice(&out.pop().unwrap()).unwrap();
+    /// assert_eq!((body["id"].as_str(), body["stop_reason"].as_str()), (Some("msg_1"), Some("end_turn")));
+    /// ```
+    pub fn new(id: impl Into<String>, model: impl Into<String>, stream: bool) -> Self {
+        let sink = if stream {
+            Sink::Sse(Vec::new())
+        } else {
+            Sink::Whole(Box::new(Response::new("", "")), String::new())
+        };
+        Encoder {
+            sink,
+            id: id.into(),
+            model: model.into(),
+            started: false,
+            done: false,
+            next_index: 0,
+            open: None,
+            called: false,
+            usage: None,
+            finish: None,
+            status: 200,
+        }
+    }
+
+    /// The reply's `Content-Type`: `text/event-stream` or `application/json`.
+    ///
+    /// ```
+    /// use lmstack::provider::anthropic::Encoder;
+    /// assert_eq!(Encoder::new("msg_1", "m", true).content_type(), "text/event-stream");
+    /// assert_eq!(Encoder::new("msg_1", "m", false).content_type(), "application/json");
+    /// ```
+    pub fn content_type(&self) -> &'static str {
+        match self.sink {
+            Sink::Sse(_) => "text/event-stream",
+            Sink::Whole(..) => "application/json",
+        }
+    }
+
+    /// The HTTP status for the reply: 200, or once an error was encoded,
+    /// [`error_body`]'s status for it. A gateway that waits for the first
+    /// bytes before it sends the headers answers an error that came first
+    /// with its own status.
+    ///
+    /// ```
+    /// use lmstack::provider::anthropic::Encoder;
+    /// use lmstack::service::{Machine, Output};
+    /// use lmstack::{Error, Event};
+    ///
+    /// let mut encoder = Encoder::new("msg_1", "m", true);
+    /// let mut out = Output::new();
+    /// encoder.push(Ok(Event::text("Hi")), &mut out).unwrap();
+    /// assert_eq!(encoder.status(), 200);
+    /// encoder.push(Err(Error::stage("upstream", "broke")), &mut out).unwrap();
+    /// encoder.finish(&mut out).unwrap();
+    /// assert_eq!(encoder.status(), 500);
+    /// let sse: Vec<u8> = out.drain().flat_map(|bytes| bytes.to_vec()).collect();
+    /// let sse = String::from_utf8(sse).unwrap();
+    /// assert!(sse.ends_with("event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"upstream: broke\"}}\n\n"));
+    /// assert!(!sse.contains("message_stop"));
+    /// ```
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// Ends a reply that failed with `error` (see the type's docs).
+    fn fail(&mut self, error: &Error, out: &mut Output<Bytes>) {
+        self.done = true;
+        self.status = error.http_status();
+        let body = error_object(self.status, error);
+        match &mut self.sink {
+            Sink::Sse(frames) => {
+                let event = StreamEvent::Error { error: body.error };
+                encode_event(frames, Some(event.name()), &json(&event));
+            }
+            Sink::Whole(..) => out.push(Bytes::from(json(&body))),
+        }
+        self.flush(out);
+    }
+
+    /// Writes one wire event: an SSE frame, or a change to the whole message.
+    fn emit(&mut self, event: StreamEvent) {
+        match &mut self.sink {
+            Sink::Sse(frames) => encode_event(frames, Some(event.name()), &json(&event)),
+            Sink::Whole(message, input) => fold(message, input, event),
+        }
+    }
+
+    /// Hands out the frames gathered (streaming mode).
+    fn flush(&mut self, out: &mut Output<Bytes>) {
+        if let Sink::Sse(frames) = &mut self.sink
+            && !frames.is_empty()
+        {
+            out.push(Bytes::from(mem::take(frames)));
+        }
+    }
+
+    fn start(&mut self) {
+        if !self.started {
+            self.started = true;
+            let message = Response::new(self.id.clone(), self.model.clone());
+            self.emit(StreamEvent::MessageStart { message });
+        }
+    }
+
+    fn open_block(&mut self, block: Block, open: Open) {
+        self.close();
+        let index = self.next_index;
+        self.next_index = self.next_index.saturating_add(1);
+        self.emit(StreamEvent::ContentBlockStart {
+            index,
+            content_block: block,
+        });
+        self.open = Some(open);
+    }
+
+    fn close(&mut self) {
+        if self.open.take().is_some() {
+            let index = self.next_index - 1;
+            self.emit(StreamEvent::ContentBlockStop { index });
+        }
+    }
+
+    fn delta(&mut self, delta: Delta) {
+        let index = self.next_index - 1;
+        self.emit(StreamEvent::ContentBlockDelta { index, delta });
+    }
+
+    fn text(&mut self, text: String) {
+        if text.is_empty() {
+            return;
+        }
+        if !matches!(self.open, Some(Open::Text)) {
+            self.open_block(Block::Text(TextBlock::new("")), Open::Text);
+        }
+        self.delta(Delta::TextDelta { text });
+    }
+
+    fn reasoning(&mut self, text: String, signature: Option<String>) {
+        let signature = signature.filter(|signature| !signature.is_empty());
+        if text.is_empty() && signature.is_none() {
+            return;
+        }
+        let continues =
+            matches!(self.open, Some(Open::Thinking { signed }) if !signed || text.is_empty());
+        if !continues {
+            let block = Block::Thinking(ThinkingBlock {
+                thinking: String::new(),
+                signature: String::new(),
+                extra: Map::new(),
+            });
+            self.open_block(block, Open::Thinking { signed: false });
+        }
+        if !text.is_empty() {
+            self.delta(Delta::ThinkingDelta { thinking: text });
+        }
+        if let Some(signature) = signature {
+            self.delta(Delta::SignatureDelta { signature });
+            self.open = Some(Open::Thinking { signed: true });
+        }
+    }
+
+    fn call(&mut self, delta: ToolCallDelta) {
+        let continues = matches!(&self.open, Some(Open::Call { index, id })
+            if *index == delta.index && (delta.id().is_none() || delta.id() == id.as_deref()));
+        if !continues {
+            let id = delta.id().map(str::to_owned);
+            let block = call_block(
+                id.clone().unwrap_or_default(),
+                delta.name().unwrap_or_default().to_owned(),
+                delta.provider_executed(),
+                &delta.metadata,
+                Value::Object(Map::new()),
+            );
+            self.open_block(
+                block,
+                Open::Call {
+                    index: delta.index,
+                    id,
+                },
+            );
+            self.called = true;
+        }
+        if !delta.arguments_delta.is_empty() {
+            self.delta(Delta::InputJsonDelta {
+                partial_json: delta.arguments_delta,
+            });
+        }
+    }
+
+    fn message(&mut self, message: Message) {
+        self.close();
+        match message {
+            Message::Text(text) if text.role == Role::Assistant => {
+                match text.metadata.get(BLOCK_KEY) {
+                    Some(Value::Object(block)) => {
+                        self.open_block(Block::Other(block.clone()), Open::Whole)
+                    }
+                    _ => self.text(text.text),
+                }
+            }
+            Message::Multimodal(multimodal) if multimodal.role == Role::Assistant => {
+                let text = multimodal.content.iter().filter_map(ContentBlock::as_text);
+                self.text(text.collect());
+            }
+            Message::Reasoning(reasoning) if reasoning.redacted => {
+                if let Some(block) = reasoning_block(&reasoning) {
+                    self.open_block(block, Open::Whole);
+                }
+            }
+            Message::Reasoning(reasoning) => self.reasoning(reasoning.text, reasoning.signature),
+            Message::ToolCalls(calls) => {
+                for call in calls.calls {
+                    let mut start = ToolCallDelta::start(0, call.id, call.name);
+                    start.details_mut().provider_executed = call.provider_executed;
+                    start.metadata = call.metadata;
+                    start.arguments_delta = call.arguments.to_string();
+                    self.call(start);
+                    self.close(); // each call is a block of its own
+                }
+            }
+            Message::Usage(usage) => self.add_usage(usage),
+            // Not part of a Messages response (see the type's docs).
+            Message::Text(_)
+            | Message::Multimodal(_)
+            | Message::ToolResults(_)
+            | Message::ToolAggregate(_) => {}
+        }
+        self.close();
+    }
+
+    fn add_usage(&mut self, usage: Usage) {
+        let Some(sum) = &mut self.usage else {
+            self.usage = Some(usage);
+            return;
+        };
+        let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+        };
+        sum.input_tokens = sum.input_tokens.saturating_add(usage.input_tokens);
+        sum.output_tokens = sum.output_tokens.saturating_add(usage.output_tokens);
+        sum.cached_input_tokens = add(sum.cached_input_tokens, usage.cached_input_tokens);
+        sum.reasoning_tokens = add(sum.reasoning_tokens, usage.reasoning_tokens);
+        let created = add(cache_creation(sum), cache_creation(&usage));
+        if let Some(created) = created {
+            sum.metadata.insert(CACHE_CREATION_KEY, created.into());
+        }
+    }
+
+    fn stop_reason(&self) -> String {
+        match &self.finish {
+            Some(FinishReason::Stop) => "end_turn".into(),
+            Some(FinishReason::Length) => "max_tokens".into(),
+            Some(FinishReason::ToolCalls) => "tool_use".into(),
+            Some(FinishReason::Refusal | FinishReason::ContentFilter) => "refusal".into(),
+            Some(FinishReason::Other(reason)) => reason.clone(),
+            None if self.called => "tool_use".into(),
+            None => "end_turn".into(),
+        }
+    }
+}
+
+fn cache_creation(usage: &Usage) -> Option<u64> {
+    usage
+        .metadata
+        .get(CACHE_CREATION_KEY)
+        .and_then(Value::as_u64)
+}
+
+/// Canonical usage as the wire's, whose `input_tokens` leaves out the cache.
+fn wire_usage(usage: Option<&Usage>) -> types::Usage {
+    let Some(usage) = usage else {
+        return types::Usage::default();
+    };
+    let read = usage.cached_input_tokens;
+    let created = cache_creation(usage);
+    let mut extra = Map::new();
+    if let Some(thinking) = usage.reasoning_tokens {
+        let details = serde_json::json!({ "thinking_tokens": thinking });
+        extra.insert("output_tokens_details".into(), details);
+    }
+    types::Usage {
+        input_tokens: usage
+            .input_tokens
+            .saturating_sub(read.unwrap_or(0))
+            .saturating_sub(created.unwrap_or(0)),
+        output_tokens: usage.output_tokens,
+        cache_creation_input_tokens: created,
+        cache_read_input_tokens: read,
+        extra,
+    }
+}
+
+fn json(value: &impl serde::Serialize) -> String {
+    // Wire types: maps with string keys, which always serialise.
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+/// Folds one wire event into the whole message (non-streaming mode): the
+/// reading of a stream every Messages client makes, here on our own events.
+fn fold(message: &mut Response, input: &mut String, event: StreamEvent) {
+    match event {
+        StreamEvent::MessageStart { message: start } => *message = start,
+        StreamEvent::ContentBlockStart { content_block, .. } => {
+            input.clear();
+            message.content.push(content_block);
+        }
+        StreamEvent::ContentBlockDelta { delta, .. } => match (message.content.last_mut(), delta) {
+            (Some(Block::Text(block)), Delta::TextDelta { text }) => block.text.push_str(&text),
+            (Some(Block::Thinking(block)), Delta::ThinkingDelta { thinking }) => {
+                block.thinking.push_str(&thinking)
+            }
+            (Some(Block::Thinking(block)), Delta::SignatureDelta { signature }) => {
+                block.signature.push_str(&signature)
+            }
+            (_, Delta::InputJsonDelta { partial_json }) => input.push_str(&partial_json),
+            _ => {}
+        },
+        StreamEvent::ContentBlockStop { .. } if !input.is_empty() => {
+            // Arguments that are not JSON (a call the model wrote badly) are
+            // kept as their text.
+            let text = mem::take(input);
+            let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+            match message.content.last_mut() {
+                Some(Block::ToolUse(call)) => call.input = value,
+                Some(Block::Other(fields)) => {
+                    fields.insert("input".into(), value);
+                }
+                _ => {}
+            }
+        }
+        StreamEvent::MessageDelta { delta, usage, .. } => {
+            message.stop_reason = delta.stop_reason;
+            message.stop_sequence = delta.stop_sequence;
+            message.usage = usage;
+        }
+        _ => {}
+    }
+}
+
+impl Machine for Encoder {
+    type In = Result<Event, Error>;
+    type Out = Bytes;
+
+    fn push(&mut self, item: Result<Event, Error>, out: &mut Output<Bytes>) -> Result<(), Error> {
+        if self.done {
+            return Ok(());
+        }
+        let event = match item {
+            Ok(event) => event,
+            Err(error) => {
+                self.fail(&error, out);
+                return Ok(());
+            }
+        };
+        self.start();
+        match event {
+            Event::TextDelta(delta) => self.text(delta.text),
+            Event::ReasoningDelta(delta) => self.reasoning(delta.text, delta.signature),
+            Event::ToolCallDelta(delta) => self.call(delta),
+            Event::Message { message } => self.message(message),
+            Event::Usage(usage) => self.add_usage(usage),
+            Event::Finish { reason } => {
+                self.close();
+                self.finish = Some(reason);
+            }
+        }
+        self.flush(out);
+        Ok(())
+    }
+
+    fn finish(&mut self, out: &mut Output<Bytes>) -> Result<(), Error> {
+        if self.done {
+            return Ok(());
+        }
+        self.done = true;
+        self.start();
+        self.close();
+        let delta = MessageDelta {
+            stop_reason: Some(self.stop_reason()),
+            ..MessageDelta::default()
+        };
+        let usage = wire_usage(self.usage.as_ref());
+        self.emit(StreamEvent::MessageDelta {
+            delta,
+            usage,
+            extra: Map::new(),
+        });
+        self.emit(StreamEvent::MessageStop);
+        match &mut self.sink {
+            Sink::Sse(_) => self.flush(out),
+            Sink::Whole(message, _) => out.push(Bytes::from(json(message))),
+        }
+        Ok(())
+    }
+}
