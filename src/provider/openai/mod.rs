@@ -32,12 +32,14 @@
 
 mod lift;
 mod lower;
+pub mod types;
 
 /// The media policy every provider shares, here for the paths written before it was.
 pub use super::media::ToolResultMedia;
 pub use lift::Lifter;
 pub use lower::{
     LowerOptions, MaxTokensField, PROVIDER, REASONING_FIELD_KEY, REFUSAL_KEY, ReasoningEcho, lower,
+    lower_request,
 };
 
 use ::http::header::{AUTHORIZATION, HeaderName};
