@@ -3,8 +3,8 @@
 //! the error body.
 //!
 //! Written once for both directions: [`lower`](super::lower) builds a
-//! [`ChatCompletionRequest`] and the server direction's request decoding
-//! reads one; the server's reply encoding writes [`ChatCompletion`]s
+//! [`ChatCompletionRequest`] and [`decode_request`](super::decode_request)
+//! reads one; the reply [`Encoder`](super::Encoder) writes [`ChatCompletion`]s
 //! and [`ChatCompletionChunk`]s, whose messages and deltas are the same
 //! [`ChatMessage`] a request carries. Unknown request fields are kept in
 //! `extra` maps, so nothing a client sends is lost.
