@@ -17,7 +17,7 @@ use super::lower::{REASONING_FIELD_KEY, REFUSAL_KEY, lower_call};
 use super::types::{
     ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChatMessage, ChatRole, Choice,
     ChunkChoice, CompletionTokensDetails, CompletionUsage, ContentPart, ErrorBody, ErrorObject,
-    FileData, MessageContent, PromptTokensDetails, ToolCall as WireToolCall,
+    FileData, FunctionCall, MessageContent, PromptTokensDetails, ToolCall as WireToolCall,
     ToolChoice as WireToolChoice,
 };
 use crate::message::{InvalidCall, InvalidCallKind, Metadata, ReasoningMessage, Usage};
@@ -25,7 +25,7 @@ use crate::provider::sse::encode_event;
 use crate::service::{Machine, Output};
 use crate::{
     ChatOptions, ChatRequest, ContentBlock, Error, Event, FinishReason, Media, Message, Role,
-    ToolCall, ToolChoice, ToolResult, ToolSpec,
+    ToolCall, ToolCallDelta, ToolChoice, ToolResult, ToolSpec,
 };
 
 /// Reads a client's Chat Completions request body into a canonical request.
@@ -594,51 +594,10 @@ impl Encoder {
             }
             Event::ToolCallDelta(fragment) => {
                 self.refusal = false;
-                let starts = match &self.call {
-                    None => true,
-                    Some(open) => {
-                        open.index != fragment.index
-                            || matches!((fragment.id(), &open.id), (Some(id), Some(open)) if id != open)
-                    }
+                let Some(call) = self.call_fragment(fragment) else {
+                    return Ok(None);
                 };
-                if starts {
-                    let wire = (!fragment.provider_executed()).then(|| {
-                        self.calls += 1;
-                        self.calls - 1
-                    });
-                    self.call = Some(OpenCall {
-                        index: fragment.index,
-                        id: fragment.id().map(str::to_owned),
-                        wire,
-                    });
-                    let Some(index) = wire else {
-                        return Ok(None);
-                    };
-                    let id = fragment
-                        .id()
-                        .map_or_else(|| format!("{}_call_{index}", self.id), str::to_owned);
-                    let mut call = WireToolCall {
-                        index: Some(index),
-                        id: Some(id),
-                        kind: Some("function".into()),
-                        ..WireToolCall::default()
-                    };
-                    call.function.name = Some(fragment.name().unwrap_or_default().to_owned());
-                    call.function.arguments = Some(fragment.arguments_delta);
-                    delta.tool_calls = Some(vec![call]);
-                } else {
-                    let open = self.call.as_ref().expect("a call is open when none starts");
-                    let Some(index) = open.wire else {
-                        return Ok(None);
-                    };
-                    let mut call = WireToolCall {
-                        index: Some(index),
-                        ..WireToolCall::default()
-                    };
-                    call.function.name = fragment.name().map(str::to_owned);
-                    call.function.arguments = Some(fragment.arguments_delta);
-                    delta.tool_calls = Some(vec![call]);
-                }
+                delta.tool_calls = Some(vec![call]);
             }
             Event::Message { message } => return self.message_delta(message),
             Event::Usage(usage) => {
@@ -651,6 +610,46 @@ impl Encoder {
             }
         }
         Ok(Some(delta))
+    }
+
+    /// A tool call fragment on the wire: the first of a call with its id, type
+    /// and name; `None` for a call left out (the provider ran it).
+    fn call_fragment(&mut self, fragment: ToolCallDelta) -> Option<WireToolCall> {
+        let name = fragment.name().map(str::to_owned);
+        let continued = self.call.as_ref().filter(|open| {
+            open.index == fragment.index
+                && !matches!((fragment.id(), &open.id), (Some(id), Some(open)) if id != open)
+        });
+        if let Some(open) = continued {
+            return Some(WireToolCall {
+                index: Some(open.wire?),
+                function: FunctionCall {
+                    name,
+                    arguments: Some(fragment.arguments_delta),
+                },
+                ..WireToolCall::default()
+            });
+        }
+        let wire = (!fragment.provider_executed()).then(|| {
+            self.calls += 1;
+            self.calls - 1
+        });
+        let id = fragment.id().map(str::to_owned);
+        self.call = Some(OpenCall {
+            index: fragment.index,
+            id: id.clone(),
+            wire,
+        });
+        let index = wire?;
+        Some(WireToolCall {
+            index: Some(index),
+            id: Some(id.unwrap_or_else(|| format!("{}_call_{index}", self.id))),
+            kind: Some("function".into()),
+            function: FunctionCall {
+                name: Some(name.unwrap_or_default()),
+                arguments: Some(fragment.arguments_delta),
+            },
+        })
     }
 
     fn message_delta(&mut self, message: Message) -> Result<Option<ChatMessage>, Error> {
