@@ -800,8 +800,8 @@ proptest! {
     }
 }
 
-#[test]
-fn recorded_replies_encode_and_lift_back_in_both_modes() {
+/// Every recorded Chat Completions stream, as its SSE bytes.
+fn recorded_streams() -> Vec<(String, Vec<u8>)> {
     let mut replies = Vec::new();
     for name in [
         "openai/fantasy/gpt-4o-multi_tool_streaming.yaml",
@@ -824,7 +824,14 @@ fn recorded_replies_encode_and_lift_back_in_both_modes() {
     }
     let name = "openai_compat/vercel-ai/anthropic-fallback-tool-call.sse";
     replies.push((name.into(), fixture(name)));
-    for (name, body) in replies {
+    let name = "openai_compat/vercel-ai/groq-tool-call.chunks.txt";
+    replies.push((name.into(), chunks_as_sse(name)));
+    replies
+}
+
+#[test]
+fn recorded_replies_encode_and_lift_back_in_both_modes() {
+    for (name, body) in recorded_streams() {
         let events = decode_cut(BodyDecoder::sse(Lifter::new()), &body, &[body.len()]).unwrap();
         let expected = as_on_the_wire(Joiner::join(events.clone()));
         let finish = Joiner::join_events(events.clone()).pop();
@@ -1045,4 +1052,58 @@ fn the_model_list() {
         ]})
     );
     assert_eq!(models_body(&[]), json!({"object": "list", "data": []}));
+}
+
+#[test]
+fn every_recorded_response_reads_as_the_typed_wire() {
+    use lmstack::provider::openai::types::{ChatCompletion, ChatCompletionChunk};
+    let mut chunks = 0;
+    for (name, body) in recorded_streams() {
+        let text = String::from_utf8(body).unwrap();
+        for data in text.lines().filter_map(|line| line.strip_prefix("data:")) {
+            let data = data.trim();
+            if data == "[DONE]" {
+                continue;
+            }
+            let chunk: ChatCompletionChunk =
+                serde_json::from_str(data).unwrap_or_else(|e| panic!("{name}: {e}: {data}"));
+            assert_eq!(chunk.object, "chat.completion.chunk", "{name}");
+            chunks += 1;
+        }
+    }
+    assert!(chunks > 100, "{chunks} chunks");
+    for (name, body) in [
+        (
+            "gpt-4o#0",
+            cassette("openai/fantasy/gpt-4o-multi_tool.yaml")[0]
+                .response
+                .clone(),
+        ),
+        (
+            "gpt-4o#1",
+            cassette("openai/fantasy/gpt-4o-multi_tool.yaml")[1]
+                .response
+                .clone(),
+        ),
+        (
+            "parallel_tools.json",
+            String::from_utf8(fixture("openai/openai-python/parallel_tools.json")).unwrap(),
+        ),
+    ] {
+        let completion: ChatCompletion =
+            serde_json::from_str(&body).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(completion.object, "chat.completion", "{name}");
+        assert!(completion.usage.is_some(), "{name}");
+    }
+}
+
+#[test]
+fn deep_nesting_is_refused_not_a_stack_overflow() {
+    let deep = format!(
+        r#"{{"messages":[{{"role":"user","content":"Hi"}}],"response_format":{}{}}}"#,
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let message = refused(&deep);
+    assert!(message.contains("recursion limit exceeded"), "{message}");
 }
