@@ -553,6 +553,20 @@ impl Encoder {
     /// Ends a streamed reply with an error: writes `data: {"error": {…}}` (the
     /// body of [`error_body`]) and nothing after it. In non-streaming mode it
     /// writes nothing: answer with [`error_body`].
+    ///
+    /// ```
+    /// use lmstack::provider::openai::Encoder;
+    /// use lmstack::service::{Machine, Output};
+    /// use lmstack::{Error, Event};
+    ///
+    /// let mut encoder = Encoder::new("chatcmpl-1", 0, "m").streaming(false);
+    /// let mut out = Output::new();
+    /// encoder.push(Event::text("Hi"), &mut out).unwrap();
+    /// encoder.fail(&Error::stage("tool loop", "broke"), &mut out);
+    /// encoder.finish(&mut out).unwrap(); // writes nothing more
+    /// let last = out.drain().last().unwrap();
+    /// assert!(last.starts_with(b"data: {\"error\":{\"message\":\"tool loop: broke\""));
+    /// ```
     pub fn fail(&mut self, error: &Error, out: &mut Output<Bytes>) {
         if self.ended {
             return;

@@ -29,6 +29,14 @@ use serde_json::{Map, Value};
 /// The options a canonical request has no field for (`top_p`, `stop`, `n`,
 /// `seed`, …) are typed here so that a bad value is refused with its name, and
 /// travel in [`ChatOptions::extra`](crate::ChatOptions::extra) otherwise.
+///
+/// ```
+/// use lmstack::provider::openai::types::{ChatCompletionRequest, Stop};
+///
+/// let body = r#"{"messages":[],"stop":"\n","seed":1}"#;
+/// let request: ChatCompletionRequest = serde_json::from_str(body).unwrap();
+/// assert_eq!((request.stop, request.seed), (Some(Stop::One("\n".into())), Some(1)));
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChatCompletionRequest {
     /// The model name.
@@ -214,6 +222,15 @@ impl<'de> Deserialize<'de> for MessageContent {
 ///
 /// Read through a flat form, so that an error names the field at fault (a part
 /// of an unknown `type` is refused).
+///
+/// ```
+/// use lmstack::provider::openai::types::{ContentPart, ImageUrl};
+///
+/// let part: ContentPart =
+///     serde_json::from_str(r#"{"type":"image_url","image_url":{"url":"https://x/a.png"}}"#).unwrap();
+/// assert_eq!(part, ContentPart::ImageUrl { image_url: ImageUrl { url: "https://x/a.png".into(), detail: None } });
+/// assert!(serde_json::from_str::<ContentPart>(r#"{"type":"video"}"#).is_err());
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", try_from = "RawPart")]
 pub enum ContentPart {
@@ -326,6 +343,20 @@ pub struct FileData {
 
 /// A tool call of an assistant message, or a fragment of one in a stream
 /// (where `index` says which call it continues).
+///
+/// ```
+/// use lmstack::provider::openai::types::{FunctionCall, ToolCall};
+///
+/// let fragment = ToolCall {
+///     index: Some(0),
+///     function: FunctionCall { name: None, arguments: Some("{\"a\":".into()) },
+///     ..ToolCall::default()
+/// };
+/// assert_eq!(
+///     serde_json::to_string(&fragment).unwrap(),
+///     r#"{"index":0,"function":{"arguments":"{\"a\":"}}"#
+/// );
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
     /// The call's position among the reply's calls (streams only).
@@ -407,6 +438,15 @@ pub struct FunctionName {
 }
 
 /// A whole response: `"object": "chat.completion"`.
+///
+/// ```
+/// use lmstack::provider::openai::types::ChatCompletion;
+///
+/// let body = r#"{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[
+///     {"index":0,"message":{"role":"assistant","content":null,"refusal":null},"finish_reason":"stop"}]}"#;
+/// let completion: ChatCompletion = serde_json::from_str(body).unwrap();
+/// assert_eq!(completion.choices[0].finish_reason.as_deref(), Some("stop"));
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ChatCompletion {
     /// The response id (`chatcmpl-…`).
@@ -439,6 +479,15 @@ pub struct Choice {
 }
 
 /// One chunk of a stream: `"object": "chat.completion.chunk"`.
+///
+/// ```
+/// use lmstack::provider::openai::types::ChatCompletionChunk;
+///
+/// let data = r#"{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m",
+///     "choices":[{"index":0,"delta":{"reasoning_content":"hm"},"finish_reason":null}]}"#;
+/// let chunk: ChatCompletionChunk = serde_json::from_str(data).unwrap();
+/// assert_eq!(chunk.choices[0].delta.reasoning_content.as_deref(), Some("hm"));
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ChatCompletionChunk {
     /// The response id, the same in every chunk.
@@ -471,6 +520,15 @@ pub struct ChunkChoice {
 }
 
 /// Token usage.
+///
+/// ```
+/// use lmstack::provider::openai::types::CompletionUsage;
+///
+/// let usage: CompletionUsage = serde_json::from_str(
+///     r#"{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7,"prompt_tokens_details":{"cached_tokens":1,"audio_tokens":0}}"#,
+/// ).unwrap();
+/// assert_eq!(usage.prompt_tokens_details.unwrap().cached_tokens, 1);
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CompletionUsage {
     /// Input tokens.
@@ -502,6 +560,18 @@ pub struct CompletionTokensDetails {
 }
 
 /// An error answer: `{"error": {"message", "type", "param", "code"}}`.
+///
+/// ```
+/// use lmstack::provider::openai::types::{ErrorBody, ErrorObject};
+///
+/// let body = ErrorBody { error: ErrorObject {
+///     message: "Slow down".into(), kind: "rate_limit_error".into(), param: None, code: None,
+/// } };
+/// assert_eq!(
+///     serde_json::to_string(&body).unwrap(),
+///     r#"{"error":{"message":"Slow down","type":"rate_limit_error","param":null,"code":null}}"#
+/// );
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ErrorBody {
     /// The error.
