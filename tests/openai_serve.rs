@@ -1107,3 +1107,37 @@ fn deep_nesting_is_refused_not_a_stack_overflow() {
     let message = refused(&deep);
     assert!(message.contains("recursion limit exceeded"), "{message}");
 }
+
+/// A gateway's own tool loop: the first round's calls ran in the gateway (its
+/// aggregate is not part of the reply), usage is summed over the rounds, and
+/// the last round's finish is the reply's.
+#[test]
+fn a_tool_loops_rounds_reach_the_client_as_one_answer() {
+    let round = |input, output| {
+        Event::Usage(Usage {
+            input_tokens: input,
+            output_tokens: output,
+            ..Usage::default()
+        })
+    };
+    let events = vec![
+        Event::message(Message::tool_aggregate(
+            vec![ToolCall::new("c1", "weather", json!({"city": "Paris"}))],
+            vec![ToolResult::text("c1", "weather", "18°C")],
+        )),
+        round(10, 5),
+        Event::finish(FinishReason::ToolCalls),
+        Event::text("It is 18°C."),
+        round(20, 6),
+        Event::finish(FinishReason::Stop),
+    ];
+    for stream in [true, false] {
+        let (messages, reason) = lift_back(&encode(&events, stream, true), stream, &[9]).unwrap();
+        assert_eq!(reason, Some(FinishReason::Stop), "stream {stream}");
+        assert_eq!(
+            as_on_the_wire(messages),
+            vec![Message::assistant("It is 18°C."), Message::usage(30, 11)],
+            "stream {stream}"
+        );
+    }
+}
