@@ -1141,3 +1141,26 @@ fn a_tool_loops_rounds_reach_the_client_as_one_answer() {
         );
     }
 }
+
+/// The body openai-python 3.57.0 writes for `client.chat.completions.create(…)`
+/// with every kind of user part, a replayed assistant call and its result, and
+/// the usual options (`extra_body={"top_k": 3}` among them): it decodes, and
+/// lowers back to itself but for the documented differences.
+#[test]
+fn the_official_python_sdks_request_decodes_and_lowers_back() {
+    let sent = r#"{"model":"m","messages":[{"role":"developer","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo=","detail":"low"}},{"type":"input_audio","input_audio":{"data":"UklGRg==","format":"wav"}},{"type":"file","file":{"file_data":"data:application/pdf;base64,JVBERi0=","filename":"a.pdf"}}]},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"add","arguments":"{\"a\":1}"}}]},{"role":"tool","tool_call_id":"c1","content":"1"}],"max_completion_tokens":50,"reasoning_effort":"low","response_format":{"type":"text"},"seed":1,"stop":["x"],"temperature":0.2,"tool_choice":"auto","tools":[{"type":"function","function":{"name":"add","parameters":{"type":"object","properties":{"a":{"type":"integer"}}},"strict":true}}],"user":"u","top_k":3}"#;
+    let request = decode_request(sent.as_bytes()).unwrap();
+    assert_eq!(request.messages.len(), 4);
+    assert_eq!(request.options.extra["top_k"], 3);
+    let options = LowerOptions {
+        max_tokens_field: MaxTokensField::MaxCompletionTokens,
+        ..LowerOptions::default()
+    };
+    let mut expected = normalise(serde_json::from_str(sent).unwrap());
+    expected["messages"][0]["role"] = json!("system");
+    expected["messages"][1]["content"][1]["image_url"]
+        .as_object_mut()
+        .unwrap()
+        .remove("detail");
+    assert_eq!(normalise(lower(&request, &options).unwrap()), expected);
+}
