@@ -8,6 +8,7 @@
 //! the one the lowering writes.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::Serialize;
@@ -375,7 +376,7 @@ fn block(part: ContentPart, at: &str) -> Result<ContentBlock, Error> {
         ContentPart::Text { text } => ContentBlock::Text { text },
         ContentPart::ImageUrl { image_url } => ContentBlock::Image(
             match data_uri(&image_url.url, &format!("{at}.image_url.url"))? {
-                Some((media_type, data)) => Media::base64(media_type, data),
+                Some((media_type, data)) => Media::base64(media_type, Arc::<str>::from(data)),
                 None => Media::url(image_url.url),
             },
         ),
@@ -408,16 +409,16 @@ fn document(file: FileData, at: &str) -> Result<Media, Error> {
     };
     let (media_type, data) = data_uri(&url, &format!("{at}.file_data"))?
         .ok_or_else(|| invalid(&format!("{at}.file_data"), "expected a base64 `data:` URI"))?;
-    let media = Media::base64(media_type, data);
+    let media = Media::base64(media_type, Arc::<str>::from(data));
     Ok(match file.filename {
         Some(name) => media.with_name(name),
         None => media,
     })
 }
 
-/// A base64 `data:` URI's media type and data; `None` when `url` is not a
-/// `data:` URI at all.
-fn data_uri(url: &str, at: &str) -> Result<Option<(String, String)>, Error> {
+/// A base64 `data:` URI's media type and data (copied once, into the media's
+/// shared string); `None` when `url` is not a `data:` URI at all.
+fn data_uri<'a>(url: &'a str, at: &str) -> Result<Option<(&'a str, &'a str)>, Error> {
     let Some(rest) = url
         .get(..5)
         .filter(|scheme| scheme.eq_ignore_ascii_case("data:"))
@@ -432,7 +433,7 @@ fn data_uri(url: &str, at: &str) -> Result<Option<(String, String)>, Error> {
         .strip_suffix(";base64")
         .filter(|media_type| !media_type.is_empty())
         .ok_or_else(|| invalid(at, "only base64 `data:` URIs with a media type are read"))?;
-    Ok(Some((media_type.to_owned(), data.to_owned())))
+    Ok(Some((media_type, data)))
 }
 
 /// The reply encoder: canonical events → a Chat Completions reply, as SSE
