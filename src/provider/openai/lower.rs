@@ -1,11 +1,18 @@
 //! Lowering: a canonical [`ChatRequest`] → the Chat Completions request body.
 //!
-//! Pure: no IO. The history is walked once; the assistant's side of a turn
+//! Pure: no IO. It builds the typed [`ChatCompletionRequest`] the server
+//! direction reads too (the server direction's request decoding). The history is walked once; the assistant's side of a turn
 //! (reasoning, text, tool calls — of `tool_calls` or `tool_aggregate` messages)
 //! becomes one `assistant` message, and every tool result a `role: "tool"`
 //! message with its `tool_call_id`.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
+
+use super::types::{
+    ChatCompletionRequest, ChatMessage, ChatRole, ContentPart, FileData, FunctionCall,
+    FunctionDefinition, FunctionName, ImageUrl, InputAudio, MessageContent, NamedToolChoice,
+    StreamOptions, Tool, ToolCall as WireToolCall, ToolChoice as WireToolChoice,
+};
 
 use crate::message::{MultimodalMessage, ReasoningMessage, TextMessage};
 use crate::provider::history::{self, LowerHistory};
@@ -78,15 +85,6 @@ pub enum MaxTokensField {
     MaxCompletionTokens,
 }
 
-impl MaxTokensField {
-    fn name(self) -> &'static str {
-        match self {
-            MaxTokensField::MaxTokens => "max_tokens",
-            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
-        }
-    }
-}
-
 /// Lowers a request to the Chat Completions body.
 ///
 /// ```
@@ -102,66 +100,88 @@ impl MaxTokensField {
 /// }));
 /// ```
 pub fn lower(request: &ChatRequest, options: &LowerOptions) -> Result<Value, Error> {
-    let mut body = Map::new();
+    let body = lower_request(request, options)?;
+    serde_json::to_value(&body).map_err(|source| Error::Json {
+        context: format!("{PROVIDER}: writing the request body"),
+        source,
+    })
+}
+
+/// Lowers a request to the typed Chat Completions body (what [`lower`] writes
+/// as JSON). `options.extra` goes in [`ChatCompletionRequest::extra`], and wins
+/// over a typed field of the same name when written.
+///
+/// ```
+/// use lmstack::provider::openai::{LowerOptions, lower_request};
+/// use lmstack::{ChatRequest, Message};
+///
+/// let request = ChatRequest::new(vec![Message::user("Hi")]).streaming(true);
+/// let body = lower_request(&request, &LowerOptions::default()).unwrap();
+/// assert_eq!(body.stream, Some(true));
+/// assert_eq!(body.stream_options.unwrap().include_usage, Some(true));
+/// ```
+pub fn lower_request(
+    request: &ChatRequest,
+    options: &LowerOptions,
+) -> Result<ChatCompletionRequest, Error> {
     let chat = &request.options;
-    if let Some(model) = &chat.model {
-        body.insert("model".into(), model.clone().into());
-    }
-    body.insert(
-        "messages".into(),
-        History::new(options).lower(&request.messages)?.into(),
-    );
-    if !chat.tools.is_empty() {
-        let tools = chat.tools.iter().map(|tool| lower_tool(tool, options));
-        body.insert("tools".into(), tools.collect::<Vec<_>>().into());
-    }
-    if let Some(choice) = &chat.tool_choice {
-        body.insert("tool_choice".into(), lower_tool_choice(choice));
-    }
-    if let Some(temperature) = chat.temperature {
-        body.insert("temperature".into(), temperature.into());
-    }
-    if let Some(max_tokens) = chat.max_tokens {
-        body.insert(options.max_tokens_field.name().into(), max_tokens.into());
-    }
-    if chat.stream {
-        body.insert("stream".into(), true.into());
-        if options.include_usage {
-            body.insert("stream_options".into(), json!({"include_usage": true}));
-        }
-    }
-    for (key, value) in &chat.extra {
-        body.insert(key.clone(), value.clone());
-    }
-    if let Some(n) = body.get("n")
+    if let Some(n) = chat.extra.get("n")
         && n.as_u64() != Some(1)
     {
         return Err(Error::InvalidRequest(format!(
             "openai: `n` = {n} asks for several choices; lmstack lifts one choice per reply"
         )));
     }
-    Ok(Value::Object(body))
+    let mut body = ChatCompletionRequest {
+        model: chat.model.clone(),
+        messages: History::new(options).lower(&request.messages)?,
+        tool_choice: chat.tool_choice.as_ref().map(lower_tool_choice),
+        temperature: chat.temperature,
+        extra: chat.extra.clone(),
+        ..ChatCompletionRequest::default()
+    };
+    if !chat.tools.is_empty() {
+        let tools = chat.tools.iter().map(|tool| lower_tool(tool, options));
+        body.tools = Some(tools.collect());
+    }
+    match options.max_tokens_field {
+        MaxTokensField::MaxTokens => body.max_tokens = chat.max_tokens,
+        MaxTokensField::MaxCompletionTokens => body.max_completion_tokens = chat.max_tokens,
+    }
+    if chat.stream {
+        body.stream = Some(true);
+        if options.include_usage {
+            body.stream_options = Some(StreamOptions {
+                include_usage: Some(true),
+                extra: Map::new(),
+            });
+        }
+    }
+    Ok(body)
 }
 
-fn lower_tool(tool: &ToolSpec, options: &LowerOptions) -> Value {
-    let mut function = Map::new();
-    function.insert("name".into(), tool.name.clone().into());
-    if !tool.description.is_empty() {
-        function.insert("description".into(), tool.description.clone().into());
+fn lower_tool(tool: &ToolSpec, options: &LowerOptions) -> Tool {
+    Tool {
+        kind: "function".into(),
+        function: FunctionDefinition {
+            name: tool.name.clone(),
+            description: Some(tool.description.clone()).filter(|text| !text.is_empty()),
+            parameters: Some(tool.parameters.clone()),
+            strict: options.strict_tools,
+        },
     }
-    function.insert("parameters".into(), tool.parameters.clone());
-    if let Some(strict) = options.strict_tools {
-        function.insert("strict".into(), strict.into());
-    }
-    json!({"type": "function", "function": function})
 }
 
-fn lower_tool_choice(choice: &ToolChoice) -> Value {
+fn lower_tool_choice(choice: &ToolChoice) -> WireToolChoice {
+    let mode = |mode: &str| WireToolChoice::Mode(mode.into());
     match choice {
-        ToolChoice::Auto => "auto".into(),
-        ToolChoice::None => "none".into(),
-        ToolChoice::Required => "required".into(),
-        ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
+        ToolChoice::Auto => mode("auto"),
+        ToolChoice::None => mode("none"),
+        ToolChoice::Required => mode("required"),
+        ToolChoice::Tool(name) => WireToolChoice::Named(NamedToolChoice {
+            kind: "function".into(),
+            function: FunctionName { name: name.clone() },
+        }),
     }
 }
 
@@ -169,11 +189,11 @@ fn lower_tool_choice(choice: &ToolChoice) -> Value {
 /// and the files waiting for their synthetic user message.
 struct History<'a> {
     options: &'a LowerOptions,
-    out: Vec<Value>,
+    out: Vec<ChatMessage>,
     assistant: Option<AssistantTurn>,
     /// Parts of the synthetic user message that follows the current run of tool
     /// messages (policy `Inject`).
-    injected: Vec<Value>,
+    injected: Vec<ContentPart>,
 }
 
 #[derive(Default)]
@@ -181,7 +201,16 @@ struct AssistantTurn {
     text: Option<String>,
     refusal: Option<String>,
     reasoning: Option<(String, String)>,
-    calls: Vec<Value>,
+    calls: Vec<WireToolCall>,
+}
+
+/// A wire message from `role` with `content`.
+fn wire_message(role: ChatRole, content: MessageContent) -> ChatMessage {
+    ChatMessage {
+        role: Some(role),
+        content: Some(content),
+        ..ChatMessage::default()
+    }
 }
 
 impl<'a> History<'a> {
@@ -194,7 +223,7 @@ impl<'a> History<'a> {
         }
     }
 
-    fn lower(mut self, messages: &[Message]) -> Result<Vec<Value>, Error> {
+    fn lower(mut self, messages: &[Message]) -> Result<Vec<ChatMessage>, Error> {
         self.walk(messages)?;
         self.close_turn();
         self.close_injected();
@@ -207,13 +236,13 @@ impl<'a> History<'a> {
     }
 
     /// Writes a wire message that is not part of the assistant's turn.
-    fn push(&mut self, message: Value) {
+    fn push(&mut self, message: ChatMessage) {
         self.close_turn();
         self.close_injected();
         self.out.push(message);
     }
 
-    fn tool_message(&mut self, result: &ToolResult) -> Result<Value, Error> {
+    fn tool_message(&mut self, result: &ToolResult) -> Result<ChatMessage, Error> {
         let media = result
             .content
             .iter()
@@ -223,7 +252,7 @@ impl<'a> History<'a> {
             text_content(&result.content)
         } else {
             match self.options.tool_result_media {
-                ToolResultMedia::Native => Value::Array(
+                ToolResultMedia::Native => MessageContent::Parts(
                     result
                         .content
                         .iter()
@@ -232,51 +261,55 @@ impl<'a> History<'a> {
                 ),
                 ToolResultMedia::Reject => return Err(media::rejected(PROVIDER, result)),
                 ToolResultMedia::Inject => {
-                    self.injected.push(json!({
-                        "type": "text",
-                        "text": media::attachments_heading(Some(&result.call_id), &result.name),
-                    }));
+                    self.injected.push(ContentPart::Text {
+                        text: media::attachments_heading(Some(&result.call_id), &result.name),
+                    });
                     for block in result.content.iter().filter(|b| b.as_media().is_some()) {
                         self.injected.push(content_part(block)?);
                     }
-                    Value::String(media::text_with_note(result))
+                    MessageContent::Text(media::text_with_note(result))
                 }
             }
         };
-        Ok(json!({"role": "tool", "tool_call_id": result.call_id, "content": content}))
+        Ok(ChatMessage {
+            tool_call_id: Some(result.call_id.clone()),
+            ..wire_message(ChatRole::Tool, content)
+        })
     }
 
     fn close_turn(&mut self) {
         let Some(turn) = self.assistant.take() else {
             return;
         };
-        let mut message = Map::new();
-        message.insert("role".into(), "assistant".into());
-        match turn.text {
-            Some(text) => {
-                message.insert("content".into(), text.into());
-            }
-            None if turn.calls.is_empty() && turn.refusal.is_none() => {
-                message.insert("content".into(), "".into());
-            }
-            None => {}
-        }
-        if let Some(refusal) = turn.refusal {
-            message.insert("refusal".into(), refusal.into());
-        }
+        let content = match turn.text {
+            Some(text) => Some(text),
+            None if turn.calls.is_empty() && turn.refusal.is_none() => Some(String::new()),
+            None => None,
+        };
+        let mut message = ChatMessage {
+            role: Some(ChatRole::Assistant),
+            content: content.map(MessageContent::Text),
+            refusal: turn.refusal,
+            tool_calls: Some(turn.calls).filter(|calls| !calls.is_empty()),
+            ..ChatMessage::default()
+        };
         if let Some((field, text)) = turn.reasoning {
-            message.insert(field, text.into());
+            match field.as_str() {
+                "reasoning_content" => message.reasoning_content = Some(text),
+                "reasoning" => message.reasoning = Some(text),
+                _ => {
+                    message.extra.insert(field, text.into());
+                }
+            }
         }
-        if !turn.calls.is_empty() {
-            message.insert("tool_calls".into(), turn.calls.into());
-        }
-        self.out.push(Value::Object(message));
+        self.out.push(message);
     }
 
     fn close_injected(&mut self) {
         if !self.injected.is_empty() {
             let parts = std::mem::take(&mut self.injected);
-            self.out.push(json!({"role": "user", "content": parts}));
+            self.out
+                .push(wire_message(ChatRole::User, MessageContent::Parts(parts)));
         }
     }
 }
@@ -298,8 +331,15 @@ impl<'a> LowerHistory for History<'a> {
                 slot.get_or_insert_default().push_str(&message.text);
             }
             Role::System | Role::User => {
-                let role = role_name(message.role);
-                self.push(json!({"role": role, "content": message.text}));
+                let role = if message.role == Role::System {
+                    ChatRole::System
+                } else {
+                    ChatRole::User
+                };
+                self.push(wire_message(
+                    role,
+                    MessageContent::Text(message.text.clone()),
+                ));
             }
             Role::Tool => return Err(history::tool_role(PROVIDER, "text")),
         }
@@ -314,7 +354,7 @@ impl<'a> LowerHistory for History<'a> {
                     .iter()
                     .map(content_part)
                     .collect::<Result<Vec<_>, _>>()?;
-                self.push(json!({"role": "user", "content": parts}));
+                self.push(wire_message(ChatRole::User, MessageContent::Parts(parts)));
             }
             Role::System | Role::Assistant => {
                 let mut text = String::new();
@@ -332,7 +372,7 @@ impl<'a> LowerHistory for History<'a> {
                 if message.role == Role::Assistant {
                     self.turn().text.get_or_insert_default().push_str(&text);
                 } else {
-                    self.push(json!({"role": "system", "content": text}));
+                    self.push(wire_message(ChatRole::System, MessageContent::Text(text)));
                 }
             }
             Role::Tool => return Err(history::tool_role(PROVIDER, "multimodal")),
@@ -360,7 +400,7 @@ impl<'a> LowerHistory for History<'a> {
     }
 
     fn calls(&mut self, calls: &[ToolCall]) {
-        let lowered: Vec<Value> = calls
+        let lowered: Vec<WireToolCall> = calls
             .iter()
             // The server ran these itself; it expects no tool message for them.
             .filter(|call| !call.provider_executed)
@@ -390,51 +430,59 @@ fn role_name(role: Role) -> &'static str {
     }
 }
 
-fn lower_call(call: &ToolCall) -> Value {
+/// A canonical call as the wire writes it (no `index`: the caller sets it in a
+/// stream). Shared by the lowering and the reply encoder.
+pub(super) fn lower_call(call: &ToolCall) -> WireToolCall {
     // A call that could not be read goes back as the model wrote it.
     let arguments = match (&call.invalid, &call.arguments) {
         (Some(invalid), _) if invalid.raw.is_some() => invalid.raw.clone().unwrap_or_default(),
         (_, Value::String(text)) => text.clone(),
         (_, arguments) => arguments.to_string(),
     };
-    json!({
-        "id": call.id,
-        "type": "function",
-        "function": {"name": call.name, "arguments": arguments},
-    })
+    WireToolCall {
+        index: None,
+        id: Some(call.id.clone()),
+        kind: Some("function".into()),
+        function: FunctionCall {
+            name: Some(call.name.clone()),
+            arguments: Some(arguments),
+        },
+    }
 }
 
 /// Text-only content: a string for one block, text parts for several.
-fn text_content(content: &[ContentBlock]) -> Value {
+fn text_content(content: &[ContentBlock]) -> MessageContent {
     match content {
-        [] => Value::String(String::new()),
-        [ContentBlock::Text { text }] => Value::String(text.clone()),
-        blocks => Value::Array(
+        [] => MessageContent::Text(String::new()),
+        [ContentBlock::Text { text }] => MessageContent::Text(text.clone()),
+        blocks => MessageContent::Parts(
             blocks
                 .iter()
                 .filter_map(ContentBlock::as_text)
-                .map(|text| json!({"type": "text", "text": text}))
+                .map(|text| ContentPart::Text { text: text.into() })
                 .collect(),
         ),
     }
 }
 
-fn content_part(block: &ContentBlock) -> Result<Value, Error> {
+fn content_part(block: &ContentBlock) -> Result<ContentPart, Error> {
     Ok(match block {
-        ContentBlock::Text { text } => json!({"type": "text", "text": text}),
-        ContentBlock::Image(media) => {
-            json!({"type": "image_url", "image_url": {"url": media_url(media)?}})
-        }
+        ContentBlock::Text { text } => ContentPart::Text { text: text.clone() },
+        ContentBlock::Image(media) => ContentPart::ImageUrl {
+            image_url: ImageUrl {
+                url: media_url(media)?,
+                detail: None,
+            },
+        },
         ContentBlock::Audio(media) => input_audio(media)?,
         ContentBlock::Document(media) => match &media.source {
-            MediaSource::Base64 { .. } => {
-                let mut file = Map::new();
-                file.insert("file_data".into(), media_url(media)?.into());
-                if let Some(name) = &media.name {
-                    file.insert("filename".into(), name.clone().into());
-                }
-                json!({"type": "file", "file": file})
-            }
+            MediaSource::Base64 { .. } => ContentPart::File {
+                file: FileData {
+                    file_data: Some(media_url(media)?),
+                    file_id: None,
+                    filename: media.name.clone(),
+                },
+            },
             MediaSource::Url { url, .. } => {
                 return Err(Error::InvalidRequest(format!(
                     "openai: Chat Completions takes documents inline only, not by URL ({})",
@@ -450,7 +498,7 @@ fn content_part(block: &ContentBlock) -> Result<Value, Error> {
 
 /// An `input_audio` part: inline WAV or MP3 only, the two formats Chat
 /// Completions takes.
-fn input_audio(media: &Media) -> Result<Value, Error> {
+fn input_audio(media: &Media) -> Result<ContentPart, Error> {
     match &media.source {
         MediaSource::Base64 { media_type, data } => {
             let format = audio_format(media_type).ok_or_else(|| {
@@ -458,7 +506,12 @@ fn input_audio(media: &Media) -> Result<Value, Error> {
                     "openai: Chat Completions takes audio as WAV or MP3 only, not {media_type}"
                 ))
             })?;
-            Ok(json!({"type": "input_audio", "input_audio": {"data": &**data, "format": format}}))
+            Ok(ContentPart::InputAudio {
+                input_audio: InputAudio {
+                    data: data.to_string(),
+                    format: format.into(),
+                },
+            })
         }
         MediaSource::Url { url, .. } => Err(Error::InvalidRequest(format!(
             "openai: Chat Completions takes audio inline only, not by URL ({})",

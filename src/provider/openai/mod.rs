@@ -1,7 +1,7 @@
 //! OpenAI Chat Completions, and the servers that speak it: vLLM, llama.cpp,
 //! Ollama, GLM (Z.AI), Groq and others, each by its base URL.
 //!
-//! Three parts, the first two pure:
+//! Four parts, the first three pure, all on one typed wire ([`types`]):
 //!
 //! - [`lower`]: a canonical [`ChatRequest`] → the request body
 //!   ([`LowerOptions`] says how to write what servers spell differently:
@@ -9,6 +9,10 @@
 //! - [`Lifter`]: the response, streamed (SSE chunks) or whole (JSON), →
 //!   canonical events, through the same code in both modes (framed by the
 //!   shared [`BodyDecoder`](super::body::BodyDecoder));
+//! - the server direction, the inverse of the two: [`decode_request`] (a
+//!   client's request body → a canonical request), the reply [`Encoder`]
+//!   (canonical events → SSE chunks or one `chat.completion` body),
+//!   [`error_body`] and [`models_body`];
 //! - [`ChatCompletions`]: the [`Wire`] that gives them to the shared
 //!   [`Provider`] service; [`OpenAi`] and [`OpenAiConfig`] name it over this wire.
 //!
@@ -32,13 +36,17 @@
 
 mod lift;
 mod lower;
+mod serve;
+pub mod types;
 
 /// The media policy every provider shares, here for the paths written before it was.
 pub use super::media::ToolResultMedia;
 pub use lift::Lifter;
 pub use lower::{
     LowerOptions, MaxTokensField, PROVIDER, REASONING_FIELD_KEY, REFUSAL_KEY, ReasoningEcho, lower,
+    lower_request,
 };
+pub use serve::{Encoder, decode_request, error_body, include_usage, models_body};
 
 use ::http::header::{AUTHORIZATION, HeaderName};
 use serde_json::Value;

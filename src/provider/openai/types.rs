@@ -1,0 +1,593 @@
+//! The Chat Completions wire, typed: the request body, the whole response
+//! (`chat.completion`), the stream chunk (`chat.completion.chunk`), usage and
+//! the error body.
+//!
+//! Written once for both directions: [`lower`](super::lower) builds a
+//! [`ChatCompletionRequest`] and [`decode_request`](super::decode_request)
+//! reads one; the reply [`Encoder`](super::Encoder) writes [`ChatCompletion`]s
+//! and [`ChatCompletionChunk`]s, whose messages and deltas are the same
+//! [`ChatMessage`] a request carries. Unknown request fields are kept in
+//! `extra` maps, so nothing a client sends is lost.
+//!
+//! ```
+//! use lmstack::provider::openai::types::{ChatCompletionRequest, MessageContent};
+//!
+//! let body = r#"{"model":"m","messages":[{"role":"user","content":"Hi"}],"logit_bias":{}}"#;
+//! let request: ChatCompletionRequest = serde_json::from_str(body).unwrap();
+//! assert_eq!(request.messages[0].content, Some(MessageContent::Text("Hi".into())));
+//! assert!(request.extra.contains_key("logit_bias"));
+//! ```
+
+use std::fmt;
+
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// A Chat Completions request body (`POST /chat/completions`).
+///
+/// The options a canonical request has no field for (`top_p`, `stop`, `n`,
+/// `seed`, …) are typed here so that a bad value is refused with its name, and
+/// travel in [`ChatOptions::extra`](crate::ChatOptions::extra) otherwise.
+///
+/// ```
+/// use lmstack::provider::openai::types::{ChatCompletionRequest, Stop};
+///
+/// let body = r#"{"messages":[],"stop":"\n","seed":1}"#;
+/// let request: ChatCompletionRequest = serde_json::from_str(body).unwrap();
+/// assert_eq!((request.stop, request.seed), (Some(Stop::One("\n".into())), Some(1)));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChatCompletionRequest {
+    /// The model name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The conversation.
+    pub messages: Vec<ChatMessage>,
+    /// The tools the model may call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<Tool>>,
+    /// Whether and which tool the model must call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Nucleus sampling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    /// The output token limit, as compatible servers read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// The output token limit, as OpenAI's reasoning models require it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_completion_tokens: Option<u32>,
+    /// Streaming mode (SSE chunks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+    /// Streaming options (`include_usage`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_options: Option<StreamOptions>,
+    /// Stop sequences.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<Stop>,
+    /// How many choices to generate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n: Option<u32>,
+    /// Sampling seed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    /// The output format (`{"type":"json_schema",…}`), passed through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<Value>,
+    /// The end user's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Reasoning effort (`low`, `medium`, `high`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    /// Every other field, verbatim.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `stream_options`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StreamOptions {
+    /// Send a last chunk with the usage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_usage: Option<bool>,
+    /// Every other field, verbatim.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `stop`: one sequence or several.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Stop {
+    /// One stop sequence.
+    One(String),
+    /// Several.
+    Many(Vec<String>),
+}
+
+/// Who speaks a [`ChatMessage`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChatRole {
+    /// Instructions.
+    System,
+    /// Instructions, as OpenAI's newer models name them.
+    Developer,
+    /// The user.
+    User,
+    /// The model.
+    Assistant,
+    /// A tool's result.
+    Tool,
+    /// A legacy function result.
+    Function,
+}
+
+/// A message of a request, the `message` of a response choice, or the `delta`
+/// of a stream chunk: the three have one shape.
+///
+/// ```
+/// use lmstack::provider::openai::types::{ChatMessage, ChatRole, MessageContent};
+///
+/// let message = ChatMessage {
+///     role: Some(ChatRole::Assistant),
+///     content: Some(MessageContent::Text("Hi".into())),
+///     ..ChatMessage::default()
+/// };
+/// assert_eq!(serde_json::to_string(&message).unwrap(), r#"{"role":"assistant","content":"Hi"}"#);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// The speaker (absent from most stream deltas).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<ChatRole>,
+    /// Text, or content parts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<MessageContent>,
+    /// A participant's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The model's refusal, in place of content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
+    /// Reasoning, as GLM, llama.cpp and DeepSeek name it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    /// Reasoning, as vLLM and Ollama name it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    /// The assistant's tool calls (fragments of them, in a stream).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCall>>,
+    /// The call a `tool` message answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// Every other field, verbatim.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `content`: a string, or an array of parts.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum MessageContent {
+    /// Plain text.
+    Text(String),
+    /// Content parts.
+    Parts(Vec<ContentPart>),
+}
+
+/// Read by hand rather than `untagged`, so that an error inside a part keeps
+/// its path (`messages[2].content[0].image_url: missing field `url``).
+impl<'de> Deserialize<'de> for MessageContent {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ContentVisitor;
+
+        impl<'de> Visitor<'de> for ContentVisitor {
+            type Value = MessageContent;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string or an array of content parts")
+            }
+
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
+                Ok(MessageContent::Text(text.to_owned()))
+            }
+
+            fn visit_string<E: de::Error>(self, text: String) -> Result<Self::Value, E> {
+                Ok(MessageContent::Text(text))
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut parts = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+                while let Some(part) = seq.next_element()? {
+                    parts.push(part);
+                }
+                Ok(MessageContent::Parts(parts))
+            }
+        }
+
+        deserializer.deserialize_any(ContentVisitor)
+    }
+}
+
+/// One part of a message's content.
+///
+/// Read through a flat form, so that an error names the field at fault (a part
+/// of an unknown `type` is refused).
+///
+/// ```
+/// use lmstack::provider::openai::types::{ContentPart, ImageUrl};
+///
+/// let part: ContentPart =
+///     serde_json::from_str(r#"{"type":"image_url","image_url":{"url":"https://x/a.png"}}"#).unwrap();
+/// assert_eq!(part, ContentPart::ImageUrl { image_url: ImageUrl { url: "https://x/a.png".into(), detail: None } });
+/// assert!(serde_json::from_str::<ContentPart>(r#"{"type":"video"}"#).is_err());
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", try_from = "RawPart")]
+pub enum ContentPart {
+    /// Text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An image, by URL or `data:` URI.
+    ImageUrl {
+        /// The image.
+        image_url: ImageUrl,
+    },
+    /// Inline audio.
+    InputAudio {
+        /// The audio.
+        input_audio: InputAudio,
+    },
+    /// A file (a PDF, say), inline or by id.
+    File {
+        /// The file.
+        file: FileData,
+    },
+    /// A refusal (assistant content).
+    Refusal {
+        /// The refusal's text.
+        refusal: String,
+    },
+}
+
+/// The flat form a [`ContentPart`] is read through.
+#[derive(Deserialize)]
+struct RawPart {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    image_url: Option<ImageUrl>,
+    #[serde(default)]
+    input_audio: Option<InputAudio>,
+    #[serde(default)]
+    file: Option<FileData>,
+    #[serde(default)]
+    refusal: Option<String>,
+}
+
+impl TryFrom<RawPart> for ContentPart {
+    type Error = String;
+
+    fn try_from(raw: RawPart) -> Result<Self, String> {
+        let missing = |field: &str| format!("a `{}` part needs `{field}`", raw.kind);
+        Ok(match raw.kind.as_str() {
+            "text" => ContentPart::Text {
+                text: raw.text.ok_or_else(|| missing("text"))?,
+            },
+            "image_url" => ContentPart::ImageUrl {
+                image_url: raw.image_url.ok_or_else(|| missing("image_url"))?,
+            },
+            "input_audio" => ContentPart::InputAudio {
+                input_audio: raw.input_audio.ok_or_else(|| missing("input_audio"))?,
+            },
+            "file" => ContentPart::File {
+                file: raw.file.ok_or_else(|| missing("file"))?,
+            },
+            "refusal" => ContentPart::Refusal {
+                refusal: raw.refusal.ok_or_else(|| missing("refusal"))?,
+            },
+            other => {
+                return Err(format!(
+                    "unknown content part type `{other}` (expected text, image_url, input_audio, file or refusal)"
+                ));
+            }
+        })
+    }
+}
+
+/// `image_url`: a URL or a `data:` URI.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ImageUrl {
+    /// The URL.
+    pub url: String,
+    /// `auto`, `low` or `high`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// `input_audio`: base64 audio and its format.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InputAudio {
+    /// The audio, base64.
+    pub data: String,
+    /// `wav` or `mp3`.
+    pub format: String,
+}
+
+/// `file`: a file inline (a `data:` URI) or by the id of an upload.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FileData {
+    /// The file as a `data:` URI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_data: Option<String>,
+    /// The id of an uploaded file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_id: Option<String>,
+    /// The file's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+}
+
+/// A tool call of an assistant message, or a fragment of one in a stream
+/// (where `index` says which call it continues).
+///
+/// ```
+/// use lmstack::provider::openai::types::{FunctionCall, ToolCall};
+///
+/// let fragment = ToolCall {
+///     index: Some(0),
+///     function: FunctionCall { name: None, arguments: Some("{\"a\":".into()) },
+///     ..ToolCall::default()
+/// };
+/// assert_eq!(
+///     serde_json::to_string(&fragment).unwrap(),
+///     r#"{"index":0,"function":{"arguments":"{\"a\":"}}"#
+/// );
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The call's position among the reply's calls (streams only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
+    /// The call's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// `function`.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The function called.
+    #[serde(default)]
+    pub function: FunctionCall,
+}
+
+/// The function of a [`ToolCall`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    /// The tool's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The arguments' JSON text (a fragment of it, in a stream).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<String>,
+}
+
+/// A tool the model may call: `{"type":"function","function":{…}}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Tool {
+    /// `function`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The function.
+    pub function: FunctionDefinition,
+}
+
+/// A function tool's name, description and parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FunctionDefinition {
+    /// The tool's name.
+    pub name: String,
+    /// What the tool does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The JSON Schema of the arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<Value>,
+    /// Structured outputs: the arguments must match the schema exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
+}
+
+/// `tool_choice`: a mode (`auto`, `none`, `required`) or one function.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ToolChoice {
+    /// `auto`, `none` or `required`.
+    Mode(String),
+    /// `{"type":"function","function":{"name":…}}`.
+    Named(NamedToolChoice),
+}
+
+/// A [`ToolChoice`] that names one function.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NamedToolChoice {
+    /// `function`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The function.
+    pub function: FunctionName,
+}
+
+/// A function's name.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FunctionName {
+    /// The name.
+    pub name: String,
+}
+
+/// A whole response: `"object": "chat.completion"`.
+///
+/// ```
+/// use lmstack::provider::openai::types::ChatCompletion;
+///
+/// let body = r#"{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[
+///     {"index":0,"message":{"role":"assistant","content":null,"refusal":null},"finish_reason":"stop"}]}"#;
+/// let completion: ChatCompletion = serde_json::from_str(body).unwrap();
+/// assert_eq!(completion.choices[0].finish_reason.as_deref(), Some("stop"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChatCompletion {
+    /// The response id (`chatcmpl-…`).
+    pub id: String,
+    /// `chat.completion`.
+    pub object: String,
+    /// When it was created, in seconds since the Unix epoch.
+    pub created: u64,
+    /// The model that answered.
+    pub model: String,
+    /// The choices (lmstack writes one).
+    pub choices: Vec<Choice>,
+    /// Token usage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<CompletionUsage>,
+}
+
+/// A choice of a [`ChatCompletion`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Choice {
+    /// Its index.
+    pub index: u32,
+    /// The message.
+    pub message: ChatMessage,
+    /// Why the model stopped.
+    pub finish_reason: Option<String>,
+    /// Log probabilities (lmstack writes `null`).
+    #[serde(default)]
+    pub logprobs: Option<Value>,
+}
+
+/// One chunk of a stream: `"object": "chat.completion.chunk"`.
+///
+/// ```
+/// use lmstack::provider::openai::types::ChatCompletionChunk;
+///
+/// let data = r#"{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m",
+///     "choices":[{"index":0,"delta":{"reasoning_content":"hm"},"finish_reason":null}]}"#;
+/// let chunk: ChatCompletionChunk = serde_json::from_str(data).unwrap();
+/// assert_eq!(chunk.choices[0].delta.reasoning_content.as_deref(), Some("hm"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChatCompletionChunk {
+    /// The response id, the same in every chunk.
+    pub id: String,
+    /// `chat.completion.chunk`.
+    pub object: String,
+    /// When the response was created, in seconds since the Unix epoch.
+    pub created: u64,
+    /// The model that answers.
+    pub model: String,
+    /// The choices' deltas (none in the usage chunk).
+    pub choices: Vec<ChunkChoice>,
+    /// Token usage (the last chunk, with `include_usage`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<CompletionUsage>,
+}
+
+/// A choice of a [`ChatCompletionChunk`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChunkChoice {
+    /// Its index.
+    pub index: u32,
+    /// What this chunk adds.
+    pub delta: ChatMessage,
+    /// Why the model stopped (the last delta only).
+    pub finish_reason: Option<String>,
+    /// Log probabilities (lmstack writes `null`).
+    #[serde(default)]
+    pub logprobs: Option<Value>,
+}
+
+/// Token usage.
+///
+/// ```
+/// use lmstack::provider::openai::types::CompletionUsage;
+///
+/// let usage: CompletionUsage = serde_json::from_str(
+///     r#"{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7,"prompt_tokens_details":{"cached_tokens":1,"audio_tokens":0}}"#,
+/// ).unwrap();
+/// assert_eq!(usage.prompt_tokens_details.unwrap().cached_tokens, 1);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CompletionUsage {
+    /// Input tokens.
+    pub prompt_tokens: u64,
+    /// Output tokens.
+    pub completion_tokens: u64,
+    /// Their sum.
+    pub total_tokens: u64,
+    /// Cached input tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens_details: Option<PromptTokensDetails>,
+    /// Reasoning tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_tokens_details: Option<CompletionTokensDetails>,
+}
+
+/// `usage.prompt_tokens_details`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PromptTokensDetails {
+    /// Input tokens read from the cache.
+    pub cached_tokens: u64,
+}
+
+/// `usage.completion_tokens_details`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CompletionTokensDetails {
+    /// Output tokens spent reasoning.
+    pub reasoning_tokens: u64,
+}
+
+/// An error answer: `{"error": {"message", "type", "param", "code"}}`.
+///
+/// ```
+/// use lmstack::provider::openai::types::{ErrorBody, ErrorObject};
+///
+/// let body = ErrorBody { error: ErrorObject {
+///     message: "Slow down".into(), kind: "rate_limit_error".into(), param: None, code: None,
+/// } };
+/// assert_eq!(
+///     serde_json::to_string(&body).unwrap(),
+///     r#"{"error":{"message":"Slow down","type":"rate_limit_error","param":null,"code":null}}"#
+/// );
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorObject,
+}
+
+/// The object inside an [`ErrorBody`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorObject {
+    /// What went wrong.
+    pub message: String,
+    /// `invalid_request_error`, `rate_limit_error`, `server_error`, …
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The request field at fault.
+    pub param: Option<String>,
+    /// A machine-readable code.
+    pub code: Option<String>,
+}
