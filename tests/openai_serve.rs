@@ -544,7 +544,7 @@ fn encode(events: &[Event], stream: bool, include_usage: bool) -> Vec<u8> {
     };
     let mut out = Output::new();
     for event in events {
-        encoder.push(event.clone(), &mut out).unwrap();
+        encoder.push(Ok(event.clone()), &mut out).unwrap();
     }
     encoder.finish(&mut out).unwrap();
     out.drain().flat_map(|frame| frame.to_vec()).collect()
@@ -953,11 +953,14 @@ fn refusals_reasoning_and_calls_the_client_cannot_run() {
 fn an_error_mid_stream_is_an_error_frame_that_ends_it() {
     let mut encoder = Encoder::new("chatcmpl-x", 1, "m").streaming(true);
     let mut out = Output::new();
-    encoder.push(Event::text("Hel"), &mut out).unwrap();
-    let upstream: Error =
-        TransportError::new("anthropic", TransportErrorKind::Timeout, "no data for 60s").into();
-    encoder.fail(&upstream, &mut out);
-    encoder.push(Event::text("lo"), &mut out).unwrap();
+    encoder.push(Ok(Event::text("Hel")), &mut out).unwrap();
+    let timed_out = || -> Error {
+        TransportError::new("anthropic", TransportErrorKind::Timeout, "no data for 60s").into()
+    };
+    let upstream = timed_out();
+    encoder.push(Err(timed_out()), &mut out).unwrap();
+    encoder.push(Ok(Event::text("lo")), &mut out).unwrap();
+    assert_eq!(encoder.status(), 504);
     encoder.finish(&mut out).unwrap();
     let bytes: Vec<u8> = out.drain().flat_map(|frame| frame.to_vec()).collect();
     let frames = frames(&bytes);
@@ -977,7 +980,7 @@ fn an_error_mid_stream_is_an_error_frame_that_ends_it() {
 fn an_assistant_image_cannot_be_written() {
     let mut encoder = Encoder::new("chatcmpl-x", 1, "m");
     let image = Message::multimodal(Role::Assistant, vec![ContentBlock::image_url("https://x")]);
-    assert!(encoder.push(image.into(), &mut Output::new()).is_err());
+    assert!(encoder.push(Ok(image.into()), &mut Output::new()).is_err());
 }
 
 #[test]

@@ -462,10 +462,11 @@ fn data_uri<'a>(url: &'a str, at: &str) -> Result<Option<(&'a str, &'a str)>, Er
 /// - an assistant message with images, documents or audio is an error: Chat
 ///   Completions has no place for them.
 ///
-/// The stream ends with `data: [DONE]`. An error in the middle of a stream is
-/// written with [`fail`](Encoder::fail) as an in-stream error frame, which ends
-/// it. In non-streaming mode nothing is written before the end, so an error is
-/// answered with [`error_body`] instead.
+/// The stream ends with `data: [DONE]`. It takes a reply's items,
+/// `Result<Event, Error>`: an error in the middle of a stream is written as an
+/// in-stream error frame, which ends it; in non-streaming mode, where nothing is
+/// written before the end, the error becomes the reply ([`error_body`]'s body;
+/// [`status`](Encoder::status) gives its status).
 ///
 /// ```
 /// use lmstack::provider::openai::Encoder;
@@ -475,7 +476,7 @@ fn data_uri<'a>(url: &'a str, at: &str) -> Result<Option<(&'a str, &'a str)>, Er
 /// let mut encoder = Encoder::new("chatcmpl-1", 1_700_000_000, "gpt-4o").streaming(false);
 /// let mut out = Output::new();
 /// for event in [Event::text("Hel"), Event::text("lo"), Event::finish(FinishReason::Stop)] {
-///     encoder.push(event, &mut out).unwrap();
+///     encoder.push(Ok(event), &mut out).unwrap();
 /// }
 /// encoder.finish(&mut out).unwrap();
 /// let frames: Vec<_> = out.drain().collect();
@@ -486,11 +487,19 @@ fn data_uri<'a>(url: &'a str, at: &str) -> Result<Option<(&'a str, &'a str)>, Er
 /// assert!(text.ends_with("data: [DONE]\n\n"));
 ///
 /// let mut encoder = Encoder::new("chatcmpl-1", 1_700_000_000, "gpt-4o");
-/// encoder.push(Event::text("Hello"), &mut out).unwrap();
+/// encoder.push(Ok(Event::text("Hello")), &mut out).unwrap();
 /// encoder.finish(&mut out).unwrap();
 /// let body: serde_json::Value = serde_json::from_slice(&out.pop().unwrap()).unwrap();
 /// assert_eq!(body["object"], "chat.completion");
 /// assert_eq!(body["choices"][0]["message"]["content"], "Hello");
+///
+/// let mut failing = Encoder::new("chatcmpl-1", 0, "m").streaming(false);
+/// failing.push(Ok(Event::text("Hi")), &mut out).unwrap();
+/// failing.push(Err(lmstack::Error::stage("tool loop", "broke")), &mut out).unwrap();
+/// failing.finish(&mut out).unwrap(); // writes nothing more
+/// let last = out.drain().last().unwrap();
+/// assert!(last.starts_with(b"data: {\"error\":{\"message\":\"tool loop: broke\""));
+/// assert_eq!(failing.status(), 500);
 /// ```
 #[derive(Debug)]
 pub struct Encoder {
@@ -511,6 +520,7 @@ pub struct Encoder {
     usage: Option<Usage>,
     finish_reason: Option<FinishReason>,
     ended: bool,
+    status: u16,
 }
 
 /// The call whose fragments are arriving.
@@ -540,6 +550,7 @@ impl Encoder {
             usage: None,
             finish_reason: None,
             ended: false,
+            status: 200,
         }
     }
 
@@ -551,33 +562,38 @@ impl Encoder {
         self
     }
 
-    /// Ends a streamed reply with an error: writes `data: {"error": {…}}` (the
-    /// body of [`error_body`]) and nothing after it. In non-streaming mode it
-    /// writes nothing: answer with [`error_body`].
-    ///
-    /// ```
-    /// use lmstack::provider::openai::Encoder;
-    /// use lmstack::service::{Machine, Output};
-    /// use lmstack::{Error, Event};
-    ///
-    /// let mut encoder = Encoder::new("chatcmpl-1", 0, "m").streaming(false);
-    /// let mut out = Output::new();
-    /// encoder.push(Event::text("Hi"), &mut out).unwrap();
-    /// encoder.fail(&Error::stage("tool loop", "broke"), &mut out);
-    /// encoder.finish(&mut out).unwrap(); // writes nothing more
-    /// let last = out.drain().last().unwrap();
-    /// assert!(last.starts_with(b"data: {\"error\":{\"message\":\"tool loop: broke\""));
-    /// ```
-    pub fn fail(&mut self, error: &Error, out: &mut Output<Bytes>) {
+    /// The HTTP status for the reply: 200, or once an error was encoded,
+    /// [`error_body`]'s status for it (a gateway that waits for the first bytes
+    /// before it sends its headers answers an error that came first with it).
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// The reply's `Content-Type`: `text/event-stream` or `application/json`.
+    pub fn content_type(&self) -> &'static str {
+        if self.stream {
+            "text/event-stream"
+        } else {
+            "application/json"
+        }
+    }
+
+    /// Ends a reply that failed with `error`: a stream with `data: {"error":
+    /// {…}}` (the body of [`error_body`]) and nothing after it; a whole reply
+    /// becomes that error body.
+    fn fail(&mut self, error: &Error, out: &mut Output<Bytes>) {
         if self.ended {
             return;
         }
         self.ended = true;
+        let (status, body) = error_body(error);
+        self.status = status;
         if self.stream {
-            let (_, body) = error_body(error);
             let mut frame = Vec::new();
             encode_event(&mut frame, None, &body.to_string());
             out.push(frame.into());
+        } else {
+            out.push(body.to_string().into_bytes().into());
         }
     }
 
@@ -849,13 +865,22 @@ fn fold(message: &mut ChatMessage, delta: ChatMessage) {
 }
 
 impl Machine for Encoder {
-    type In = Event;
+    type In = Result<Event, Error>;
     type Out = Bytes;
 
-    fn push(&mut self, event: Event, out: &mut Output<Bytes>) -> Result<(), Error> {
+    /// Takes a reply's item: an event, or the error that ended the reply (which
+    /// is written as the type's docs say; nothing is written after it).
+    fn push(&mut self, item: Result<Event, Error>, out: &mut Output<Bytes>) -> Result<(), Error> {
         if self.ended {
             return Ok(());
         }
+        let event = match item {
+            Ok(event) => event,
+            Err(error) => {
+                self.fail(&error, out);
+                return Ok(());
+            }
+        };
         if let Some(delta) = self.delta(event)? {
             self.emit(delta, out);
         }
