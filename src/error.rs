@@ -17,6 +17,17 @@ pub enum Error {
     #[error("invalid request: {0}")]
     InvalidRequest(String),
 
+    /// A server refused the request before running it — no valid token, an
+    /// unknown model, a body too large, too many requests at once — with this
+    /// HTTP status.
+    #[error("{message}")]
+    Refused {
+        /// The HTTP status, such as 401, 404, 413 or 429.
+        status: u16,
+        /// Why, in words a client can act on.
+        message: String,
+    },
+
     /// A layer failed; `stage` names the layer.
     #[error("{stage}: {message}")]
     Stage {

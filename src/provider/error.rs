@@ -371,7 +371,7 @@ impl crate::Error {
     ///
     /// - the client's request: [`InvalidRequest`](crate::Error::InvalidRequest)
     ///   and an unpaired history ([`ToolPairing`](crate::Error::ToolPairing)) →
-    ///   400;
+    ///   400; a request the server [refused](crate::Error::Refused) → its status;
     /// - the upstream provider's answer: 400, 413 and 422 (a request the model's
     ///   server refused: too long, a bad parameter) and 429 pass through; 401,
     ///   403 and 404 (the gateway's key or configuration) → 502; 408 and 504 →
@@ -395,6 +395,7 @@ impl crate::Error {
         use crate::Error as E;
         match self {
             E::InvalidRequest(_) | E::ToolPairing { .. } => 400,
+            E::Refused { status, .. } => *status,
             E::Provider(_) => match self.provider_error().map(|error| error.status) {
                 Some(status @ (400 | 413 | 422 | 429)) => status,
                 Some(408 | 504) => 504,
@@ -453,6 +454,11 @@ mod tests {
         assert_eq!(transport(TransportErrorKind::Timeout), 504);
         assert_eq!(transport(TransportErrorKind::Connect), 502);
         assert_eq!(crate::Error::InvalidRequest("x".into()).http_status(), 400);
+        let refused = crate::Error::Refused {
+            status: 429,
+            message: "busy".into(),
+        };
+        assert_eq!(refused.http_status(), 429);
         let unpaired = crate::Error::ToolPairing {
             stage: "s",
             message: 1,

@@ -6,11 +6,20 @@
 //! - [`sealed_ids`]: tool-call metadata (Gemini's thought signatures) carried
 //!   through clients inside the call's id;
 //! - [`BearerToken`]: the access check, in constant time;
-//! - [`Metrics`]: what was served, in the Prometheus text format.
+//! - [`Metrics`]: what was served, in the Prometheus text format;
+//! - `Gateway` (feature `server`): stacks by model name, served over HTTP in
+//!   the OpenAI Chat Completions and Anthropic Messages formats, as an axum
+//!   router.
 
 mod auth;
+#[cfg(feature = "server")]
+mod format;
+#[cfg(feature = "server")]
+mod gateway;
 mod metrics;
 pub mod sealed_ids;
 
 pub use auth::BearerToken;
+#[cfg(feature = "server")]
+pub use gateway::{Gateway, Stack};
 pub use metrics::{InFlight, Metrics};

@@ -8,7 +8,7 @@
 //! thing every client sends back unchanged (with the call, and as the result's
 //! `call_id`), so it carries the metadata:
 //!
-//! - [`SealCallIds`], on the way out, replaces the id of every call that has
+//! - [`seal_event`], on the way out, replaces the id of every call that has
 //!   metadata by a *sealed* id: [`SEALED_PREFIX`] and the base64url (no padding)
 //!   of `{"id": …, "metadata": {…}}` — letters, digits, `-` and `_` only, which
 //!   every wire's id grammar allows;
@@ -24,8 +24,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 
 use crate::message::CallDetails;
-use crate::service::{Machine, Output};
-use crate::{ChatRequest, Error, Event, Message, Metadata, ToolCall};
+use crate::{ChatRequest, Event, Message, Metadata, ToolCall};
 
 /// The start of a sealed call id.
 pub const SEALED_PREFIX: &str = "lmc_";
@@ -103,42 +102,22 @@ pub fn open_request(request: &mut ChatRequest) {
     }
 }
 
-/// Seals the ids of the calls in a reply's events (see the [module docs](self)).
+/// Seals the ids of the calls in one event of a reply (see the [module
+/// docs](self)).
 ///
 /// A streamed call is sealed with the metadata of the delta that gives its id
 /// (the lifting that makes such metadata, Gemini's, gives both at once). The
 /// calls of complete messages are sealed with their metadata, and in a
 /// `tool_aggregate` the results' call ids with them.
-#[derive(Debug, Default)]
-pub struct SealCallIds;
-
-impl SealCallIds {
-    /// A sealer.
-    pub fn new() -> Self {
-        SealCallIds
-    }
-}
-
-impl Machine for SealCallIds {
-    type In = Event;
-    type Out = Event;
-
-    fn push(&mut self, mut event: Event, out: &mut Output) -> Result<(), Error> {
-        match &mut event {
-            Event::ToolCallDelta(delta) => {
-                if let Some(CallDetails { id: Some(id), .. }) = delta.details.as_deref_mut() {
-                    *id = seal_id(id, &delta.metadata);
-                }
+pub fn seal_event(event: &mut Event) {
+    match event {
+        Event::ToolCallDelta(delta) => {
+            if let Some(CallDetails { id: Some(id), .. }) = delta.details.as_deref_mut() {
+                *id = seal_id(id, &delta.metadata);
             }
-            Event::Message { message } => seal_message(message),
-            _ => {}
         }
-        out.push(event);
-        Ok(())
-    }
-
-    fn finish(&mut self, _out: &mut Output) -> Result<(), Error> {
-        Ok(())
+        Event::Message { message } => seal_message(message),
+        _ => {}
     }
 }
 
@@ -204,15 +183,12 @@ mod tests {
         let plain = ToolCall::new("c2", "put", json!({}));
         let mut streamed = ToolCallDelta::start(0, "c3", "get");
         streamed.metadata = signed();
-        let mut sealer = SealCallIds::new();
-        let mut out = Output::new();
-        for event in [
+        let mut events = [
             Event::message(Message::tool_calls(vec![call.clone(), plain.clone()])),
             Event::ToolCallDelta(streamed),
-        ] {
-            sealer.push(event, &mut out).unwrap();
-        }
-        let messages = Joiner::join(out.drain());
+        ];
+        events.iter_mut().for_each(seal_event);
+        let messages = Joiner::join(events);
         let sealed_calls: Vec<&ToolCall> = messages.iter().flat_map(|m| m.calls()).collect();
         assert!(sealed_calls[0].id.starts_with(SEALED_PREFIX));
         assert_eq!(sealed_calls[1].id, "c2", "no metadata, no seal");

@@ -990,13 +990,13 @@ pub fn include_usage(request: &ChatRequest) -> bool {
 pub fn error_body(error: &Error) -> (u16, Value) {
     let status = error.http_status();
     let kind = match status {
-        400 | 413 | 422 => "invalid_request_error",
+        400..=404 | 413 | 422 => "invalid_request_error",
         429 => "rate_limit_error",
         _ => "server_error",
     };
     let upstream = error.provider_error();
     let message = match error {
-        Error::InvalidRequest(message) => message.clone(),
+        Error::InvalidRequest(message) | Error::Refused { message, .. } => message.clone(),
         other => other.to_string(),
     };
     let body = ErrorBody {

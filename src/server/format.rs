@@ -1,0 +1,98 @@
+//! The wire formats the gateway serves, each through its provider's server
+//! codecs: one small trait, so that the handler is written once.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use crate::provider::{anthropic, openai};
+use crate::service::Machine;
+use crate::{ChatRequest, Error, Event};
+
+/// A wire format served: how a request is read, a reply and an error written.
+pub(crate) trait Format: Send + Sync + 'static {
+    /// Its name in metrics and logs.
+    const NAME: &'static str;
+    /// The machine that writes a reply.
+    type Encoder: Machine<In = Result<Event, Error>, Out = Bytes>;
+
+    /// A client's request body → the canonical request.
+    fn decode(body: &[u8]) -> Result<ChatRequest, Error>;
+
+    /// The encoder of the reply to `request`, answered by `model` at `now`.
+    fn encoder(request: &ChatRequest, model: &str, now: SystemTime) -> Self::Encoder;
+
+    /// The status of the reply (200, or that of the error it wrote).
+    fn status(encoder: &Self::Encoder) -> u16;
+
+    /// The reply's `Content-Type`.
+    fn content_type(encoder: &Self::Encoder) -> &'static str;
+
+    /// An error answer: its status and body.
+    fn error(error: &Error) -> (u16, Value);
+}
+
+/// OpenAI Chat Completions (`POST /v1/chat/completions`).
+pub(crate) struct ChatCompletions;
+
+impl Format for ChatCompletions {
+    const NAME: &'static str = "openai";
+    type Encoder = openai::Encoder;
+
+    fn decode(body: &[u8]) -> Result<ChatRequest, Error> {
+        openai::decode_request(body)
+    }
+
+    fn encoder(request: &ChatRequest, model: &str, now: SystemTime) -> openai::Encoder {
+        let created = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let id = format!("chatcmpl-{:016x}", fastrand::u64(..));
+        let encoder = openai::Encoder::new(id, created, model);
+        if request.options.stream {
+            encoder.streaming(openai::include_usage(request))
+        } else {
+            encoder
+        }
+    }
+
+    fn status(encoder: &openai::Encoder) -> u16 {
+        encoder.status()
+    }
+
+    fn content_type(encoder: &openai::Encoder) -> &'static str {
+        encoder.content_type()
+    }
+
+    fn error(error: &Error) -> (u16, Value) {
+        openai::error_body(error)
+    }
+}
+
+/// Anthropic Messages (`POST /v1/messages`).
+pub(crate) struct Messages;
+
+impl Format for Messages {
+    const NAME: &'static str = "anthropic";
+    type Encoder = anthropic::Encoder;
+
+    fn decode(body: &[u8]) -> Result<ChatRequest, Error> {
+        anthropic::decode_request(body)
+    }
+
+    fn encoder(request: &ChatRequest, model: &str, _now: SystemTime) -> anthropic::Encoder {
+        let id = format!("msg_{:016x}{:08x}", fastrand::u64(..), fastrand::u32(..));
+        anthropic::Encoder::new(id, model, request.options.stream)
+    }
+
+    fn status(encoder: &anthropic::Encoder) -> u16 {
+        encoder.status()
+    }
+
+    fn content_type(encoder: &anthropic::Encoder) -> &'static str {
+        encoder.content_type()
+    }
+
+    fn error(error: &Error) -> (u16, Value) {
+        anthropic::error_body(error)
+    }
+}
