@@ -20,6 +20,8 @@ use futures::StreamExt;
 use image::{ImageFormat, Rgba, RgbaImage};
 use lmstack::function::{FunctionCallLayer, MediaPolicy, ToolLoopLayer, ToolRegistry};
 use lmstack::natural::NaturalToolUse;
+use lmstack::server::Stack;
+use lmstack::service::ChatService;
 use lmstack::testing::{Chunking, ScriptedModel};
 use lmstack::{ChatRequest, ContentBlock, Error, Message, Reply, Role};
 use tower::util::BoxCloneSyncService;
@@ -94,11 +96,7 @@ pub fn run(args: DemoArgs) -> ExitCode {
 }
 
 async fn demo(args: &DemoArgs) -> Result<(), Error> {
-    let workspace = tempfile::tempdir().map_err(failure("cannot make a directory"))?;
-    let scene = scene().map_err(failure("cannot draw the picture"))?;
-    std::fs::write(workspace.path().join("scene.png"), &scene)
-        .map_err(failure("cannot write the picture"))?;
-    let media = MediaPolicy::new().root(workspace.path());
+    let workspace = Workspace::new()?;
     if let Some(out) = &args.out {
         std::fs::create_dir_all(out).map_err(failure("cannot make the --out directory"))?;
     }
@@ -112,31 +110,21 @@ async fn demo(args: &DemoArgs) -> Result<(), Error> {
     };
 
     let terminal = !args.json && io::stdout().is_terminal();
-    let model = ScriptedModel::new()
-        .chunking(Chunking::Random { seed: 5, max: 8 })
-        .reply(ROUND_ONE)
-        .reply(VISION)
-        .reply(ROUND_TWO)
-        .reply(ROUND_THREE);
-    let tools = tools::all(
-        &media,
-        BoxCloneSyncService::new(model.clone()),
-        args.out.clone(),
-    );
-    let stack = ServiceBuilder::new()
-        .option_layer(log.clone())
-        .layer(ToolLoopLayer::new())
-        .layer(FunctionCallLayer::new(ToolRegistry::new(tools)?).media(media))
-        .layer(NaturalToolUse::new())
-        // On a terminal, stream at a readable pace, as a model would.
+    let model = model();
+    // On a terminal, stream at a readable pace, as a model would.
+    let paced = ServiceBuilder::new()
         .map_response(move |reply: Reply| if terminal { paced(reply) } else { reply })
         .service(model.clone());
+    let stack = ServiceBuilder::new()
+        .option_layer(log.clone())
+        .service(stack(&model, paced, workspace.media(), args.out.clone())?);
+    let scene = &workspace.scene;
 
     let request = ChatRequest::new(vec![Message::multimodal(
         Role::User,
         vec![
             ContentBlock::text(QUESTION),
-            ContentBlock::image_bytes("image/png", &scene),
+            ContentBlock::image_bytes("image/png", scene),
         ],
     )])
     .streaming(true);
@@ -157,6 +145,62 @@ async fn demo(args: &DemoArgs) -> Result<(), Error> {
         }
         _ => Ok(()),
     }
+}
+
+/// Where the demo's tools work: a temporary directory holding the scene.
+pub struct Workspace {
+    dir: tempfile::TempDir,
+    /// The scene, as PNG.
+    pub scene: Vec<u8>,
+}
+
+impl Workspace {
+    /// A directory with the scene in it, as `scene.png`.
+    pub fn new() -> Result<Self, Error> {
+        let dir = tempfile::tempdir().map_err(failure("cannot make a directory"))?;
+        let scene = scene().map_err(failure("cannot draw the picture"))?;
+        std::fs::write(dir.path().join("scene.png"), &scene)
+            .map_err(failure("cannot write the picture"))?;
+        Ok(Workspace { dir, scene })
+    }
+
+    /// The media policy of the tools: they read under this directory.
+    pub fn media(&self) -> MediaPolicy {
+        MediaPolicy::new().root(self.dir.path())
+    }
+}
+
+/// The scripted text-only model of one demo conversation (which also plays the
+/// vision model `detect_boxes` asks).
+pub fn model() -> ScriptedModel {
+    ScriptedModel::new()
+        .chunking(Chunking::Random { seed: 5, max: 8 })
+        .reply(ROUND_ONE)
+        .reply(VISION)
+        .reply(ROUND_TWO)
+        .reply(ROUND_THREE)
+}
+
+/// The demo's stack: ToolLoop → FunctionCall (the demo tools: images read under
+/// `media`'s root, `detect_boxes` asking `model`, pictures saved in `out`) →
+/// NaturalToolUse → `inner`, which is `model` (paced, on a terminal).
+pub fn stack<S>(
+    model: &ScriptedModel,
+    inner: S,
+    media: MediaPolicy,
+    out: Option<PathBuf>,
+) -> Result<Stack, Error>
+where
+    S: ChatService + Clone + Send + Sync + 'static,
+    S::Future: Send + 'static,
+{
+    let tools = tools::all(&media, BoxCloneSyncService::new(model.clone()), out);
+    let stack = ServiceBuilder::new()
+        .layer(ToolLoopLayer::new())
+        .layer(FunctionCallLayer::new(ToolRegistry::new(tools)?).media(media))
+        .layer(NaturalToolUse::new())
+        .service(inner.map_err(Into::into));
+    Ok(BoxCloneSyncService::new(stack))
 }
 
 /// Says where the conversation log is (`draw_boxes` names the picture it saved):

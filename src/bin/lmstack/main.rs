@@ -17,6 +17,8 @@ mod mcp_arg;
 mod parse;
 mod provider_arg;
 mod render;
+mod serve;
+mod serve_config;
 mod session;
 mod show;
 mod tools;
@@ -46,6 +48,7 @@ enum Command {
     Lower(lower::Args),
     Chat(chat::Args),
     Mcp(mcp::Args),
+    Serve(serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +60,7 @@ fn main() -> ExitCode {
         Command::Lower(args) => lower::run(args),
         Command::Chat(args) => chat::run(args),
         Command::Mcp(args) => mcp::run(args),
+        Command::Serve(args) => serve::run(args),
     }
 }
 

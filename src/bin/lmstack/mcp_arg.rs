@@ -39,7 +39,7 @@ impl ServerArgs {
 }
 
 /// How every server a command starts or reaches is started or reached.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Default, clap::Args)]
 pub struct Options {
     /// Send the token in this environment variable as `Authorization: Bearer`
     /// (HTTP servers).

@@ -1,0 +1,209 @@
+//! The configuration of `lmstack serve` (TOML; a complete commented example is
+//! in docs/serve.md), and the one place a configured model becomes its stack.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use lmstack::function::{FunctionCallLayer, ToolLoopLayer, ToolRegistry, UnknownTools};
+use lmstack::natural::{NaturalToolUse, RenderDialect};
+use lmstack::provider::transport::HttpConfig;
+use lmstack::provider::{ApiKey, Provider as HttpProvider, ProviderConfig, Wire};
+use lmstack::retry::RetryLayer;
+use lmstack::server::Stack;
+use lmstack::{ChatRequest, Error};
+use serde::Deserialize;
+use tower::ServiceBuilder;
+use tower::util::BoxCloneSyncService;
+
+use crate::mcp_arg;
+use crate::provider_arg::{Provider, WithWire, Writing};
+
+/// The whole file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// How the gateway listens.
+    #[serde(default)]
+    pub server: Server,
+    /// The models, by the name clients ask for.
+    #[serde(default)]
+    pub models: BTreeMap<String, Model>,
+}
+
+/// The `[server]` table.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Server {
+    /// The address to listen on (`--listen` wins).
+    pub listen: Option<SocketAddr>,
+    /// The environment variable that holds the clients' token
+    /// (`LMSTACK_SERVE_TOKEN` when left out).
+    pub token_env: Option<String>,
+    /// The most bytes of a request body.
+    pub body_limit: Option<usize>,
+}
+
+/// One `[models.NAME]` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Model {
+    /// The upstream's wire format: `openai`, `anthropic` or `gemini`.
+    pub provider: ProviderName,
+    /// The upstream's API root (the provider's own API when left out).
+    pub base_url: Option<String>,
+    /// The model the upstream is asked for (the table's name when left out).
+    pub model: Option<String>,
+    /// The environment variable that holds the upstream's key (the provider's
+    /// usual one, such as `OPENAI_API_KEY`, when left out; none is needed by
+    /// local servers).
+    pub api_key_env: Option<String>,
+    /// For a model without native tool calling: the tools go in the system
+    /// prompt and calls are read from its text, `tagged` or `hermes`.
+    pub natural_tools: Option<NaturalTools>,
+    /// Requests answered at once; one more is refused with 429.
+    #[serde(default = "default_concurrency")]
+    pub max_concurrent: usize,
+    /// Retry calls that fail before their first event (on by default).
+    #[serde(default = "yes")]
+    pub retry: bool,
+    /// The longest wait for the upstream's next bytes, in seconds.
+    pub read_timeout_secs: Option<u64>,
+    /// MCP servers the gateway runs itself, by command line (stdio).
+    #[serde(default)]
+    pub mcp: Vec<String>,
+    /// MCP servers the gateway reaches over streamable HTTP.
+    #[serde(default)]
+    pub mcp_urls: Vec<String>,
+}
+
+/// A provider's name in the file.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderName {
+    Openai,
+    Anthropic,
+    Gemini,
+}
+
+/// The natural tool-use dialects the file names.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NaturalTools {
+    Tagged,
+    Hermes,
+}
+
+fn default_concurrency() -> usize {
+    16
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Config {
+    /// Reads the file at `path`; a mistake names the file and the place.
+    pub fn read(path: &Path) -> Result<Config, Error> {
+        let text = std::fs::read_to_string(path).map_err(|error| {
+            Error::InvalidRequest(format!("reading {}: {error}", path.display()))
+        })?;
+        toml::from_str(&text)
+            .map_err(|error| Error::InvalidRequest(format!("{}: {error}", path.display())))
+    }
+}
+
+impl Model {
+    /// The model's stack: ToolLoop → FunctionCall (the MCP servers' tools; calls
+    /// of the client's tools, and of tools nobody declared, go back to the
+    /// client) → [NaturalToolUse] → [Retry] → the provider.
+    pub async fn stack(&self, name: &str) -> Result<Stack, Error> {
+        let provider = match self.provider {
+            ProviderName::Openai => Provider::Openai,
+            ProviderName::Anthropic => Provider::Anthropic,
+            ProviderName::Gemini => Provider::Gemini,
+        };
+        let upstream = provider.run(Writing::default(), Upstream { model: self, name })?;
+        let options = mcp_arg::Options::default();
+        let mut sources = Vec::new();
+        for command in &self.mcp {
+            sources.push(mcp_arg::connect(options.stdio(command)?).await?);
+        }
+        for url in &self.mcp_urls {
+            sources.push(mcp_arg::connect(options.http(url)?).await?);
+        }
+        let upstream_model = self.model.as_deref().unwrap_or(name);
+        let natural = self.natural_tools.map(|dialect| {
+            NaturalToolUse::new().dialect(match dialect {
+                NaturalTools::Tagged => RenderDialect::Tagged,
+                NaturalTools::Hermes => RenderDialect::for_model(upstream_model),
+            })
+        });
+        if sources.is_empty() {
+            let stack = ServiceBuilder::new()
+                .option_layer(natural)
+                .service(upstream);
+            return Ok(BoxCloneSyncService::new(stack));
+        }
+        let mut registry = ToolRegistry::builder();
+        for source in sources {
+            registry = registry.source(source);
+        }
+        let stack = ServiceBuilder::new()
+            .layer(ToolLoopLayer::new())
+            .layer(
+                FunctionCallLayer::new(registry.build()?).unknown_tools(UnknownTools::PassThrough),
+            )
+            .option_layer(natural)
+            .service(upstream);
+        Ok(BoxCloneSyncService::new(stack))
+    }
+
+    /// The provider's name, for logs and metrics.
+    pub fn provider_name(&self) -> &'static str {
+        match self.provider {
+            ProviderName::Openai => "openai",
+            ProviderName::Anthropic => "anthropic",
+            ProviderName::Gemini => "gemini",
+        }
+    }
+}
+
+/// The upstream of a model, over the chosen wire: [Retry →] the provider.
+struct Upstream<'a> {
+    model: &'a Model,
+    name: &'a str,
+}
+
+impl WithWire for Upstream<'_> {
+    type Output = Result<Stack, Error>;
+
+    fn run<W: Wire>(self, wire: W) -> Result<Stack, Error> {
+        let model = self.model;
+        let base_url = model.base_url.as_deref().unwrap_or(W::DEFAULT_BASE_URL);
+        let upstream_model = model.model.as_deref().unwrap_or(self.name);
+        let mut config = ProviderConfig::new(base_url)
+            .wire(wire)
+            .model(upstream_model);
+        let key_env = model.api_key_env.as_deref().unwrap_or(W::KEY_ENV);
+        if let Ok(key) = ApiKey::from_env(key_env) {
+            config = config.api_key(key);
+        }
+        if let Some(secs) = model.read_timeout_secs {
+            config = config.http(HttpConfig::default().read_timeout(Duration::from_secs(secs)));
+        }
+        let provider = HttpProvider::new(config)?;
+        let retry = model.retry.then(RetryLayer::default);
+        // Clients name the gateway's model; the upstream is asked for its own.
+        let upstream_model = upstream_model.to_owned();
+        let stack = ServiceBuilder::new()
+            .map_request(move |mut request: ChatRequest| {
+                request.options.model = Some(upstream_model.clone());
+                request
+            })
+            .option_layer(retry)
+            .service(provider);
+        Ok(BoxCloneSyncService::new(stack))
+    }
+}

@@ -1,0 +1,211 @@
+//! `lmstack serve` as a process: the offline demo for a new user, a request in
+//! one format served by an upstream of the other (a loopback server playing
+//! the upstream), the token rule, a bad configuration, and SIGTERM draining the
+//! requests in flight.
+
+#![cfg(all(feature = "cli", feature = "demo"))]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use common::cli::command;
+use common::server::{Answer, Server};
+use lmstack::provider::anthropic::{Anthropic, AnthropicConfig};
+use lmstack::provider::openai::{OpenAi, OpenAiConfig};
+use lmstack::{ChatRequest, Message};
+use serde_json::json;
+use tower::ServiceExt;
+
+/// A running `lmstack serve`, stopped when dropped.
+struct Serving {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `lmstack serve` on a free loopback port with `args`; waits for the
+/// line that says where it listens.
+fn serve(args: &[&str]) -> Serving {
+    let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    let mut child = command(&all)
+        .env_remove("LMSTACK_SERVE_TOKEN")
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("the lmstack binary runs");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let address = line
+        .split("listening on ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+    // Keep reading stderr, so that the process never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while stderr.read_line(&mut sink).is_ok_and(|n| n > 0) {}
+    });
+    Serving {
+        child,
+        base: address,
+    }
+}
+
+fn openai(base: &str, model: &str) -> OpenAi {
+    OpenAi::new(OpenAiConfig::new(format!("{base}/v1")).model(model)).unwrap()
+}
+
+fn anthropic(base: &str, model: &str) -> Anthropic {
+    Anthropic::new(AnthropicConfig::new(format!("{base}/v1")).model(model)).unwrap()
+}
+
+async fn ask<S: lmstack::service::ChatService>(client: S, stream: bool) -> Vec<Message> {
+    let request = ChatRequest::new(vec![Message::user("Hi")]).streaming(stream);
+    client
+        .oneshot(request)
+        .await
+        .map_err(Into::into)
+        .unwrap()
+        .collect()
+        .await
+        .unwrap()
+}
+
+fn text(messages: &[Message]) -> String {
+    messages.iter().filter_map(Message::as_text).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_configuration_the_demo_answers_both_formats() {
+    let serving = serve(&[]);
+    for stream in [false, true] {
+        let said = text(&ask(openai(&serving.base, "lmstack-demo"), stream).await);
+        assert!(said.contains("1234 × 5678 = 7,006,652"), "{said}");
+        let said = text(&ask(anthropic(&serving.base, "lmstack-demo"), stream).await);
+        assert!(said.contains("the red box frames the house"), "{said}");
+    }
+}
+
+fn write_config(dir: &tempfile::TempDir, text: &str) -> String {
+    let path = dir.path().join("lmstack.toml");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_in_one_format_is_served_by_an_upstream_of_the_other() {
+    let openai_reply = json!({"id": "chatcmpl-up", "object": "chat.completion", "created": 1,
+        "model": "up-gpt", "choices": [{"index": 0, "finish_reason": "stop",
+        "message": {"role": "assistant", "content": "From an OpenAI upstream."}}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}});
+    let anthropic_reply = json!({"id": "msg_up", "type": "message", "role": "assistant",
+        "model": "up-claude", "content": [{"type": "text", "text": "From an Anthropic upstream."}],
+        "stop_reason": "end_turn", "stop_sequence": null,
+        "usage": {"input_tokens": 3, "output_tokens": 5}});
+    let upstream = Server::start(vec![
+        Answer::ok(
+            "application/json",
+            openai_reply.to_string().as_bytes(),
+            &[7],
+        ),
+        Answer::ok(
+            "application/json",
+            anthropic_reply.to_string().as_bytes(),
+            &[7],
+        ),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let base = upstream.base_url();
+    let config = write_config(
+        &dir,
+        &format!(
+            "[models.gpt]\nprovider = \"openai\"\nbase_url = \"{base}\"\nmodel = \"up-gpt\"\nretry = false\n\n\
+             [models.claude]\nprovider = \"anthropic\"\nbase_url = \"{base}\"\nmodel = \"up-claude\"\nretry = false\n"
+        ),
+    );
+    let serving = serve(&["--config", &config]);
+    // An Anthropic client asks the OpenAI-backed model, then the reverse.
+    let said = text(&ask(anthropic(&serving.base, "gpt"), false).await);
+    assert_eq!(said, "From an OpenAI upstream.");
+    let said = text(&ask(openai(&serving.base, "claude"), false).await);
+    assert_eq!(said, "From an Anthropic upstream.");
+    let sent = upstream.requests();
+    assert_eq!(upstream.uris(), ["/v1/chat/completions", "/v1/messages"]);
+    assert_eq!(sent[0].1["model"], "up-gpt");
+    assert_eq!(
+        sent[0].1["messages"],
+        json!([{"role": "user", "content": "Hi"}])
+    );
+    assert_eq!(sent[1].1["model"], "up-claude");
+}
+
+#[test]
+fn without_a_token_it_listens_on_loopback_only_and_a_bad_configuration_is_named() {
+    let output = command(&["serve", "--listen", "0.0.0.0:0"])
+        .env_remove("LMSTACK_SERVE_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("refusing to listen on 0.0.0.0:0 without a token: set LMSTACK_SERVE_TOKEN"),
+        "{stderr}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(&dir, "[models.x]\nprovider = \"openia\"\n");
+    let output = command(&["serve", "--config", &config]).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&config) && stderr.contains("openia"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_the_requests_in_flight_finish_then_exits() {
+    let slow = json!({"id": "chatcmpl-up", "object": "chat.completion", "created": 1,
+        "model": "up", "choices": [{"index": 0, "finish_reason": "stop",
+        "message": {"role": "assistant", "content": "Worth the wait."}}]});
+    let mut answer = Answer::ok("application/json", slow.to_string().as_bytes(), &[64]);
+    answer.stall = Duration::from_millis(800);
+    let upstream = Server::start(vec![answer]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        &dir,
+        &format!(
+            "[models.slow]\nprovider = \"openai\"\nbase_url = \"{}\"\nretry = false\n",
+            upstream.base_url()
+        ),
+    );
+    let mut serving = serve(&["--config", &config, "--drain", "5"]);
+    let base = serving.base.clone();
+    let asking = tokio::spawn(async move { text(&ask(openai(&base, "slow"), false).await) });
+    while upstream.requests().is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let pid = serving.child.id() as libc::pid_t;
+    // SAFETY: a plain kill(2) of the child this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    assert_eq!(asking.await.unwrap(), "Worth the wait.");
+    let status = tokio::task::spawn_blocking(move || {
+        let status = serving.child.wait().unwrap();
+        std::mem::forget(serving);
+        status
+    })
+    .await
+    .unwrap();
+    assert!(status.success(), "{status:?}");
+}
