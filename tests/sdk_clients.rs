@@ -1,0 +1,221 @@
+//! The official Python SDKs as clients of `lmstack serve`: `openai==3.51.0` and
+//! `anthropic==2.10.0`, installed by `.ci/test` in its venv, whose python
+//! reaches the tests through `LMSTACK_CI_PYTHON`. The scripts in `tests/sdk/`
+//! drive each SDK and print what they saw; these tests check it.
+//!
+//! - the demo (no configuration): chat, streaming chat with usage, and errors
+//!   raised as the SDKs' typed exceptions (unknown model, bad request, wrong
+//!   token);
+//! - tool calls round-tripped by the client, across formats: the OpenAI SDK
+//!   talks to a model behind an Anthropic upstream, the Anthropic SDK to one
+//!   behind an OpenAI upstream (a loopback server plays each upstream).
+
+#![cfg(all(feature = "cli", feature = "demo"))]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use common::cli::command;
+use common::server::{Answer, Server};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "test-token";
+
+fn python() -> String {
+    std::env::var("LMSTACK_CI_PYTHON")
+        .expect("LMSTACK_CI_PYTHON: a python with the openai and anthropic SDKs (.ci/test sets it)")
+}
+
+/// A running `lmstack serve` that wants [`TOKEN`], stopped when dropped.
+struct Serving {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(args: &[&str]) -> Serving {
+    let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    let mut child = command(&all)
+        .env("LMSTACK_SERVE_TOKEN", TOKEN)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("the lmstack binary runs");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let base = line
+        .split("listening on ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while stderr.read_line(&mut sink).is_ok_and(|n| n > 0) {}
+    });
+    Serving { child, base }
+}
+
+/// Runs `tests/sdk/SCRIPT SCENARIO BASE [MODEL]`; what it printed.
+fn sdk(script: &str, scenario: &str, base: &str, model: Option<&str>) -> Value {
+    let path = format!("{}/tests/sdk/{script}", env!("CARGO_MANIFEST_DIR"));
+    let mut command = Command::new(python());
+    command.arg(path).arg(scenario).arg(base).args(model);
+    let output = command.output().expect("python runs");
+    assert!(
+        output.status.success(),
+        "{script} {scenario}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stdout)))
+}
+
+const DEMO_ANSWER: &str = "1234 × 5678 = 7,006,652";
+
+#[test]
+#[ignore = "needs the official SDKs: .ci/test installs them"]
+fn the_openai_sdk_chats_streams_and_gets_typed_errors() {
+    let serving = serve(&[]);
+    let chat = sdk("openai_client.py", "chat", &serving.base, None);
+    assert!(
+        chat["content"].as_str().unwrap().contains(DEMO_ANSWER),
+        "{chat}"
+    );
+    assert_eq!(chat["finish_reason"], "stop");
+    let stream = sdk("openai_client.py", "stream", &serving.base, None);
+    assert_eq!(
+        stream["content"], chat["content"],
+        "the stream says what the body says"
+    );
+    assert_eq!(stream["finish_reason"], "stop");
+    let errors = sdk("openai_client.py", "errors", &serving.base, None);
+    assert_eq!(errors["unknown_model"], json!(["NotFoundError", 404]));
+    assert_eq!(errors["bad_request"][0], "BadRequestError");
+    assert_eq!(errors["bad_request"][1], 400);
+    let message = errors["bad_request"][2].as_str().unwrap();
+    assert!(message.contains("messages[0].content"), "{message}");
+    assert_eq!(errors["wrong_token"], json!(["AuthenticationError", 401]));
+}
+
+#[test]
+#[ignore = "needs the official SDKs: .ci/test installs them"]
+fn the_anthropic_sdk_chats_streams_and_gets_typed_errors() {
+    let serving = serve(&[]);
+    let chat = sdk("anthropic_client.py", "chat", &serving.base, None);
+    assert!(
+        chat["content"].as_str().unwrap().contains(DEMO_ANSWER),
+        "{chat}"
+    );
+    assert_eq!(chat["stop_reason"], "end_turn");
+    let stream = sdk("anthropic_client.py", "stream", &serving.base, None);
+    assert_eq!(stream["content"], chat["content"]);
+    assert_eq!(stream["final"], chat["content"]);
+    assert_eq!(stream["stop_reason"], "end_turn");
+    let errors = sdk("anthropic_client.py", "errors", &serving.base, None);
+    assert_eq!(errors["unknown_model"], json!(["NotFoundError", 404]));
+    assert_eq!(errors["bad_request"][0], "BadRequestError");
+    let message = errors["bad_request"][2].as_str().unwrap();
+    assert!(message.contains("messages[0].content[0]"), "{message}");
+    assert_eq!(errors["wrong_token"], json!(["AuthenticationError", 401]));
+}
+
+fn json_answer(body: Value) -> Answer {
+    Answer::ok(
+        "application/json",
+        body.to_string().as_bytes(),
+        &[usize::MAX],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the official SDKs: .ci/test installs them"]
+async fn each_sdk_round_trips_a_tool_call_through_an_upstream_of_the_other_format() {
+    let upstream = Server::start(vec![
+        // The OpenAI SDK's turns, answered by an Anthropic upstream.
+        json_answer(
+            json!({"id": "msg_1", "type": "message", "role": "assistant",
+            "model": "up-claude", "stop_reason": "tool_use", "stop_sequence": null,
+            "content": [{"type": "tool_use", "id": "toolu_01", "name": "get_weather",
+                         "input": {"city": "Paris"}}],
+            "usage": {"input_tokens": 20, "output_tokens": 9}}),
+        ),
+        json_answer(
+            json!({"id": "msg_2", "type": "message", "role": "assistant",
+            "model": "up-claude", "stop_reason": "end_turn", "stop_sequence": null,
+            "content": [{"type": "text", "text": "Paris: 18°C and sunny."}],
+            "usage": {"input_tokens": 40, "output_tokens": 7}}),
+        ),
+        // The Anthropic SDK's turns, answered by an OpenAI upstream.
+        json_answer(
+            json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1,
+            "model": "up-gpt", "choices": [{"index": 0, "finish_reason": "tool_calls",
+            "message": {"role": "assistant", "content": null, "tool_calls": [{"id": "call_01",
+                "type": "function", "function": {"name": "get_weather",
+                "arguments": "{\"city\": \"Paris\"}"}}]}}]}),
+        ),
+        json_answer(
+            json!({"id": "chatcmpl-2", "object": "chat.completion", "created": 1,
+            "model": "up-gpt", "choices": [{"index": 0, "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "Paris: 18°C and sunny."}}]}),
+        ),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("lmstack.toml");
+    let base = upstream.base_url();
+    std::fs::write(
+        &config,
+        format!(
+            "[models.claude]\nprovider = \"anthropic\"\nbase_url = \"{base}\"\nmodel = \"up-claude\"\nretry = false\n\n\
+             [models.gpt]\nprovider = \"openai\"\nbase_url = \"{base}\"\nmodel = \"up-gpt\"\nretry = false\n"
+        ),
+    )
+    .unwrap();
+    let serving = serve(&["--config", config.to_str().unwrap()]);
+    let gateway = serving.base.clone();
+    let openai = tokio::task::spawn_blocking(move || {
+        sdk("openai_client.py", "tools", &gateway, Some("claude"))
+    })
+    .await
+    .unwrap();
+    assert_eq!(openai["finish_reason"], "tool_calls");
+    assert_eq!(
+        openai["call"],
+        json!({"id": "toolu_01", "name": "get_weather", "arguments": {"city": "Paris"}})
+    );
+    assert_eq!(openai["answer"], "Paris: 18°C and sunny.");
+    let gateway = serving.base.clone();
+    let anthropic = tokio::task::spawn_blocking(move || {
+        sdk("anthropic_client.py", "tools", &gateway, Some("gpt"))
+    })
+    .await
+    .unwrap();
+    assert_eq!(anthropic["stop_reason"], "tool_use");
+    assert_eq!(
+        anthropic["call"],
+        json!({"id": "call_01", "name": "get_weather", "arguments": {"city": "Paris"}})
+    );
+    assert_eq!(anthropic["answer"], "Paris: 18°C and sunny.");
+
+    // Each upstream got the client's result in its own format.
+    let sent = upstream.requests();
+    let to_claude = &sent[1].1["messages"];
+    assert_eq!(to_claude[1]["content"][0]["type"], "tool_use");
+    assert_eq!(to_claude[2]["content"][0]["type"], "tool_result");
+    assert_eq!(to_claude[2]["content"][0]["tool_use_id"], "toolu_01");
+    let to_gpt = &sent[3].1["messages"];
+    assert_eq!(to_gpt[1]["tool_calls"][0]["id"], "call_01");
+    assert_eq!(to_gpt[2]["role"], "tool");
+    assert_eq!(to_gpt[2]["tool_call_id"], "call_01");
+    assert_eq!(to_gpt[2]["content"], "18°C and sunny in Paris");
+}
