@@ -1,7 +1,7 @@
 //! `lmstack serve` as a process: the offline demo for a new user, a request in
 //! one format served by an upstream of the other (a loopback server playing
-//! the upstream), the token rule, a bad configuration, and SIGTERM draining the
-//! requests in flight.
+//! the upstream), an MCP server's tool run by the gateway, the token rule, a bad
+//! configuration, and SIGTERM draining the requests in flight.
 
 #![cfg(all(feature = "cli", feature = "demo"))]
 
@@ -208,4 +208,61 @@ async fn sigterm_lets_the_requests_in_flight_finish_then_exits() {
     .await
     .unwrap();
     assert!(status.success(), "{status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs server-everything: .ci/test installs and starts it"]
+async fn the_gateway_runs_an_mcp_servers_tools_itself_and_the_client_sees_the_answer() {
+    let call = json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1,
+        "model": "up", "choices": [{"index": 0, "finish_reason": "tool_calls",
+        "message": {"role": "assistant", "content": null, "tool_calls": [{"id": "call_sum",
+            "type": "function", "function": {"name": "get-sum", "arguments": "{\"a\": 2, \"b\": 3}"}}]}}]});
+    let answer = json!({"id": "chatcmpl-2", "object": "chat.completion", "created": 1,
+        "model": "up", "choices": [{"index": 0, "finish_reason": "stop",
+        "message": {"role": "assistant", "content": "2 + 3 = 5."}}]});
+    let upstream = Server::start(vec![
+        Answer::ok(
+            "application/json",
+            call.to_string().as_bytes(),
+            &[usize::MAX],
+        ),
+        Answer::ok(
+            "application/json",
+            answer.to_string().as_bytes(),
+            &[usize::MAX],
+        ),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        &dir,
+        &format!(
+            "[models.tooled]\nprovider = \"openai\"\nbase_url = \"{}\"\nretry = false\nmcp_urls = [\"{}\"]\n",
+            upstream.base_url(),
+            common::mcp::everything_url()
+        ),
+    );
+    let serving = serve(&["--config", &config]);
+    // An Anthropic client, an OpenAI upstream, an MCP server's tool.
+    let messages = ask(anthropic(&serving.base, "tooled"), false).await;
+    assert_eq!(text(&messages), "2 + 3 = 5.");
+    assert!(
+        messages.iter().all(|m| m.calls().is_empty()),
+        "the client is never asked to run the gateway's tools: {messages:?}"
+    );
+    let sent = upstream.requests();
+    let offered: Vec<&str> = sent[0].1["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(offered.contains(&"get-sum"), "{offered:?}");
+    let result = &sent[1].1["messages"][2];
+    assert_eq!(result["role"], "tool");
+    assert_eq!(result["tool_call_id"], "call_sum");
+    assert!(
+        result["content"].to_string().contains('5'),
+        "the server's result went back upstream: {result}"
+    );
 }
