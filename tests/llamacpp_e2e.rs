@@ -7,6 +7,8 @@
 
 #![cfg(all(feature = "openai", feature = "function", feature = "retry"))]
 
+mod common;
+
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -114,7 +116,7 @@ async fn a_streamed_reply_arrives_in_many_deltas() {
 }
 
 /// A GBNF grammar that makes the model write one Hermes-style `add` call.
-const GRAMMAR: &str = r#"root ::= "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": " [0-9]+ ", \"b\": " [0-9]+ "}}\n</tool_call>""#;
+const GRAMMAR: &str = common::ADD_CALL_GRAMMAR;
 
 /// The wire half of the natural-tool-use round trip: a grammar passed through
 /// `extra` makes the model write a `<tool_call>` block, which arrives intact in

@@ -8,7 +8,9 @@
 //!   token);
 //! - tool calls round-tripped by the client, across formats: the OpenAI SDK
 //!   talks to a model behind an Anthropic upstream, the Anthropic SDK to one
-//!   behind an OpenAI upstream (a loopback server plays each upstream).
+//!   behind an OpenAI upstream (a loopback server plays each upstream);
+//! - natural tools: llama.cpp's server (a text-only model) behind the gateway
+//!   gives the OpenAI SDK a native tool call.
 
 #![cfg(all(feature = "cli", feature = "demo"))]
 
@@ -218,4 +220,49 @@ async fn each_sdk_round_trips_a_tool_call_through_an_upstream_of_the_other_forma
     assert_eq!(to_gpt[2]["role"], "tool");
     assert_eq!(to_gpt[2]["tool_call_id"], "call_01");
     assert_eq!(to_gpt[2]["content"], "18°C and sunny in Paris");
+}
+
+#[test]
+#[ignore = "needs the official SDKs and llama.cpp's server: .ci/test installs and starts them"]
+fn a_text_only_model_behind_the_gateway_gives_the_sdk_native_tool_calls() {
+    let llama = std::env::var("LMSTACK_LLAMACPP_URL")
+        .expect("LMSTACK_LLAMACPP_URL: llama.cpp's server (.ci/test starts it)");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("lmstack.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[models.smol]\nprovider = \"openai\"\nbase_url = \"{llama}/v1\"\n\
+             model = \"smollm2-135m\"\nnatural_tools = \"tagged\"\nread_timeout_secs = 120\n"
+        ),
+    )
+    .unwrap();
+    let serving = serve(&["--config", config.to_str().unwrap()]);
+    let path = format!("{}/tests/sdk/openai_client.py", env!("CARGO_MANIFEST_DIR"));
+    let output = Command::new(python())
+        .args([
+            &path,
+            "natural",
+            &serving.base,
+            "smol",
+            common::ADD_CALL_GRAMMAR,
+        ])
+        .output()
+        .expect("python runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&output.stdout).unwrap();
+    // The model wrote the call as text; the SDK got it as a native call.
+    assert_eq!(seen["finish_reason"], "tool_calls", "{seen}");
+    assert_eq!(seen["call"]["name"], "add");
+    assert!(
+        seen["call"]["arguments"]["a"].is_u64() && seen["call"]["arguments"]["b"].is_u64(),
+        "{seen}"
+    );
+    // The result went back as text and the model answered in text.
+    assert!(seen["answer"].is_string(), "{seen}");
+    assert_eq!(seen["answer_calls"], 0);
 }

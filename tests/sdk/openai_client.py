@@ -58,6 +58,32 @@ elif scenario == "tools":
                       "call": {"id": call.id, "name": call.function.name,
                                "arguments": json.loads(call.function.arguments)},
                       "answer": second.choices[0].message.content}))
+elif scenario == "natural":
+    # A text-only model (llama.cpp) given tools by the gateway: the grammar
+    # (argv[4], passed through in extra_body) makes it write a call as text,
+    # which the gateway hands the client as a native tool call.
+    add = {"type": "function", "function": {
+        "name": "add", "description": "Adds two whole numbers",
+        "parameters": {"type": "object", "required": ["a", "b"], "properties": {
+            "a": {"type": "integer"}, "b": {"type": "integer"}}}}}
+    asked = [{"role": "system", "content": "When you have a tool's result, answer in words."},
+             {"role": "user", "content": "What is 2 + 3?"}]
+    first = client.chat.completions.create(
+        model=model, messages=asked, tools=[add], temperature=0, max_tokens=64,
+        extra_body={"grammar": sys.argv[4], "seed": 42})
+    message = first.choices[0].message
+    call = message.tool_calls[0]
+    arguments = json.loads(call.function.arguments)
+    history = asked + [message.model_dump(exclude_none=True), {
+        "role": "tool", "tool_call_id": call.id,
+        "content": str(arguments["a"] + arguments["b"])}]
+    second = client.chat.completions.create(
+        model=model, messages=history, tools=[add], temperature=0, max_tokens=64,
+        extra_body={"seed": 42})
+    print(json.dumps({"finish_reason": first.choices[0].finish_reason,
+                      "call": {"name": call.function.name, "arguments": arguments},
+                      "answer": second.choices[0].message.content,
+                      "answer_calls": len(second.choices[0].message.tool_calls or [])}))
 elif scenario == "errors":
     seen = {}
     try:
