@@ -305,3 +305,86 @@ async fn the_models_and_the_health_check() {
     let health = reqwest::get(format!("{base}/health")).await.unwrap();
     assert_eq!(health.status(), 200);
 }
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Add {
+    a: i64,
+    b: i64,
+}
+
+#[tokio::test]
+async fn a_turn_that_calls_the_gateways_tool_and_the_clients_keeps_both_results() {
+    use lmstack::function::{FunctionCallLayer, Tool, ToolLoopLayer, ToolRegistry};
+    use lmstack::{Role, ToolSpec};
+    let add = Tool::typed("add", "Adds", |args: Add| async move {
+        Ok::<_, std::convert::Infallible>((args.a + args.b).to_string())
+    });
+    let model = ScriptedModel::new()
+        .reply_messages(vec![
+            Message::assistant("Both at once."),
+            Message::tool_calls(vec![
+                ToolCall::new("call_add", "add", json!({"a": 2, "b": 3})),
+                ToolCall::new("call_weather", "get_weather", json!({"city": "Paris"})),
+            ]),
+        ])
+        .reply("5, and 18°C in Paris.");
+    let stack = tower::ServiceBuilder::new()
+        .layer(ToolLoopLayer::new())
+        .layer(FunctionCallLayer::new(ToolRegistry::new([add]).unwrap()))
+        .service(model.clone());
+    let base = serve(Gateway::new().model("demo", "scripted", stack, 4)).await;
+    let weather = ToolSpec::new(
+        "get_weather",
+        "The weather",
+        json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+    );
+    let client = openai(&base, "demo");
+    let first = client
+        .clone()
+        .oneshot(ChatRequest::new(vec![Message::user("Sum and weather?")]).tool(weather.clone()))
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    // The client sees only its own call, which runs the gateway's round along.
+    let calls: Vec<&ToolCall> = first.iter().flat_map(|m| m.calls()).collect();
+    assert_eq!(calls.len(), 1, "{first:?}");
+    assert_eq!(calls[0].name, "get_weather");
+    let mut history = vec![Message::user("Sum and weather?")];
+    history.extend(
+        first
+            .iter()
+            .filter(|m| m.role() == Role::Assistant)
+            .cloned(),
+    );
+    history.push(Message::tool_results(vec![ToolResult::text(
+        calls[0].id.clone(),
+        "get_weather",
+        "18°C",
+    )]));
+    let answer = client
+        .oneshot(ChatRequest::new(history).tool(weather))
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(answer[0].as_text(), Some("5, and 18°C in Paris."));
+    // The model's second turn sees its whole first turn: the gateway's call
+    // with its result, then the client's call with its result.
+    let second = &model.requests()[1].messages;
+    let aggregate = second
+        .iter()
+        .position(|m| matches!(m, Message::ToolAggregate(_)))
+        .expect("the gateway's round is back");
+    assert_eq!(second[aggregate].calls()[0].id, "call_add");
+    assert_eq!(second[aggregate].results()[0].text_content(), "5");
+    let client_call = &second[aggregate + 1];
+    assert_eq!(client_call.calls()[0].id, "call_weather");
+    assert!(
+        client_call.calls()[0].metadata.is_empty(),
+        "{client_call:?}"
+    );
+    assert_eq!(second[aggregate + 2].results()[0].call_id, "call_weather");
+}

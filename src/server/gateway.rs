@@ -19,7 +19,7 @@ use tower::util::BoxCloneSyncService;
 use tracing::Instrument;
 
 use super::format::{ChatCompletions, Format, Messages};
-use super::sealed_ids::{open_request, seal_event};
+use super::sealed_ids::{SealCallIds, open_request};
 use super::{BearerToken, InFlight, Metrics};
 use crate::service::{ChatService, MachineStream};
 use crate::{ChatRequest, Error, Event, Reply};
@@ -325,13 +325,13 @@ async fn run<F: Format>(
     let tap = answer.span.clone();
     let metrics = (answer.metrics.clone(), name);
     let items = reply.map(move |item| {
-        Ok(item.map(|mut event| {
-            observe(&event, &tap, &metrics);
-            seal_event(&mut event);
-            event
-        }))
+        if let Ok(event) = &item {
+            observe(event, &tap, &metrics);
+        }
+        Ok(item)
     });
-    let mut encoded = MachineStream::new(items, encoder);
+    let sealed = MachineStream::new(items, SealCallIds::new());
+    let mut encoded = MachineStream::new(sealed, encoder);
     if stream {
         let content_type = F::content_type(encoded.machine());
         // The body ends where the encoder ends; it owns the answer's guards,

@@ -15,6 +15,13 @@
 //! - [`open_request`], on the way in, restores each sealed id of the request's
 //!   calls and results, and the calls' metadata.
 //!
+//! The same way, a reply that calls both the gateway's own tools and the
+//! client's keeps the gateway's rounds: [`SealCallIds`] holds the client's calls
+//! until the reply's `tool_aggregate`s (the calls the gateway ran, with their
+//! results) have passed, and seals those rounds into the first client call's id
+//! (under [`GATEWAY_ROUNDS_KEY`]); [`open_request`] puts them back in the
+//! history, before that call, so the model sees every result of its turn.
+//!
 //! Stateless: nothing is remembered between requests, so any gateway replica can
 //! take the next one. An id that is not sealed, or does not open, is left as it
 //! is.
@@ -23,14 +30,19 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 
-use crate::message::CallDetails;
-use crate::{ChatRequest, Event, Message, Metadata, ToolCall};
+use crate::message::{CallDetails, ToolCallsMessage};
+use crate::service::{Machine, Output};
+use crate::{ChatRequest, Error, Event, Message, Metadata, ToolCall};
 
 /// The start of a sealed call id.
 pub const SEALED_PREFIX: &str = "lmc_";
 
 /// The longest sealed id opened; a longer one is left as it is.
 const MAX_SEALED: usize = 256 << 10;
+
+/// The metadata key under which a client's call carries the gateway's own tool
+/// rounds of the same reply (its `tool_aggregate` messages).
+pub const GATEWAY_ROUNDS_KEY: &str = "gateway_rounds";
 
 /// What a sealed id holds.
 #[derive(Serialize, Deserialize)]
@@ -79,19 +91,27 @@ pub fn open_id(id: &str) -> Option<(String, Metadata)> {
 }
 
 /// Restores the sealed ids of `request`: each call gets its id and metadata back
-/// (metadata the call already has wins), each result its call id.
+/// (metadata the call already has wins), each result its call id; the gateway's
+/// rounds a call carried go back in the history, right before its message.
 pub fn open_request(request: &mut ChatRequest) {
-    for message in &mut request.messages {
-        let (calls, results) = match message {
+    let mut messages = Vec::with_capacity(request.messages.len());
+    for mut message in request.messages.drain(..) {
+        let (calls, results) = match &mut message {
             Message::ToolCalls(message) => (&mut message.calls[..], &mut [][..]),
             Message::ToolResults(message) => (&mut [][..], &mut message.results[..]),
             Message::ToolAggregate(message) => (&mut message.calls[..], &mut message.results[..]),
-            _ => continue,
+            _ => {
+                messages.push(message);
+                continue;
+            }
         };
         for call in calls {
             if let Some((id, metadata)) = open_id(&call.id) {
                 call.id = id;
                 call.metadata.merge_missing(&metadata);
+            }
+            if let Some(rounds) = call.metadata.remove(GATEWAY_ROUNDS_KEY) {
+                messages.extend(serde_json::from_value::<Vec<Message>>(rounds).unwrap_or_default());
             }
         }
         for result in results {
@@ -99,6 +119,93 @@ pub fn open_request(request: &mut ChatRequest) {
                 result.call_id = id;
             }
         }
+        messages.push(message);
+    }
+    request.messages = messages;
+}
+
+/// Seals the calls of a reply's items on their way to a client (see the
+/// [module docs](self)): each event as [`seal_event`] does, except that a
+/// `tool_calls` message is held until the next event that is not a
+/// `tool_aggregate`, and the reply's aggregates so far go into its first call
+/// the client runs (those that fit in a sealed id: 128 KiB of JSON; larger
+/// rounds are left out, with a warning). Items in, items out: an error passes
+/// through, after what was held.
+#[derive(Debug, Default)]
+pub struct SealCallIds {
+    held: Option<ToolCallsMessage>,
+    rounds: Vec<Message>,
+}
+
+impl SealCallIds {
+    /// A sealer for one reply.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn release(&mut self, out: &mut Output<Result<Event, Error>>) {
+        let Some(mut message) = self.held.take() else {
+            return;
+        };
+        let client_call = message
+            .calls
+            .iter_mut()
+            .find(|call| !call.provider_executed);
+        if let (Some(call), false) = (client_call, self.rounds.is_empty()) {
+            match serde_json::to_value(&self.rounds) {
+                Ok(rounds) if rounds.to_string().len() <= MAX_SEALED / 2 => {
+                    call.metadata.insert(GATEWAY_ROUNDS_KEY, rounds);
+                }
+                _ => tracing::warn!(
+                    "the gateway's tool rounds are too large to travel with the client's call; \
+                     the next request will not show them to the model"
+                ),
+            }
+        }
+        message.calls.iter_mut().for_each(seal_call);
+        out.push(Ok(Event::message(Message::ToolCalls(message))));
+    }
+}
+
+impl Machine for SealCallIds {
+    type In = Result<Event, Error>;
+    type Out = Result<Event, Error>;
+
+    fn push(
+        &mut self,
+        item: Result<Event, Error>,
+        out: &mut Output<Result<Event, Error>>,
+    ) -> Result<(), Error> {
+        match item {
+            Ok(Event::Message {
+                message: Message::ToolAggregate(aggregate),
+            }) => {
+                let round = Message::ToolAggregate(aggregate);
+                self.rounds.push(round.clone());
+                out.push(Ok(Event::message(round)));
+            }
+            Ok(Event::Message {
+                message: Message::ToolCalls(calls),
+            }) => {
+                self.release(out);
+                self.held = Some(calls);
+            }
+            Ok(mut event) => {
+                self.release(out);
+                seal_event(&mut event);
+                out.push(Ok(event));
+            }
+            Err(error) => {
+                self.release(out);
+                out.push(Err(error));
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, out: &mut Output<Result<Event, Error>>) -> Result<(), Error> {
+        self.release(out);
+        Ok(())
     }
 }
 
