@@ -266,3 +266,45 @@ async fn the_gateway_runs_an_mcp_servers_tools_itself_and_the_client_sees_the_an
         "the server's result went back upstream: {result}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_goes_away_mid_stream_cancels_the_upstream_request() {
+    let chunk = json!({"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "up",
+        "choices": [{"index": 0, "delta": {"content": "more "}, "finish_reason": null}]});
+    let mut answer = Answer::ok(
+        "text/event-stream",
+        format!("data: {chunk}\n\n").as_bytes(),
+        &[usize::MAX],
+    );
+    answer.endless = true;
+    let upstream = Server::start(vec![answer]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        &dir,
+        &format!(
+            "[models.endless]\nprovider = \"openai\"\nbase_url = \"{}\"\nretry = false\n",
+            upstream.base_url()
+        ),
+    );
+    let serving = serve(&["--config", &config]);
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", serving.base))
+        .body(r#"{"model":"endless","stream":true,"messages":[{"role":"user","content":"Go on"}]}"#)
+        .send()
+        .await
+        .unwrap();
+    let mut body = response.bytes_stream();
+    use futures::StreamExt;
+    let first = body.next().await.unwrap().unwrap();
+    assert!(first.starts_with(b"data: "), "{first:?}");
+    assert_eq!(upstream.abandoned(), 0, "the upstream is still streaming");
+    drop(body);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while upstream.abandoned() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the upstream request was never cancelled"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

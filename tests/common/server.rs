@@ -68,6 +68,8 @@ struct Script {
     requests: Vec<(HeaderMap, Value)>,
     /// The path and query of each request.
     uris: Vec<String>,
+    /// Answers whose body was dropped before its end: the client went away.
+    abandoned: usize,
 }
 
 /// The running server.
@@ -84,6 +86,7 @@ impl Server {
             answers: answers.into(),
             requests: Vec::new(),
             uris: Vec::new(),
+            abandoned: 0,
         }));
         let app = axum::Router::new()
             .fallback(post(answer))
@@ -108,6 +111,12 @@ impl Server {
     /// The path and query of each request received so far.
     pub fn uris(&self) -> Vec<String> {
         self.script.lock().unwrap().uris.clone()
+    }
+
+    /// How many answers' bodies were dropped before their end, because the
+    /// client went away.
+    pub fn abandoned(&self) -> usize {
+        self.script.lock().unwrap().abandoned
     }
 
     /// The requests received so far: headers and JSON body.
@@ -138,10 +147,30 @@ async fn answer(
     for (name, value) in &answer.headers {
         response = response.header(*name, value);
     }
-    response.body(async_stream_body(answer)).unwrap()
+    response.body(async_stream_body(answer, script)).unwrap()
 }
 
-fn async_stream_body(answer: Answer) -> Body {
+/// Counts the body as abandoned when it is dropped before its end.
+struct Abandoned {
+    script: Arc<Mutex<Script>>,
+    ended: bool,
+}
+
+impl Abandoned {
+    fn end(&mut self) {
+        self.ended = true;
+    }
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.script.lock().unwrap().abandoned += 1;
+        }
+    }
+}
+
+fn async_stream_body(answer: Answer, script: Arc<Mutex<Script>>) -> Body {
     let Answer {
         pieces,
         stall,
@@ -152,26 +181,34 @@ fn async_stream_body(answer: Answer) -> Body {
     let pieces: Vec<Bytes> = pieces.into_iter().map(Bytes::from).collect();
     let count = if endless { usize::MAX } else { pieces.len() };
     let pieces = pieces.into_iter().cycle().take(count);
+    let guard = Abandoned {
+        script,
+        ended: false,
+    };
     let stream = futures::stream::unfold(
-        (pieces.into_iter(), true),
-        move |(mut pieces, first)| async move {
+        (pieces.into_iter(), true, guard),
+        move |(mut pieces, first, mut guard)| async move {
             if first && !stall.is_zero() {
                 tokio::time::sleep(stall).await;
             }
             match pieces.next() {
                 Some(piece) => {
                     tokio::task::yield_now().await;
-                    Some((Ok::<_, std::io::Error>(piece), (pieces, false)))
+                    Some((Ok::<_, std::io::Error>(piece), (pieces, false, guard)))
                 }
                 None if break_after => {
+                    guard.end();
                     // Lets what was written reach the client before the connection drops.
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     Some((
                         Err(std::io::Error::other("connection dropped on purpose")),
-                        (pieces, false),
+                        (pieces, false, guard),
                     ))
                 }
-                None => None,
+                None => {
+                    guard.end();
+                    None
+                }
             }
         },
     );
