@@ -308,3 +308,117 @@ async fn a_client_that_goes_away_mid_stream_cancels_the_upstream_request() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// Gemini 3's thought signatures and call ids survive a client of another
+/// format: the recorded Gemini 3 stream calls two tools with signatures; the
+/// gateway hands the calls to an OpenAI client with sealed ids; the client
+/// answers them; Gemini gets back exactly the parts it sent (as the recorded
+/// follow-up request of a real client had them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_thought_signatures_survive_a_client_that_drops_unknown_fields() {
+    let recorded = common::cassette(
+        "google/fantasy/TestGoogleCommon/gemini-3-pro-preview/multi_tool_streaming.yaml",
+    );
+    let upstream = Server::start(
+        recorded
+            .iter()
+            .map(|exchange| Answer::ok("text/event-stream", exchange.response.as_bytes(), &[97]))
+            .collect(),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        &dir,
+        &format!(
+            "[models.gemini]\nprovider = \"gemini\"\nbase_url = \"{}\"\nmodel = \"gemini-3-pro-preview\"\nretry = false\n",
+            upstream.base_url()
+        ),
+    );
+    let serving = serve(&["--config", &config]);
+    let tools: Vec<lmstack::ToolSpec> = ["add", "multiply"]
+        .iter()
+        .map(|name| {
+            lmstack::ToolSpec::new(
+                *name,
+                "Arithmetic",
+                json!({"type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}),
+            )
+        })
+        .collect();
+    let asked = Message::user("Add and multiply the number 2 and 3");
+    let mut request = ChatRequest::new(vec![asked.clone()]).streaming(true);
+    request.options.tools = tools.clone();
+    let client = openai(&serving.base, "gemini");
+    let first = client
+        .clone()
+        .oneshot(request)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let calls: Vec<lmstack::ToolCall> = first.iter().flat_map(|m| m.calls()).cloned().collect();
+    assert_eq!(calls.len(), 2, "{first:?}");
+    assert!(
+        calls.iter().all(|c| c.id.starts_with("lmc_")),
+        "sealed: {calls:?}"
+    );
+    // What an OpenAI client keeps of a call: id, name, arguments.
+    let kept: Vec<lmstack::ToolCall> = calls
+        .iter()
+        .map(|c| lmstack::ToolCall::new(c.id.clone(), c.name.clone(), c.arguments.clone()))
+        .collect();
+    let results = kept
+        .iter()
+        .map(|c| {
+            let (a, b) = (
+                c.arguments["a"].as_i64().unwrap(),
+                c.arguments["b"].as_i64().unwrap(),
+            );
+            let value = if c.name == "add" { a + b } else { a * b };
+            lmstack::ToolResult::text(c.id.clone(), c.name.clone(), value.to_string())
+        })
+        .collect();
+    let mut follow_up = ChatRequest::new(vec![
+        asked,
+        Message::tool_calls(kept),
+        Message::tool_results(results),
+    ])
+    .streaming(true);
+    follow_up.options.tools = tools;
+    let answer = client
+        .oneshot(follow_up)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert!(
+        text(&answer).starts_with("The sum of 2 and 3 is 5"),
+        "{answer:?}"
+    );
+
+    let sent = &upstream.requests()[1].1["contents"][1]["parts"];
+    let want = &recorded[1].request["contents"][1]["parts"];
+    for (part, recorded_part) in sent
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(want.as_array().unwrap())
+    {
+        assert_eq!(part["thoughtSignature"], recorded_part["thoughtSignature"]);
+        assert_eq!(
+            part["functionCall"]["id"],
+            recorded_part["functionCall"]["id"]
+        );
+        assert_eq!(
+            part["functionCall"]["name"],
+            recorded_part["functionCall"]["name"]
+        );
+    }
+    assert_eq!(
+        sent.as_array().unwrap().len(),
+        want.as_array().unwrap().len()
+    );
+}
