@@ -7,11 +7,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use common::cli::command;
+use common::cli::{Serving, command};
 use common::server::{Answer, Server};
 use lmstack::provider::anthropic::{Anthropic, AnthropicConfig};
 use lmstack::provider::openai::{OpenAi, OpenAiConfig};
@@ -19,47 +17,8 @@ use lmstack::{ChatRequest, Message};
 use serde_json::json;
 use tower::ServiceExt;
 
-/// A running `lmstack serve`, stopped when dropped.
-struct Serving {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `lmstack serve` on a free loopback port with `args`; waits for the
-/// line that says where it listens.
 fn serve(args: &[&str]) -> Serving {
-    let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
-    all.extend_from_slice(args);
-    let mut child = command(&all)
-        .env_remove("LMSTACK_SERVE_TOKEN")
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("the lmstack binary runs");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    let address = line
-        .split("listening on ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_owned();
-    // Keep reading stderr, so that the process never blocks on a full pipe.
-    std::thread::spawn(move || {
-        let mut sink = String::new();
-        while stderr.read_line(&mut sink).is_ok_and(|n| n > 0) {}
-    });
-    Serving {
-        child,
-        base: address,
-    }
+    common::cli::serve(args, None)
 }
 
 fn openai(base: &str, model: &str) -> OpenAi {

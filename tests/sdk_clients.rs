@@ -16,10 +16,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
-use common::cli::command;
+use common::cli::Serving;
 use common::server::{Answer, Server};
 use serde_json::{Value, json};
 
@@ -30,41 +29,8 @@ fn python() -> String {
         .expect("LMSTACK_CI_PYTHON: a python with the openai and anthropic SDKs (.ci/test sets it)")
 }
 
-/// A running `lmstack serve` that wants [`TOKEN`], stopped when dropped.
-struct Serving {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Serving {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn serve(args: &[&str]) -> Serving {
-    let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
-    all.extend_from_slice(args);
-    let mut child = command(&all)
-        .env("LMSTACK_SERVE_TOKEN", TOKEN)
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("the lmstack binary runs");
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    let base = line
-        .split("listening on ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_owned();
-    std::thread::spawn(move || {
-        let mut sink = String::new();
-        while stderr.read_line(&mut sink).is_ok_and(|n| n > 0) {}
-    });
-    Serving { child, base }
+    common::cli::serve(args, Some(TOKEN))
 }
 
 /// Runs `tests/sdk/SCRIPT SCENARIO BASE [MODEL]`; what it printed.

@@ -1,7 +1,7 @@
 //! Running the `lmstack` binary, without the `OPENAI_*` variables of the
 //! environment, and a model's answers for `lmstack chat`.
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::{Value, json};
@@ -103,4 +103,49 @@ pub fn calculator_rounds(stream: bool) -> Vec<Answer> {
             ),
         ]
     }
+}
+
+/// A running `lmstack serve`, stopped when dropped.
+pub struct Serving {
+    pub child: Child,
+    /// Its base URL, `http://127.0.0.1:PORT`.
+    pub base: String,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `lmstack serve` on a free loopback port with `args`, wanting `token`
+/// from its clients when given; waits for the line that says where it listens.
+pub fn serve(args: &[&str], token: Option<&str>) -> Serving {
+    let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    let mut command = command(&all);
+    match token {
+        Some(token) => command.env("LMSTACK_SERVE_TOKEN", token),
+        None => command.env_remove("LMSTACK_SERVE_TOKEN"),
+    };
+    let mut child = command
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("the lmstack binary runs");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let base = line
+        .split("listening on ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+    // Keep reading stderr, so that the process never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while stderr.read_line(&mut sink).is_ok_and(|n| n > 0) {}
+    });
+    Serving { child, base }
 }
