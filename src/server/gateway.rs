@@ -54,14 +54,22 @@ pub type Stack = BoxCloneSyncService<ChatRequest, Reply, Error>;
 ///   the OpenTelemetry GenAI conventions: model, provider, token counts, finish
 ///   reason) and the [`Metrics`] at `/metrics`.
 ///
-/// ```
+/// Serve it on a listener whose connections set `TCP_NODELAY`, or each SSE
+/// frame waits for the client's delayed ACK (Nagle's algorithm):
+///
+/// ```no_run
 /// use lmstack::server::Gateway;
 /// use lmstack::testing::ScriptedModel;
 ///
+/// # async fn run() -> std::io::Result<()> {
 /// let model = ScriptedModel::new().reply("Hello from the gateway.");
 /// let router = Gateway::new().model("demo", "scripted", model, 8).router();
-/// // axum::serve(listener, router).await
-/// # let _ = router;
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+/// let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+///     let _ = tcp.set_nodelay(true);
+/// });
+/// axum::serve(listener, router).await
+/// # }
 /// ```
 #[derive(Clone, Debug)]
 pub struct Gateway {

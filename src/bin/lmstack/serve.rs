@@ -106,6 +106,14 @@ async fn serve(args: Args) -> Result<(), Error> {
             None => format!("no token set ({token_env}): loopback only"),
         }
     );
+    // Each SSE frame goes out as it is written: without TCP_NODELAY, Nagle's
+    // algorithm holds a stream's small frames back for the client's delayed ACK
+    // (some 40 ms each).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!("TCP_NODELAY not set: {error}");
+        }
+    });
     let drain = Duration::from_secs(args.drain);
     let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = axum::serve(listener, gateway.router()).with_graceful_shutdown(async move {
