@@ -165,9 +165,15 @@ EOF
             >"$BENCH_DIR/logs/nginx.log" 2>&1 &
         url="http://127.0.0.1:$NGINX_PORT/v1/chat/completions"
         ;;
-    lmstack | lmstack-natural)
-        local natural=""
+    lmstack | lmstack-natural | lmstack-nodelay)
+        local natural="" preload=""
         [ "$name" = lmstack-natural ] && natural='natural_tools = "tagged"'
+        if [ "$name" = lmstack-nodelay ]; then
+            # A diagnostic, not in the default targets: lmstack with TCP_NODELAY set
+            # on its accepted sockets by an LD_PRELOAD shim (diag/nodelay.c).
+            cc -O2 -shared -fPIC -o "$BENCH_DIR/run/nodelay.so" "$repo/benches/gateway/diag/nodelay.c" -ldl
+            preload="$BENCH_DIR/run/nodelay.so"
+        fi
         cat >"$conf/$name.toml" <<EOF
 [models.bench]
 provider = "openai"
@@ -177,7 +183,7 @@ retry = false
 max_concurrent = 1024
 $natural
 EOF
-        "$CARGO_TARGET_DIR/release/lmstack" serve --config "$conf/$name.toml" \
+        LD_PRELOAD="$preload" "$CARGO_TARGET_DIR/release/lmstack" serve --config "$conf/$name.toml" \
             --listen "127.0.0.1:$LMSTACK_PORT" >"$BENCH_DIR/logs/$name.log" 2>&1 &
         url="http://127.0.0.1:$LMSTACK_PORT/v1/chat/completions"
         ;;
@@ -315,7 +321,7 @@ for target in $TARGETS; do
                 (sleep 1 && ttfb_sample "$ttfb") &
                 sampler=$!
             fi
-            line="$(wrk -t "$CPUS" -c "$c" -d "${DURATION}s" --timeout 10s -s "$script" "$url" | grep '^RESULT ' | cut -d' ' -f2-)"
+            line="$(wrk -t "$((c < CPUS ? c : CPUS))" -c "$c" -d "${DURATION}s" --timeout 10s -s "$script" "$url" | grep '^RESULT ' | cut -d' ' -f2-)"
             [ "$stream" = true ] && wait "$sampler"
             read -r ttfb50 ttfb99 <"$ttfb"
             read -r rps p50 p99 errors non2xx < <(echo "$line" | python3 -c '

@@ -73,7 +73,7 @@ def main(paths):
 
     # lmstack's throughput beside each peer, and the targets.
     peers = [("litellm", 50.0), ("portkey", 5.0), ("nginx", 0.5)]
-    gateways = [t for t in ("lmstack", "lmstack-natural") if any(k[0] == t for k in order)]
+    gateways = [t for t in ("lmstack", "lmstack-natural", "lmstack-nodelay") if any(k[0] == t for k in order)]
     if not gateways:
         return
     print("\nThroughput ratios (lmstack's req/s ÷ the peer's; the issue's target in brackets):\n")
