@@ -16,7 +16,7 @@ cd "$repo"
 # --- settings -----------------------------------------------------------------
 BENCH_DIR="${BENCH_DIR:-$repo/target/gateway-bench}"
 DURATION="${DURATION:-10}"          # seconds per cell
-WARMUP="${WARMUP:-2}"               # seconds of load before each target's cells, not counted
+WARMUP="${WARMUP:-2}"               # seconds of load before each mode's cells, not counted
 CONCURRENCY="${CONCURRENCY:-16 256}"
 TARGETS="${TARGETS:-mock nginx lmstack lmstack-natural portkey litellm}"
 TTFB_SAMPLES="${TTFB_SAMPLES:-200}" # sequential streaming requests, during the streaming load
@@ -39,7 +39,7 @@ pids=()
 stop_all() {
     local pid
     for pid in "${pids[@]}"; do
-        kill -TERM "$pid" 2>/dev/null || true
+        kill -TERM $(tree "$pid") 2>/dev/null || true
     done
     for pid in "${pids[@]}"; do
         wait "$pid" 2>/dev/null || true
@@ -272,18 +272,20 @@ EOF
     echo "$out"
 }
 
-# Time to first byte of a streaming response (the status line: every target here
-# sends its headers only once the upstream's first bytes are in), from one curl
-# making TTFB_SAMPLES requests in turn on one connection while the load runs.
-ttfb_sample() { # writes the median and p99 in µs to $1
-    local args=() h url_list=()
+# Time to first byte of a streaming response (curl's time_starttransfer: the status
+# line), from one curl making up to TTFB_SAMPLES requests in turn on one connection
+# while the load runs: it starts a second in and is stopped a second before the load
+# ends, so that only samples taken under load count (a slow target gives fewer).
+ttfb_sample() { # writes the median, the p99 (µs) and the number of samples to $1
+    local args=() h url_list=() window=$((DURATION > 3 ? DURATION - 2 : 1))
     for h in "${headers[@]}"; do args+=(-H "$h"); done
     for _ in $(seq 1 "$TTFB_SAMPLES"); do url_list+=(-o /dev/null "$url"); done
-    curl -s -w '%{time_starttransfer}\n' -H 'Content-Type: application/json' \
-        "${args[@]}" -d "$(body true)" "${url_list[@]}" |
+    # The figures go to stderr, unbuffered, so that none is lost when curl is stopped.
+    { timeout "$window" curl -s -w '%{stderr}%{time_starttransfer}\n' -H 'Content-Type: application/json' \
+        "${args[@]}" -d "$(body true)" "${url_list[@]}" 2>&1 >/dev/null || true; } |
         sort -g | awk '{ v[NR] = $1 } END {
-            if (NR == 0) { print "- -"; exit }
-            printf "%d %d\n", v[int((NR + 1) / 2)] * 1e6, v[int(NR * 0.99 + 0.999)] * 1e6 }' >"$1"
+            if (NR == 0) { print "- - 0"; exit }
+            printf "%d %d %d\n", v[int((NR + 1) / 2)] * 1e6, v[int(NR * 0.99 + 0.999)] * 1e6, NR }' >"$1"
 }
 
 check_target() { # one request of each kind must succeed, with the mock's text
@@ -304,7 +306,7 @@ check_target() { # one request of each kind must succeed, with the mock's text
 install
 mkdir -p "$BENCH_DIR/logs" "$BENCH_DIR/conf" "$BENCH_DIR/run" "$BENCH_DIR/results"
 results="$BENCH_DIR/results/$(date -u +%Y%m%dT%H%M%SZ).tsv"
-printf 'target\tmode\tconcurrency\trps\tp50_us\tp99_us\tttfb_p50_us\tttfb_p99_us\terrors\tnon2xx\tpeak_rss_mib\n' >"$results"
+printf 'target\tmode\tconcurrency\trps\tp50_us\tp99_us\tttfb_p50_us\tttfb_p99_us\terrors\tnon2xx\tpeak_rss_mib\tttfb_samples\n' >"$results"
 
 start_mock
 for target in $TARGETS; do
@@ -316,22 +318,22 @@ for target in $TARGETS; do
         wrk -t "$CPUS" -c 16 -d "${WARMUP}s" -s "$script" "$url" >/dev/null
         for c in $CONCURRENCY; do
             ttfb="$BENCH_DIR/run/ttfb"
-            echo "- -" >"$ttfb"
+            echo "- - 0" >"$ttfb"
             if [ "$stream" = true ]; then
                 (sleep 1 && ttfb_sample "$ttfb") &
                 sampler=$!
             fi
             line="$(wrk -t "$((c < CPUS ? c : CPUS))" -c "$c" -d "${DURATION}s" --timeout 10s -s "$script" "$url" | grep '^RESULT ' | cut -d' ' -f2-)"
-            [ "$stream" = true ] && wait "$sampler"
-            read -r ttfb50 ttfb99 <"$ttfb"
+            if [ "$stream" = true ]; then wait "$sampler" || true; fi
+            read -r ttfb50 ttfb99 ttfb_n <"$ttfb"
             read -r rps p50 p99 errors non2xx < <(echo "$line" | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
 print(round(r["requests"] / r["duration_us"] * 1e6), r["p50_us"], r["p99_us"], r["errors"], r["non2xx"])')
             mode=$([ "$stream" = true ] && echo stream || echo json)
-            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$target" "$mode" "$c" "$rps" "$p50" "$p99" \
-                "$ttfb50" "$ttfb99" "$errors" "$non2xx" "$(peak_rss_mib "$target_pid")" >>"$results"
-            log "$target $mode c=$c: $rps req/s, p50 ${p50} µs, p99 ${p99} µs, errors $errors, non-2xx $non2xx"
+            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$target" "$mode" "$c" "$rps" "$p50" "$p99" \
+                "$ttfb50" "$ttfb99" "$errors" "$non2xx" "$(peak_rss_mib "$target_pid")" "$ttfb_n" >>"$results"
+            log "$target $mode c=$c: $rps req/s, p50 ${p50} µs, p99 ${p99} µs, errors $errors, non-2xx $non2xx, TTFB samples $ttfb_n"
         done
     done
     stop_target "$target" "$target_pid"

@@ -10,7 +10,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-NUMERIC = ["rps", "p50_us", "p99_us", "ttfb_p50_us", "ttfb_p99_us", "errors", "non2xx", "peak_rss_mib"]
+NUMERIC = ["rps", "p50_us", "p99_us", "ttfb_p50_us", "ttfb_p99_us", "errors", "non2xx", "peak_rss_mib", "ttfb_samples"]
 
 
 def read(paths):
@@ -27,7 +27,7 @@ def read(paths):
     for key in order:
         cell = {}
         for field in NUMERIC:
-            values = [float(r[field]) for r in runs[key] if r[field] not in ("-", "")]
+            values = [float(r[field]) for r in runs[key] if r.get(field) not in (None, "-", "")]
             cell[field] = statistics.median(values) if values else None
         cell["runs"] = len(runs[key])
         cells[key] = cell
@@ -54,8 +54,8 @@ def main(paths):
     order, cells = read(paths)
     runs = max(c["runs"] for c in cells.values())
     print(f"Medians over {runs} run(s). Added latency: over the mock alone, same mode and concurrency.\n")
-    print("| target | mode | conc. | req/s | p50 | p99 | added p50 | added p99 | TTFB p50 | TTFB p99 | errors | peak RSS |")
-    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    print("| target | mode | conc. | req/s | p50 | p99 | added p50 | added p99 | TTFB p50 | TTFB p99 | TTFB n | errors | peak RSS |")
+    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for key in order:
         target, mode, conc = key
         cell = cells[key]
@@ -67,7 +67,8 @@ def main(paths):
             f"{'–' if is_mock or not floor else added(cell['p50_us'], floor['p50_us'])} | "
             f"{'–' if is_mock or not floor else added(cell['p99_us'], floor['p99_us'])} | "
             f"{us(cell['ttfb_p50_us']) if mode == 'stream' else '–'} | "
-            f"{us(cell['ttfb_p99_us']) if mode == 'stream' else '–'} | {errors} | "
+            f"{us(cell['ttfb_p99_us']) if mode == 'stream' else '–'} | "
+            f"{int(cell['ttfb_samples']) if mode == 'stream' and cell['ttfb_samples'] is not None else '–'} | {errors} | "
             f"{cell['peak_rss_mib']:.0f} MiB |"
         )
 
