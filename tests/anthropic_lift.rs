@@ -576,37 +576,6 @@ fn tool_arguments_stream_as_fragments_of_one_call() {
     );
 }
 
-/// Every recorded stream, framed as SSE.
-fn recorded_streams() -> Vec<(String, Vec<u8>)> {
-    let mut streams = vec![
-        (
-            "lmdotnet".to_owned(),
-            fixture("anthropic/LmDotnetTools/sample-response-anthropic.sse.txt"),
-        ),
-        (
-            "clear-thinking".to_owned(),
-            chunks_as_sse("anthropic/vercel-ai/anthropic-clear-thinking.1.chunks.txt"),
-        ),
-        (
-            "tool-no-args".to_owned(),
-            chunks_as_sse("anthropic/vercel-ai/anthropic-tool-no-args.chunks.txt"),
-        ),
-    ];
-    for name in [
-        "anthropic/fantasy/TestAnthropicCommon/claude-sonnet-4/multi_tool_streaming.yaml",
-        "anthropic/fantasy/TestAnthropicThinking/claude-sonnet-4/thinking-streaming.yaml",
-    ] {
-        for (n, exchange) in cassette(name).into_iter().enumerate() {
-            streams.push((format!("{name} {n}"), exchange.response.into_bytes()));
-        }
-    }
-    let name = "anthropic/anthropic-sdk-python/555fb399-a54c-455b-9ac5-2c9673f18e12.json";
-    for (n, exchange) in json_cassette(name).into_iter().enumerate() {
-        streams.push((format!("{name} {n}"), exchange.response.into_bytes()));
-    }
-    streams
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
@@ -614,7 +583,7 @@ proptest! {
     fn any_cutting_of_a_recorded_stream_joins_to_the_same_messages(
         sizes in proptest::collection::vec(1usize..64, 1..16),
     ) {
-        for (name, body) in recorded_streams() {
+        for (name, body) in recorded_anthropic_streams() {
             let whole = lift(&body, true).unwrap();
             let cut = lift_cut(&body, true, &sizes).unwrap();
             prop_assert_eq!(cut, whole, "{}", name);

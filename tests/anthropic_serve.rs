@@ -362,37 +362,6 @@ fn error_bodies_follow_the_one_status_mapping() {
 // ---------------------------------------------------------------------------
 // The typed events read real traffic
 
-/// Every recorded Messages stream, framed as SSE.
-fn recorded_streams() -> Vec<(String, Vec<u8>)> {
-    let mut streams = vec![
-        (
-            "lmdotnet".to_owned(),
-            fixture("anthropic/LmDotnetTools/sample-response-anthropic.sse.txt"),
-        ),
-        (
-            "clear-thinking".to_owned(),
-            chunks_as_sse("anthropic/vercel-ai/anthropic-clear-thinking.1.chunks.txt"),
-        ),
-        (
-            "tool-no-args".to_owned(),
-            chunks_as_sse("anthropic/vercel-ai/anthropic-tool-no-args.chunks.txt"),
-        ),
-    ];
-    for name in [
-        "anthropic/fantasy/TestAnthropicCommon/claude-sonnet-4/multi_tool_streaming.yaml",
-        "anthropic/fantasy/TestAnthropicThinking/claude-sonnet-4/thinking-streaming.yaml",
-    ] {
-        for (n, exchange) in cassette(name).into_iter().enumerate() {
-            streams.push((format!("{name} {n}"), exchange.response.into_bytes()));
-        }
-    }
-    let name = "anthropic/anthropic-sdk-python/555fb399-a54c-455b-9ac5-2c9673f18e12.json";
-    for (n, exchange) in json_cassette(name).into_iter().enumerate() {
-        streams.push((format!("{name} {n}"), exchange.response.into_bytes()));
-    }
-    streams
-}
-
 /// Every recorded whole `message` body.
 fn recorded_bodies() -> Vec<(String, Vec<u8>)> {
     let mut bodies: Vec<(String, Vec<u8>)> = [
@@ -426,7 +395,7 @@ fn without_nulls(value: Value) -> Value {
 
 #[test]
 fn the_typed_events_and_bodies_read_every_recording_and_lose_nothing() {
-    for (name, body) in recorded_streams() {
+    for (name, body) in recorded_anthropic_streams() {
         let mut sse = SseDecoder::new();
         let mut events = Output::new();
         sse.push(&body, &mut events).unwrap();
@@ -595,7 +564,7 @@ fn lifted(body: &[u8]) -> Vec<Event> {
 
 #[test]
 fn recorded_replies_encode_to_what_a_client_reads_as_the_same_messages() {
-    for (name, body) in recorded_streams() {
+    for (name, body) in recorded_anthropic_streams() {
         let events = lifted(&body);
         check_round_trip(&events, &[7, 1, 64]).unwrap_or_else(|error| panic!("{name}: {error}"));
     }

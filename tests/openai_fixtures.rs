@@ -352,35 +352,6 @@ fn groq_whole_call_and_x_groq_usage() {
     );
 }
 
-/// Every streamed fixture, as the SSE bytes it is.
-fn streamed_fixtures() -> Vec<(String, Vec<u8>)> {
-    let mut bodies = Vec::new();
-    for name in [
-        "openai/fantasy/gpt-4o-multi_tool_streaming.yaml",
-        "openai_compat/fantasy/llama-cpp-gpt-oss-tool_streaming.yaml",
-        "openai_compat/fantasy/zai-glm-4-7-flash-multi_tool_streaming.yaml",
-        "openai_compat/fantasy/zai-glm-4-7-flash-thinking-streaming.yaml",
-    ] {
-        for (i, exchange) in cassette(name).into_iter().enumerate() {
-            bodies.push((format!("{name}#{i}"), exchange.response.into_bytes()));
-        }
-    }
-    for name in [
-        "refusal",
-        "max_tokens_reached",
-        "strict_tool",
-        "parallel_tools",
-    ] {
-        let name = format!("openai/openai-python/{name}.sse");
-        bodies.push((name.clone(), fixture(&name)));
-    }
-    let name = "openai_compat/vercel-ai/anthropic-fallback-tool-call.sse";
-    bodies.push((name.into(), fixture(name)));
-    let name = "openai_compat/vercel-ai/groq-tool-call.chunks.txt";
-    bodies.push((name.into(), chunks_as_sse(name)));
-    bodies
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
@@ -390,7 +361,7 @@ proptest! {
         sizes in proptest::collection::vec(1usize..64, 1..16),
         crlf in any::<bool>(),
     ) {
-        for (name, body) in streamed_fixtures() {
+        for (name, body) in recorded_openai_streams() {
             let whole = decode_cut(BodyDecoder::sse(Lifter::new()), &body, &[body.len()]).unwrap();
             let body = if crlf {
                 String::from_utf8(body).unwrap().replace('\n', "\r\n").into_bytes()

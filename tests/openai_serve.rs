@@ -800,38 +800,9 @@ proptest! {
     }
 }
 
-/// Every recorded Chat Completions stream, as its SSE bytes.
-fn recorded_streams() -> Vec<(String, Vec<u8>)> {
-    let mut replies = Vec::new();
-    for name in [
-        "openai/fantasy/gpt-4o-multi_tool_streaming.yaml",
-        "openai_compat/fantasy/llama-cpp-gpt-oss-tool_streaming.yaml",
-        "openai_compat/fantasy/zai-glm-4-7-flash-multi_tool_streaming.yaml",
-        "openai_compat/fantasy/zai-glm-4-7-flash-thinking-streaming.yaml",
-    ] {
-        for (i, exchange) in cassette(name).into_iter().enumerate() {
-            replies.push((format!("{name}#{i}"), exchange.response.into_bytes()));
-        }
-    }
-    for name in [
-        "refusal",
-        "max_tokens_reached",
-        "strict_tool",
-        "parallel_tools",
-    ] {
-        let name = format!("openai/openai-python/{name}.sse");
-        replies.push((name.clone(), fixture(&name)));
-    }
-    let name = "openai_compat/vercel-ai/anthropic-fallback-tool-call.sse";
-    replies.push((name.into(), fixture(name)));
-    let name = "openai_compat/vercel-ai/groq-tool-call.chunks.txt";
-    replies.push((name.into(), chunks_as_sse(name)));
-    replies
-}
-
 #[test]
 fn recorded_replies_encode_and_lift_back_in_both_modes() {
-    for (name, body) in recorded_streams() {
+    for (name, body) in recorded_openai_streams() {
         let events = decode_cut(BodyDecoder::sse(Lifter::new()), &body, &[body.len()]).unwrap();
         let expected = as_on_the_wire(Joiner::join(events.clone()));
         let finish = Joiner::join_events(events.clone()).pop();
@@ -1061,7 +1032,7 @@ fn the_model_list() {
 fn every_recorded_response_reads_as_the_typed_wire() {
     use lmstack::provider::openai::types::{ChatCompletion, ChatCompletionChunk};
     let mut chunks = 0;
-    for (name, body) in recorded_streams() {
+    for (name, body) in recorded_openai_streams() {
         let text = String::from_utf8(body).unwrap();
         for data in text.lines().filter_map(|line| line.strip_prefix("data:")) {
             let data = data.trim();

@@ -254,3 +254,63 @@ pub mod llmock;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod server;
+
+/// Every recorded Chat Completions stream, as its SSE bytes, with its name.
+pub fn recorded_openai_streams() -> Vec<(String, Vec<u8>)> {
+    let mut replies = Vec::new();
+    for name in [
+        "openai/fantasy/gpt-4o-multi_tool_streaming.yaml",
+        "openai_compat/fantasy/llama-cpp-gpt-oss-tool_streaming.yaml",
+        "openai_compat/fantasy/zai-glm-4-7-flash-multi_tool_streaming.yaml",
+        "openai_compat/fantasy/zai-glm-4-7-flash-thinking-streaming.yaml",
+    ] {
+        for (i, exchange) in cassette(name).into_iter().enumerate() {
+            replies.push((format!("{name}#{i}"), exchange.response.into_bytes()));
+        }
+    }
+    for name in [
+        "refusal",
+        "max_tokens_reached",
+        "strict_tool",
+        "parallel_tools",
+    ] {
+        let name = format!("openai/openai-python/{name}.sse");
+        replies.push((name.clone(), fixture(&name)));
+    }
+    let name = "openai_compat/vercel-ai/anthropic-fallback-tool-call.sse";
+    replies.push((name.into(), fixture(name)));
+    let name = "openai_compat/vercel-ai/groq-tool-call.chunks.txt";
+    replies.push((name.into(), chunks_as_sse(name)));
+    replies
+}
+
+/// Every recorded Anthropic Messages stream, framed as SSE, with its name.
+pub fn recorded_anthropic_streams() -> Vec<(String, Vec<u8>)> {
+    let mut streams = vec![
+        (
+            "lmdotnet".to_owned(),
+            fixture("anthropic/LmDotnetTools/sample-response-anthropic.sse.txt"),
+        ),
+        (
+            "clear-thinking".to_owned(),
+            chunks_as_sse("anthropic/vercel-ai/anthropic-clear-thinking.1.chunks.txt"),
+        ),
+        (
+            "tool-no-args".to_owned(),
+            chunks_as_sse("anthropic/vercel-ai/anthropic-tool-no-args.chunks.txt"),
+        ),
+    ];
+    for name in [
+        "anthropic/fantasy/TestAnthropicCommon/claude-sonnet-4/multi_tool_streaming.yaml",
+        "anthropic/fantasy/TestAnthropicThinking/claude-sonnet-4/thinking-streaming.yaml",
+    ] {
+        for (n, exchange) in cassette(name).into_iter().enumerate() {
+            streams.push((format!("{name} {n}"), exchange.response.into_bytes()));
+        }
+    }
+    let name = "anthropic/anthropic-sdk-python/555fb399-a54c-455b-9ac5-2c9673f18e12.json";
+    for (n, exchange) in json_cassette(name).into_iter().enumerate() {
+        streams.push((format!("{name} {n}"), exchange.response.into_bytes()));
+    }
+    streams
+}
