@@ -380,3 +380,48 @@ async fn gemini_thought_signatures_survive_a_client_that_drops_unknown_fields() 
         want.as_array().unwrap().len()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn natural_tools_hermes_describes_the_clients_tools_in_the_hermes_form() {
+    let reply = json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1,
+        "model": "up", "choices": [{"index": 0, "finish_reason": "stop",
+        "message": {"role": "assistant", "content": "No tool needed."}}]});
+    let upstream = Server::start(vec![Answer::ok(
+        "application/json",
+        reply.to_string().as_bytes(),
+        &[usize::MAX],
+    )])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    // A model name that does not look like Qwen: the file's word decides.
+    let config = write_config(
+        &dir,
+        &format!(
+            "[models.plain]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"some-llama\"\nnatural_tools = \"hermes\"\nretry = false\n",
+            upstream.base_url()
+        ),
+    );
+    let serving = serve(&["--config", &config]);
+    let add = lmstack::ToolSpec::new(
+        "add",
+        "Adds",
+        json!({"type": "object", "properties": {"a": {"type": "integer"}}}),
+    );
+    let request = ChatRequest::new(vec![Message::user("Hi")]).tool(add);
+    let said = openai(&serving.base, "plain")
+        .oneshot(request)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(text(&said), "No tool needed.");
+    let sent = &upstream.requests()[0].1;
+    assert!(
+        sent.get("tools").is_none(),
+        "tools go in the prompt: {sent}"
+    );
+    let system = sent["messages"][0]["content"].as_str().unwrap();
+    assert!(system.contains(r#"{"name": "add""#), "{system}");
+    assert!(!system.contains(r#"<tool_call name="add""#), "{system}");
+}

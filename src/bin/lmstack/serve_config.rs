@@ -133,11 +133,10 @@ impl Model {
         for url in &self.mcp_urls {
             sources.push(mcp_arg::connect(options.http(url)?).await?);
         }
-        let upstream_model = self.model.as_deref().unwrap_or(name);
         let natural = self.natural_tools.map(|dialect| {
             NaturalToolUse::new().dialect(match dialect {
                 NaturalTools::Tagged => RenderDialect::Tagged,
-                NaturalTools::Hermes => RenderDialect::for_model(upstream_model),
+                NaturalTools::Hermes => RenderDialect::Hermes,
             })
         });
         if sources.is_empty() {
