@@ -60,22 +60,7 @@ fn recorded_requests() -> Vec<(String, Value)> {
 /// alike), a one-block `system` is its text, and
 /// `tool_choice.disable_parallel_tool_use` (no canonical place) is dropped.
 fn normalise(mut body: Value) -> Value {
-    fn blocks(content: &mut Value) {
-        if let Value::String(text) = content {
-            *content = json!([{"type": "text", "text": text}]);
-        }
-    }
-    if let Some(system) = body.get_mut("system") {
-        blocks(system);
-    }
-    for message in body["messages"].as_array_mut().unwrap() {
-        blocks(&mut message["content"]);
-        for block in message["content"].as_array_mut().unwrap() {
-            if block["type"] == "tool_result" {
-                blocks(&mut block["content"]);
-            }
-        }
-    }
+    common::anthropic_text_blocks(&mut body);
     if let Some(choice) = body.get_mut("tool_choice").and_then(Value::as_object_mut) {
         choice.remove("disable_parallel_tool_use");
     }

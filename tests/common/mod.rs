@@ -13,7 +13,7 @@ use lmstack::service::{Machine, Output};
 use lmstack::{
     ChatRequest, Error, Event, Message, Role, ToolCall, ToolChoice, ToolResult, ToolSpec,
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// A llama.cpp grammar that makes the model write one Hermes-style call of
 /// `add(a, b)` as text: the first round of the natural-tool-use tests on
@@ -313,4 +313,26 @@ pub fn recorded_anthropic_streams() -> Vec<(String, Vec<u8>)> {
         streams.push((format!("{name} {n}"), exchange.response.into_bytes()));
     }
     streams
+}
+
+/// Writes every `content` and `system` of an Anthropic Messages body that is a
+/// string as one text block (the API reads both alike), so that two bodies
+/// compare in one spelling.
+pub fn anthropic_text_blocks(body: &mut Value) {
+    fn blocks(content: &mut Value) {
+        if let Value::String(text) = content {
+            *content = json!([{"type": "text", "text": text}]);
+        }
+    }
+    if let Some(system) = body.get_mut("system") {
+        blocks(system);
+    }
+    for message in body["messages"].as_array_mut().unwrap() {
+        blocks(&mut message["content"]);
+        for block in message["content"].as_array_mut().unwrap() {
+            if block["type"] == "tool_result" {
+                blocks(&mut block["content"]);
+            }
+        }
+    }
 }
