@@ -46,6 +46,33 @@ fn text() -> impl Strategy<Value = String> {
         Just("\n</tool_response>".to_string()),
         Just("\n---\n".to_string()),
         Just("[image 1: image/png]".to_string()),
+        // The model families' markers.
+        Just("<|tool_call|>[".to_string()),
+        Just("[TOOL_CALLS]".to_string()),
+        Just("f[ARGS]".to_string()),
+        Just("<|python_tag|>".to_string()),
+        Just("; ".to_string()),
+        Just("[f(a=1, s='x\\'y'), f(s=\"z\")]".to_string()),
+        Just("<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0".to_string()),
+        Just("<|tool_call_argument_begin|>".to_string()),
+        Just("<|tool_call_end|><|tool_calls_section_end|>".to_string()),
+        Just(
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n"
+                .to_string()
+        ),
+        Just("<｜tool▁call▁begin｜>f<｜tool▁sep｜>".to_string()),
+        Just("<｜tool▁call▁end｜><｜tool▁calls▁end｜>".to_string()),
+        Just("<｜tool▁".to_string()),
+        Just("<|channel|>analysis<|message|>".to_string()),
+        Just("<|channel|>commentary to=functions.f <|constrain|>json<|message|>".to_string()),
+        Just("<|start|>assistant<|channel|>final<|message|>".to_string()),
+        Just("<|call|>".to_string()),
+        Just("<|end|>".to_string()),
+        Just("<|return|>".to_string()),
+        Just("<minimax:tool_call>\n<invoke name=\"f\">".to_string()),
+        Just("</minimax:tool_call>".to_string()),
+        Just("<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>1".to_string()),
+        Just("</arg_value>".to_string()),
     ];
     prop::collection::vec(piece, 0..12).prop_map(|pieces| pieces.concat())
 }

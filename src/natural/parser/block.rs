@@ -1,6 +1,7 @@
 //! The tool-call block being read, whatever its dialect, and the decision after
 //! a bare `<tool_call>`: Hermes JSON, a Qwen3-Coder function, or not a call.
 
+use super::call_list::CallList;
 use super::calls::{BlockContext, BlockStep};
 use super::json_block::{Hermes, Tagged};
 use super::protocol::Protocol;
@@ -23,6 +24,8 @@ pub(super) enum Block {
     Hermes(Hermes),
     Xml(Xml),
     Protocol(Protocol),
+    /// A JSON array of calls after a family's marker.
+    List(CallList),
     /// A result, in transcript mode.
     Response(Response),
 }
@@ -81,6 +84,7 @@ impl Block {
             Block::Hermes(block) => block.feed(input, ctx),
             Block::Xml(block) => block.feed(input, ctx),
             Block::Protocol(block) => block.feed(input, ctx),
+            Block::List(block) => block.feed(input, ctx),
             Block::Response(block) => Ok(block.feed(input, ctx)),
         }
     }
@@ -94,6 +98,7 @@ impl Block {
             Block::Hermes(block) => block.end(ctx).map(|()| true),
             Block::Xml(block) => block.end(ctx),
             Block::Protocol(block) => block.end(ctx),
+            Block::List(block) => block.end(ctx),
         }
     }
 }

@@ -320,9 +320,12 @@ pub(super) struct Hermes {
     tail: Option<Tail>,
 }
 
+/// The fields of the call object being read.
 #[derive(Debug, Default)]
-struct Fields {
+pub(super) struct Fields {
     current: Field,
+    /// Calls begun, in a list.
+    pub(super) begun: usize,
     name: String,
     id: String,
 }
@@ -336,29 +339,54 @@ enum Field {
     Arguments,
 }
 
-struct HermesVisitor<'a, 'b> {
-    fields: &'a mut Fields,
-    ctx: &'a mut BlockContext<'b>,
-    failed: Option<Error>,
+/// Reads call objects `{"name": F, "id": …, "arguments": {…}}` with a JSON
+/// scanner: one object at the root (Hermes), or each object of a root array
+/// (a list of calls, [`CallList`](super::call_list::CallList)), each then begun
+/// and ended as a call.
+pub(super) struct CallVisitor<'a, 'b> {
+    pub(super) fields: &'a mut Fields,
+    pub(super) ctx: &'a mut BlockContext<'b>,
+    /// Calls are the elements of a root array.
+    pub(super) list: bool,
+    /// The block's raw offset of the scanned text's byte 0.
+    pub(super) base: usize,
+    pub(super) failed: Option<Error>,
 }
 
-impl Visitor for HermesVisitor<'_, '_> {
-    fn value(&mut self, path: Path<'_>, first: u8, _at: usize) -> Visit {
+impl CallVisitor<'_, '_> {
+    /// The depth of a call's fields.
+    fn field_depth(&self) -> usize {
+        usize::from(self.list) + 1
+    }
+}
+
+impl Visitor for CallVisitor<'_, '_> {
+    fn value(&mut self, path: Path<'_>, first: u8, at: usize) -> Visit {
         self.fields.current = Field::Other;
-        match (path.depth(), path.key(1)) {
-            (0, _) => Visit::Descend,
-            (1, Some("name")) if first == b'"' => {
-                self.fields.current = Field::Name;
-                Visit::Decode
+        let depth = self.field_depth();
+        match path.depth() {
+            0 if self.list && first != b'[' => Visit::Skip,
+            0 => Visit::Descend,
+            1 if self.list && first == b'{' => {
+                self.fields.begun += 1;
+                self.ctx.begin(self.base + at);
+                Visit::Descend
             }
-            (1, Some("id")) if first == b'"' => {
-                self.fields.current = Field::Id;
-                Visit::Decode
-            }
-            (1, Some("arguments" | "parameters")) => {
-                self.fields.current = Field::Arguments;
-                Visit::Decode
-            }
+            d if d == depth => match path.key(depth) {
+                Some("name") if first == b'"' => {
+                    self.fields.current = Field::Name;
+                    Visit::Decode
+                }
+                Some("id") if first == b'"' => {
+                    self.fields.current = Field::Id;
+                    Visit::Decode
+                }
+                Some("arguments" | "parameters") => {
+                    self.fields.current = Field::Arguments;
+                    Visit::Decode
+                }
+                _ => Visit::Skip,
+            },
             _ => Visit::Skip,
         }
     }
@@ -380,10 +408,17 @@ impl Visitor for HermesVisitor<'_, '_> {
         }
     }
 
-    fn ended(&mut self, _path: Path<'_>, _at: usize) {
+    fn ended(&mut self, path: Path<'_>, at: usize) {
         match self.fields.current {
             Field::Name => self.ctx.name(&self.fields.name),
             Field::Id => self.ctx.written_id(&self.fields.id),
+            _ if self.list && path.depth() == 1 => {
+                self.fields.name.clear();
+                self.fields.id.clear();
+                if let Err(error) = self.ctx.end(self.base + at) {
+                    self.failed.get_or_insert(error);
+                }
+            }
             _ => {}
         }
         self.fields.current = Field::Other;
@@ -408,9 +443,11 @@ impl Hermes {
     ) -> Result<BlockStep, Error> {
         let mut pos = 0;
         if self.tail.is_none() {
-            let mut visitor = HermesVisitor {
+            let mut visitor = CallVisitor {
                 fields: &mut self.fields,
                 ctx,
+                list: false,
+                base: 0,
                 failed: None,
             };
             let step = self.sax.feed(input, &mut visitor);
@@ -447,9 +484,11 @@ impl Hermes {
 
 /// Completes the Hermes object when at most one bracket is missing.
 fn close_json(sax: &mut Sax, fields: &mut Fields, ctx: &mut BlockContext<'_>) -> Result<(), Error> {
-    let mut visitor = HermesVisitor {
+    let mut visitor = CallVisitor {
         fields,
         ctx,
+        list: false,
+        base: 0,
         failed: None,
     };
     let closed = sax.close(1, &mut visitor);

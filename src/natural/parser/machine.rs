@@ -9,13 +9,14 @@ use super::emit::Emitter;
 use super::json_block::{Hermes, Tagged};
 use super::protocol::Protocol;
 use super::response::Response;
+use super::special::{self, Opened};
 use super::tools::ToolTable;
 use super::xml_block::Xml;
 use crate::Error;
 use crate::message::{Event, Message, Role};
 use crate::natural::dialect::Dialect;
 use crate::natural::scan::is_space;
-use crate::natural::scan::marker::{Found, MarkerFinder};
+use crate::natural::scan::marker::{Found, MarkerFinder, MarkerMatch, Matched};
 use crate::natural::scan::tag::{self, Tag, TagReader, TagStep};
 use crate::service::{Machine, Output};
 
@@ -26,6 +27,10 @@ use crate::service::{Machine, Output};
 pub struct ParserMachine {
     tools: ToolTable,
     dialect: Dialect,
+    /// The dialect's special-token markers, read beside the tags.
+    special: &'static [&'static str],
+    /// Some of them start with `[`.
+    bracket: bool,
     code_fences: bool,
     transcript: bool,
     calls: Calls,
@@ -59,6 +64,8 @@ enum Mode {
     Fence { ticks: usize },
     /// A tag that started in the prose.
     Tag,
+    /// A special-token marker that started in the prose.
+    Special(MarkerMatch),
     /// Inside `<think>`.
     Think(MarkerFinder),
     /// Inside a tool-call block.
@@ -157,9 +164,12 @@ impl ParserMachine {
         transcript: bool,
         calls: Calls,
     ) -> Self {
+        let special = special::markers(dialect);
         ParserMachine {
             tools,
             dialect,
+            special,
+            bracket: special::uses_bracket(special),
             code_fences,
             transcript,
             calls,
@@ -183,6 +193,8 @@ impl ParserMachine {
         }
         let stops = match (&self.mode, self.dialect) {
             (Mode::Prose, Dialect::Json) => &JSON_PROSE,
+            (Mode::Prose, _) if self.bracket && self.code_fences => &PROSE_AND_BRACKET,
+            (Mode::Prose, _) if self.bracket => &PROSE_AND_BRACKET_WITHOUT_FENCES,
             (Mode::Prose, _) if self.code_fences => &PROSE,
             (Mode::Prose, _) => &PROSE_WITHOUT_FENCES,
             (Mode::Fence { .. }, _) => &FENCE,
@@ -220,6 +232,7 @@ impl ParserMachine {
                 Mode::Prose if self.after_block => self.space_after_block(input),
                 Mode::Prose | Mode::Fence { .. } => self.prose(input, out)?,
                 Mode::Tag => self.tag(input, out)?,
+                Mode::Special(_) => self.special_marker(input, out)?,
                 Mode::Think(_) => self.think(input, out),
                 Mode::Block(_) => self.block(input, out)?,
             };
@@ -254,6 +267,10 @@ impl ParserMachine {
             None if within => used,
             Some(b'<') if within && self.dialect != Dialect::Json && separator_done(space) => {
                 self.start_tag();
+                used + 1
+            }
+            Some(b'[') if within && self.bracket && separator_done(space) => {
+                self.start_special("[");
                 used + 1
             }
             _ => {
@@ -299,10 +316,12 @@ impl ParserMachine {
         }
         loop {
             let fenced = matches!(self.mode, Mode::Fence { .. });
-            let next = match (fenced, self.code_fences) {
-                (true, _) => memchr(b'`', &bytes[pos..]),
-                (false, true) => memchr2(b'<', b'`', &bytes[pos..]),
-                (false, false) => memchr(b'<', &bytes[pos..]),
+            let next = match (fenced, self.code_fences, self.bracket) {
+                (true, _, _) => memchr(b'`', &bytes[pos..]),
+                (false, true, false) => memchr2(b'<', b'`', &bytes[pos..]),
+                (false, false, false) => memchr(b'<', &bytes[pos..]),
+                (false, true, true) => memchr3(b'<', b'`', b'[', &bytes[pos..]),
+                (false, false, true) => memchr2(b'<', b'[', &bytes[pos..]),
             };
             let Some(offset) = next else {
                 self.line.indent = self.line.after(&input[noted..]);
@@ -310,6 +329,11 @@ impl ParserMachine {
                 return Ok(input.len());
             };
             let at = pos + offset;
+            if bytes[at] == b'[' || (bytes[at] == b'<' && self.opens_special(bytes, at)) {
+                self.emit.text(&input[..at]);
+                self.start_special(&input[at..at + 1]);
+                return Ok(at + 1);
+            }
             if bytes[at] == b'<' {
                 if !opens_tag(bytes, at) {
                     self.line = LineState::MID_LINE;
@@ -409,6 +433,12 @@ impl ParserMachine {
     fn tag(&mut self, input: &str, out: &mut Output) -> Result<usize, Error> {
         match self.tags.feed(input) {
             TagStep::More => Ok(input.len()),
+            TagStep::NotATag(at)
+                if self.tags.raw() == "<" && self.continues_special(input.as_bytes().get(at)) =>
+            {
+                self.start_special("<");
+                Ok(at)
+            }
             TagStep::NotATag(at) => {
                 self.release_space();
                 self.emit.text(self.tags.raw());
@@ -423,6 +453,56 @@ impl ParserMachine {
                 let opened = self.open(tags.tag(), tags.raw(), out);
                 self.tags = tags;
                 opened.map(|()| used)
+            }
+        }
+    }
+
+    /// True when the `<` at `at` of `bytes` may start a special marker: the
+    /// byte after it is in the piece and may go on into one.
+    fn opens_special(&self, bytes: &[u8], at: usize) -> bool {
+        self.continues_special(bytes.get(at + 1))
+    }
+
+    /// True when `next`, the byte after a `<`, may go on into a special marker.
+    fn continues_special(&self, next: Option<&u8>) -> bool {
+        next.is_some_and(|&byte| special::may_follow_angle(self.special, byte))
+    }
+
+    /// Starts reading a special marker whose first character, `first`, was
+    /// just read.
+    fn start_special(&mut self, first: &str) {
+        let mut matcher = MarkerMatch::default();
+        matcher.start(first);
+        self.mode = Mode::Special(matcher);
+        self.line = LineState::MID_LINE;
+    }
+
+    /// A special marker that started in the prose.
+    fn special_marker(&mut self, input: &str, out: &mut Output) -> Result<usize, Error> {
+        let Mode::Special(matcher) = &mut self.mode else {
+            unreachable!("called in special mode")
+        };
+        match matcher.feed(input, self.special) {
+            Matched::More => Ok(input.len()),
+            Matched::Not { at } => {
+                let Mode::Special(matcher) = std::mem::take(&mut self.mode) else {
+                    unreachable!("called in special mode")
+                };
+                self.release_space();
+                self.emit.text(matcher.held());
+                Ok(at)
+            }
+            Matched::Marker { index, end } => {
+                self.mode = Mode::Prose;
+                let marker = self.special[index];
+                self.drop_space();
+                self.calls.start_block(marker)?;
+                let dialect = self.dialect;
+                let mut ctx = self.ctx(out, marker.len());
+                match special::open(dialect, index, &mut ctx)? {
+                    Opened::Block(block) => self.mode = Mode::Block(block),
+                }
+                Ok(end)
             }
         }
     }
@@ -576,6 +656,7 @@ impl ParserMachine {
         match std::mem::take(&mut self.mode) {
             Mode::Prose | Mode::Fence { .. } => {}
             Mode::Tag => self.emit.text(self.tags.raw()),
+            Mode::Special(matcher) => self.emit.text(matcher.held()),
             Mode::Think(mut finder) => {
                 let emit = &mut self.emit;
                 finder.flush(&mut |text| emit.reasoning(text, out));
@@ -634,6 +715,10 @@ impl Stops {
 
 /// Prose: a tag or a code fence may start.
 const PROSE: Stops = Stops::new(b"<`");
+/// Prose of a dialect with markers that start with `[`.
+const PROSE_AND_BRACKET: Stops = Stops::new(b"<`[");
+/// The same when code fences are not followed.
+const PROSE_AND_BRACKET_WITHOUT_FENCES: Stops = Stops::new(b"<[");
 /// Prose when code fences are not followed.
 const PROSE_WITHOUT_FENCES: Stops = Stops::new(b"<");
 /// Prose of the JSON protocol dialect: a tag, an object, a fence.

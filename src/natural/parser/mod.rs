@@ -9,12 +9,14 @@
 //! [`OnInvalid`] policy; `emit.rs` shapes the output.
 
 mod block;
+mod call_list;
 mod calls;
 mod emit;
 mod json_block;
 mod machine;
 mod protocol;
 mod response;
+mod special;
 mod tools;
 mod xml_block;
 

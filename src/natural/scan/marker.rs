@@ -45,14 +45,20 @@ impl MarkerFinder {
         let bytes = input.as_bytes();
         let mut pos = 0;
         if !self.held.is_empty() {
-            while pos < bytes.len() {
-                let next = bytes[pos];
-                let len = self.held.len();
+            // `held` and `input[..pos]` together are the start of a marker.
+            let held_len = self.held.len();
+            loop {
+                let Some(&next) = bytes.get(pos) else {
+                    self.held.push_str(input);
+                    return Found::More;
+                };
+                let len = held_len + pos;
                 let mut extends = false;
                 for (index, marker) in self.markers.iter().enumerate() {
                     let marker = marker.as_bytes();
                     if marker.len() > len
                         && marker.starts_with(self.held.as_bytes())
+                        && marker[held_len..len] == bytes[..pos]
                         && marker[len] == next
                     {
                         if marker.len() == len + 1 {
@@ -66,16 +72,18 @@ impl MarkerFinder {
                     }
                 }
                 if !extends {
-                    text(&self.held);
-                    self.held.clear();
                     break;
                 }
-                self.held.push(next as char);
                 pos += 1;
             }
-            if !self.held.is_empty() {
-                return Found::More;
+            // What matched is text, up to the last whole character: a marker
+            // may break off inside a multi-byte one.
+            while !input.is_char_boundary(pos) {
+                pos -= 1;
             }
+            text(&self.held);
+            self.held.clear();
+            emit(text, &input[..pos]);
         }
         let from = pos;
         while let Some(offset) = memchr(b'<', &bytes[pos..]) {
@@ -110,6 +118,78 @@ impl MarkerFinder {
             text(&self.held);
             self.held.clear();
         }
+    }
+}
+
+/// Reads one of a set of literal markers that a model writes as special tokens
+/// (`<|tool_call|>`, `[TOOL_CALLS]`, `<｜tool▁calls▁begin｜>`), from its first
+/// byte on, across pieces; keeps what it read, so that a near miss is given
+/// back as text exactly.
+#[derive(Debug, Default)]
+pub(crate) struct MarkerMatch {
+    held: String,
+}
+
+/// What [`MarkerMatch::feed`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Matched {
+    /// The piece was used up; the marker may go on.
+    More,
+    /// Marker `index` ends at byte `end` of the piece.
+    Marker { index: usize, end: usize },
+    /// No marker: [`held`](MarkerMatch::held) is text, and the piece from byte
+    /// `at` on (a character boundary) is to be read again.
+    Not { at: usize },
+}
+
+impl MarkerMatch {
+    /// Starts a marker with the bytes just read (its first character).
+    pub(crate) fn start(&mut self, first: &str) {
+        self.held.clear();
+        self.held.push_str(first);
+    }
+
+    /// What was read of the would-be marker.
+    pub(crate) fn held(&self) -> &str {
+        &self.held
+    }
+
+    /// Reads on in `input`, against `markers`.
+    pub(crate) fn feed(&mut self, input: &str, markers: &[&str]) -> Matched {
+        let bytes = input.as_bytes();
+        let held_len = self.held.len();
+        let mut pos = 0;
+        while let Some(&next) = bytes.get(pos) {
+            let len = held_len + pos;
+            let mut extends = false;
+            for (index, marker) in markers.iter().enumerate() {
+                let marker = marker.as_bytes();
+                if marker.len() > len
+                    && marker.starts_with(self.held.as_bytes())
+                    && marker[held_len..len] == bytes[..pos]
+                    && marker[len] == next
+                {
+                    if marker.len() == len + 1 {
+                        self.held.clear();
+                        return Matched::Marker {
+                            index,
+                            end: pos + 1,
+                        };
+                    }
+                    extends = true;
+                }
+            }
+            if !extends {
+                while !input.is_char_boundary(pos) {
+                    pos -= 1;
+                }
+                self.held.push_str(&input[..pos]);
+                return Matched::Not { at: pos };
+            }
+            pos += 1;
+        }
+        self.held.push_str(input);
+        Matched::More
     }
 }
 
@@ -159,6 +239,57 @@ mod tests {
             prop_assert_eq!(text, &input[..first]);
             prop_assert_eq!(found, Some((0, input[first + 8..].to_owned())));
         }
+    }
+
+    proptest! {
+        #[test]
+        fn a_special_marker_is_matched_or_given_back_whatever_the_cuts(
+            after in "(｜tool▁calls▁begin｜|｜tool▁call▁begin｜|｜tool▁|\\|tool_call\\||x)[a-z<]{0,4}",
+            cuts in prop::collection::vec(0usize..60, 0..6),
+        ) {
+            const MARKERS: [&str; 3] = ["<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<|tool_call|>"];
+            let input = format!("<{after}>rest");
+            let whole = MARKERS.iter().position(|m| input.starts_with(m));
+            let points = crate::natural::scan::cut_points(&input[1..], &cuts);
+            let mut matcher = MarkerMatch::default();
+            matcher.start("<");
+            let mut start = 1;
+            let mut found = None;
+            for end in points.into_iter().map(|p| p + 1) {
+                match matcher.feed(&input[start..end], &MARKERS) {
+                    Matched::More => start = end,
+                    Matched::Marker { index, end: used } => {
+                        found = Some((index, start + used));
+                        break;
+                    }
+                    Matched::Not { at } => {
+                        let text = format!("{}{}", matcher.held(), &input[start + at..]);
+                        prop_assert_eq!(text, input.clone());
+                        found = Some((usize::MAX, 0));
+                        break;
+                    }
+                }
+            }
+            match (whole, found) {
+                (Some(index), Some((got, end))) => {
+                    prop_assert_eq!(got, index);
+                    prop_assert_eq!(end, MARKERS[index].len());
+                }
+                (None, Some((got, _))) => prop_assert_eq!(got, usize::MAX),
+                (_, None) => prop_assert!(false, "the input holds more than a marker"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_marker_broken_inside_a_multi_byte_character_is_text_from_a_whole_one() {
+        let mut finder = MarkerFinder::new(["<｜tool▁call▁end｜>"]);
+        let (text, found) = run(&mut finder, &["a <｜tool", "▁cal", "l▁en｝ b"]);
+        assert_eq!(text, "a <｜tool▁call▁en｝ b");
+        assert_eq!(found, None);
+        let (text, found) = run(&mut finder, &["<｜tool▁", "call▁end｜>c"]);
+        assert_eq!(text, "");
+        assert_eq!(found, Some((0, "c".into())));
     }
 
     #[test]

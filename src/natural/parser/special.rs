@@ -1,0 +1,49 @@
+//! The model families' special-token markers (`<|tool_call|>`, `[TOOL_CALLS]`,
+//! `<｜tool▁calls▁begin｜>`…), read in the prose beside the XML-like tags, and
+//! what each opens.
+
+use super::block::Block;
+use super::call_list::CallList;
+use super::calls::BlockContext;
+use crate::Error;
+use crate::natural::dialect::Dialect;
+
+/// The markers `dialect` reads in the prose, each starting with `<` followed by
+/// `|` or a full-width `｜`, or with `[`.
+pub(super) fn markers(dialect: Dialect) -> &'static [&'static str] {
+    match dialect {
+        Dialect::Granite => &["<|tool_call|>"],
+        _ => &[],
+    }
+}
+
+/// What a marker opens.
+pub(super) enum Opened {
+    /// A block, read from the byte after the marker.
+    Block(Block),
+}
+
+/// Opens what marker `index` of `dialect`'s [`markers`] starts; the block's
+/// raw text so far is the marker.
+pub(super) fn open(
+    dialect: Dialect,
+    index: usize,
+    _ctx: &mut BlockContext<'_>,
+) -> Result<Opened, Error> {
+    Ok(match (dialect, index) {
+        (Dialect::Granite, _) => Opened::Block(Block::List(CallList::default())),
+        _ => unreachable!("{dialect} has no marker {index}"),
+    })
+}
+
+/// True when the byte after a `<` may go on into one of `markers`.
+pub(super) fn may_follow_angle(markers: &[&str], byte: u8) -> bool {
+    markers
+        .iter()
+        .any(|marker| marker.as_bytes().get(1) == Some(&byte))
+}
+
+/// True when some of `markers` starts with `[`.
+pub(super) fn uses_bracket(markers: &[&str]) -> bool {
+    markers.iter().any(|marker| marker.starts_with('['))
+}
