@@ -6,4 +6,6 @@
 
 mod harness;
 
+mod glm;
 mod granite;
+mod minimax;

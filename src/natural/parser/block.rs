@@ -1,5 +1,6 @@
 //! The tool-call block being read, whatever its dialect, and the decision after
-//! a bare `<tool_call>`: Hermes JSON, a Qwen3-Coder function, or not a call.
+//! a bare `<tool_call>`: Hermes JSON, a Qwen3-Coder function, a GLM call (a
+//! name), or not a call.
 
 use super::call_list::CallList;
 use super::calls::{BlockContext, BlockStep};
@@ -17,8 +18,8 @@ pub(super) const PENDING_LIMIT: usize = 4096;
 /// A tool-call block being read.
 #[derive(Debug)]
 pub(super) enum Block {
-    /// After a bare `<tool_call>`: Hermes JSON or a Qwen3-Coder function follows,
-    /// or it was not a call.
+    /// After a bare `<tool_call>`: Hermes JSON, a Qwen3-Coder function or a GLM
+    /// name follows, or it was not a call.
     Pending(Pending),
     Tagged(Tagged),
     Hermes(Hermes),
@@ -36,21 +37,35 @@ pub(super) struct Pending {
     reader: Option<(TagReader, usize)>,
     hermes: bool,
     qwen3: bool,
+    glm: bool,
     /// A reader of an earlier Hermes block, reused with its memory.
     spare: Option<Hermes>,
 }
 
 impl Pending {
-    /// After a bare `<tool_call>`, in a dialect that reads Hermes, Qwen3-Coder or
-    /// both; `spare` is the reader of an earlier Hermes block, if one is kept.
-    pub(super) fn new(hermes: bool, qwen3: bool, spare: Option<Hermes>) -> Self {
+    /// After a bare `<tool_call>`, in a dialect that reads `dialects` (Hermes,
+    /// Qwen3-Coder, GLM); `spare` is the reader of an earlier Hermes block, if
+    /// one is kept.
+    pub(super) fn new(dialects: Bodies, spare: Option<Hermes>) -> Self {
         Pending {
             reader: None,
-            hermes,
-            qwen3,
+            hermes: dialects.hermes,
+            qwen3: dialects.qwen3,
+            glm: dialects.glm,
             spare,
         }
     }
+}
+
+/// The bodies a bare `<tool_call>` may hold in the dialect read.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Bodies {
+    /// Hermes JSON.
+    pub(super) hermes: bool,
+    /// A Qwen3-Coder `<function=F>`.
+    pub(super) qwen3: bool,
+    /// A GLM name line.
+    pub(super) glm: bool,
 }
 
 impl Block {
@@ -168,6 +183,9 @@ impl Pending {
                 b'<' if self.qwen3 => {
                     self.reader = Some((TagReader::new(TAG_LIMIT), ctx.pos(pos)));
                     pos += 1;
+                }
+                byte if self.glm && (byte.is_ascii_alphanumeric() || byte == b'_') => {
+                    return Decision::Become(Block::Xml(Xml::glm(ctx)), pos);
                 }
                 _ => {
                     return Decision::NotACall {

@@ -3,7 +3,7 @@
 
 use memchr::{memchr, memchr2, memchr3, memrchr};
 
-use super::block::{Block, PENDING_LIMIT, Pending};
+use super::block::{Block, Bodies, PENDING_LIMIT, Pending};
 use super::calls::{BlockContext, BlockStep, Calls, STAGE};
 use super::emit::Emitter;
 use super::json_block::{Hermes, Tagged};
@@ -514,6 +514,7 @@ impl ParserMachine {
         let response = self.transcript.then(|| Response::open(tag)).flatten();
         let opens_block = tag.opens("tool_call")
             || (bare && tag.name.ends_with("function_calls"))
+            || (bare && tag.name == MINIMAX)
             || response.is_some();
         if opens_block {
             self.drop_space();
@@ -543,16 +544,26 @@ impl ParserMachine {
                     ctx.name(name);
                     Some(Block::Tagged(Tagged::new()))
                 }
-                ([], _) if dialect.reads(Dialect::Hermes) || dialect.reads(Dialect::Qwen3Coder) => {
+                ([], _)
+                    if dialect.reads(Dialect::Hermes)
+                        || dialect.reads(Dialect::Qwen3Coder)
+                        || dialect.reads(Dialect::Glm) =>
+                {
                     self.calls.start_block(raw)?;
+                    let bodies = Bodies {
+                        hermes: dialect.reads(Dialect::Hermes),
+                        qwen3: dialect.reads(Dialect::Qwen3Coder),
+                        glm: dialect.reads(Dialect::Glm),
+                    };
                     Some(Block::Pending(Pending::new(
-                        dialect.reads(Dialect::Hermes),
-                        dialect.reads(Dialect::Qwen3Coder),
+                        bodies,
                         self.spare_hermes.take(),
                     )))
                 }
                 _ => None,
             }
+        } else if bare && tag.name == MINIMAX && dialect.reads(Dialect::MiniMax) {
+            Some(Block::Xml(Xml::minimax()))
         } else if bare && dialect.reads(Dialect::ClaudeXml) {
             tag.name
                 .strip_suffix("function_calls")
@@ -676,6 +687,9 @@ impl ParserMachine {
         Ok(())
     }
 }
+
+/// The element of a MiniMax block.
+const MINIMAX: &str = "minimax:tool_call";
 
 /// Below this length a piece is scanned byte by byte: for token-sized pieces
 /// the call into `memchr` costs more than the scan.

@@ -1,6 +1,8 @@
 //! Blocks whose arguments are XML-like parameters with raw-text values:
-//! Qwen3-Coder `<function=F><parameter=p>v</parameter></function>` and Claude-style
-//! `<function_calls><invoke name="F"><parameter name="p">v</parameter></invoke>`.
+//! Qwen3-Coder `<function=F><parameter=p>v</parameter></function>`, Claude-style
+//! `<function_calls><invoke name="F"><parameter name="p">v</parameter></invoke>`
+//! (and MiniMax's `<minimax:tool_call>` block of the same invokes), and GLM's
+//! `<tool_call>F<arg_key>p</arg_key><arg_value>v</arg_value></tool_call>`.
 //!
 //! Values are raw text, never entity-decoded (the models write them raw). They
 //! are typed by the tool's schema: strings stay strings and stream as they
@@ -21,26 +23,54 @@ use crate::{Error, InvalidCallKind};
 /// The tag names of one flavour, namespace prefix included.
 #[derive(Debug)]
 struct Names {
-    /// The element of one call (`function` / `invoke`).
+    /// The element of one call (`function` / `invoke`; GLM's call is the block).
     call: String,
+    /// The element of a value (`parameter`, GLM's `arg_value`).
     param: String,
     /// The element of the whole block (`tool_call` / `function_calls`).
     block: String,
-    /// Qwen3-Coder writes names inline (`<function=F>`), Claude as `name="F"`.
-    inline: bool,
+    style: Style,
 }
+
+/// How a flavour names calls and parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Style {
+    /// Qwen3-Coder: `<function=F>`, `<parameter=p>`.
+    Inline,
+    /// Claude, MiniMax: `<invoke name="F">`, `<parameter name="p">`.
+    Attr,
+    /// GLM: the name is the block's first line; `<arg_key>p</arg_key>` names the
+    /// `<arg_value>` that follows.
+    Keyed,
+}
+
+/// GLM's element naming the next value.
+const KEY: &str = "arg_key";
 
 impl Names {
     fn name_of<'t>(&self, tag: &'t Tag, element: &str) -> Option<&'t str> {
         if !tag.opens(element) {
             return None;
         }
-        if self.inline {
-            tag.inline.as_deref()
-        } else {
-            tag.attr("name")
+        match self.style {
+            Style::Inline => tag.inline.as_deref(),
+            Style::Attr => tag.attr("name"),
+            Style::Keyed => None,
         }
     }
+
+    /// True when `tag` starts the next parameter.
+    fn opens_param(&self, tag: &Tag) -> bool {
+        match self.style {
+            Style::Keyed => is_bare(tag) && tag.opens(KEY),
+            _ => self.name_of(tag, &self.param).is_some(),
+        }
+    }
+}
+
+/// A tag without attributes or inline value.
+fn is_bare(tag: &Tag) -> bool {
+    tag.attrs.is_empty() && tag.inline.is_none()
 }
 
 /// A Qwen3-Coder or Claude-style block.
@@ -55,14 +85,20 @@ pub(super) struct Xml {
     /// The current call's arguments are complete (Qwen3-Coder: `</function>` came,
     /// the call's markup runs on to `</tool_call>`).
     args_closed: bool,
+    /// GLM: the key read for the next value.
+    key: Option<String>,
 }
 
 #[derive(Debug)]
 enum State {
     /// Between calls.
     Between,
+    /// GLM: the call's name, up to the end of its line or the first tag.
+    Name(String),
     /// In a call, between parameters.
     InCall,
+    /// GLM: the text of an `<arg_key>`.
+    Key(String),
     /// Reading a tag; `in_call` says where it started.
     Tag {
         reader: TagReader,
@@ -90,7 +126,7 @@ impl Xml {
             call: "function".into(),
             param: "parameter".into(),
             block: "tool_call".into(),
-            inline: true,
+            style: Style::Inline,
         });
         block.state = State::InCall;
         block.seen_call = true;
@@ -103,8 +139,33 @@ impl Xml {
             call: format!("{prefix}invoke"),
             param: format!("{prefix}parameter"),
             block: format!("{prefix}function_calls"),
-            inline: false,
+            style: Style::Attr,
         })
+    }
+
+    /// A MiniMax block opened by `<minimax:tool_call>`: Claude-style invokes.
+    pub(super) fn minimax() -> Self {
+        Self::with(Names {
+            call: "invoke".into(),
+            param: "parameter".into(),
+            block: "minimax:tool_call".into(),
+            style: Style::Attr,
+        })
+    }
+
+    /// A GLM block whose `<tool_call>` was read and whose name starts here: the
+    /// call has begun.
+    pub(super) fn glm(ctx: &mut BlockContext<'_>) -> Self {
+        ctx.begin(0);
+        let mut block = Self::with(Names {
+            call: "tool_call".into(),
+            param: "arg_value".into(),
+            block: "tool_call".into(),
+            style: Style::Keyed,
+        });
+        block.state = State::Name(String::new());
+        block.seen_call = true;
+        block
     }
 
     fn with(names: Names) -> Self {
@@ -114,6 +175,7 @@ impl Xml {
             seen_call: false,
             space: String::new(),
             args_closed: false,
+            key: None,
         }
     }
 
@@ -126,6 +188,48 @@ impl Xml {
         let mut pos = 0;
         while pos < bytes.len() {
             match &mut self.state {
+                State::Name(name) => {
+                    let end = bytes[pos..]
+                        .iter()
+                        .position(|&b| b == b'\n' || b == b'<')
+                        .map(|offset| pos + offset);
+                    name.push_str(&input[pos..end.unwrap_or(bytes.len())]);
+                    if name.len() > NAME_LIMIT {
+                        return Ok(not_glm(end.unwrap_or(bytes.len()), ctx));
+                    }
+                    let Some(end) = end else {
+                        return Ok(BlockStep::More);
+                    };
+                    let name = std::mem::take(name);
+                    if !valid_name(name.trim()) {
+                        // `<tool_call>` followed by prose: not a call.
+                        return Ok(not_glm(end, ctx));
+                    }
+                    ctx.name(&name);
+                    pos = end;
+                    self.state = State::InCall;
+                }
+                State::Key(key) => {
+                    let end = memchr(b'<', &bytes[pos..]).map(|offset| pos + offset);
+                    key.push_str(&input[pos..end.unwrap_or(bytes.len())]);
+                    if key.len() > NAME_LIMIT {
+                        ctx.fault(
+                            InvalidCallKind::MalformedArguments,
+                            "an argument key is too long",
+                        );
+                        key.clear();
+                    }
+                    let Some(end) = end else {
+                        return Ok(BlockStep::More);
+                    };
+                    self.key = Some(std::mem::take(key));
+                    pos = end + 1;
+                    self.state = State::Tag {
+                        reader: TagReader::new(TAG_LIMIT),
+                        raw_start: ctx.pos(end),
+                        in_call: true,
+                    };
+                }
                 State::InCall => {
                     let found = memchr(b'<', &bytes[pos..]).map(|offset| pos + offset);
                     let end = found.unwrap_or(bytes.len());
@@ -292,7 +396,22 @@ impl Xml {
         let names = &self.names;
         let ends_block = tag.closes(&names.block);
         if in_call {
-            if let Some(param) = names.name_of(tag, &names.param) {
+            let keyed = names.style == Style::Keyed;
+            if keyed && names.opens_param(tag) {
+                self.state = State::Key(String::new());
+            } else if keyed && is_bare(tag) && tag.opens(&names.param) {
+                match self.key.take() {
+                    Some(key) => self.start_keyed_value(key.trim(), raw, ctx)?,
+                    None => ctx.fault(
+                        InvalidCallKind::MalformedArguments,
+                        "an `<arg_value>` without an `<arg_key>`",
+                    ),
+                }
+            } else if keyed && tag.closes(KEY) {
+                if self.key.is_none() {
+                    ctx.fault(InvalidCallKind::MalformedArguments, "a stray `</arg_key>`");
+                }
+            } else if let Some(param) = names.name_of(tag, &names.param) {
                 if !valid_name(param) {
                     ctx.fault(
                         InvalidCallKind::MalformedArguments,
@@ -303,7 +422,7 @@ impl Xml {
                     .schema()
                     .map_or(ParamKind::Unknown, |schema| ParamKind::of(schema, param));
                 self.start_value(param, kind, ctx)?;
-            } else if ends_block || (tag.closes(&names.call) && !names.inline) {
+            } else if ends_block || (tag.closes(&names.call) && names.style != Style::Inline) {
                 self.end_call(raw_end, ctx)?;
                 self.state = State::Between;
                 return Ok(ends_block);
@@ -338,6 +457,25 @@ impl Xml {
 
     fn opens_call(&self, tag: &Tag) -> bool {
         self.names.name_of(tag, &self.names.call).is_some()
+    }
+
+    /// Starts the GLM value of `key`, read from an `<arg_key>`.
+    fn start_keyed_value(
+        &mut self,
+        key: &str,
+        raw: &str,
+        ctx: &mut BlockContext<'_>,
+    ) -> Result<(), Error> {
+        if !valid_name(key) {
+            ctx.fault(
+                InvalidCallKind::MalformedArguments,
+                format!("malformed argument key before `{raw}`"),
+            );
+        }
+        let kind = ctx
+            .schema()
+            .map_or(ParamKind::Unknown, |schema| ParamKind::of(schema, key));
+        self.start_value(key, kind, ctx)
     }
 
     fn start_value(
@@ -387,6 +525,17 @@ impl Xml {
                 );
             }
             State::Param(_) => self.end_value(ctx)?,
+            State::Name(name) => {
+                let name = name.trim().to_owned();
+                if !valid_name(&name) {
+                    ctx.abandon_call();
+                    return Ok(false);
+                }
+                ctx.name(&name);
+            }
+            State::Key(_) => {
+                ctx.fault(InvalidCallKind::Truncated, "the text ended inside a key");
+            }
             State::Between | State::InCall | State::Tag { .. } => {}
         }
         self.end_call(ctx.raw_end(), ctx)?;
@@ -413,6 +562,19 @@ impl Xml {
     }
 }
 
+/// The longest GLM call name or argument key.
+const NAME_LIMIT: usize = 256;
+
+/// A GLM block whose first line is not a name: its raw text up to byte `at` of
+/// the piece is text, and the call begun for it is dropped.
+fn not_glm(at: usize, ctx: &mut BlockContext<'_>) -> BlockStep {
+    ctx.abandon_call();
+    BlockStep::NotACall {
+        at,
+        replay_from: ctx.pos(at),
+    }
+}
+
 /// A parameter name as the dialects write them: no spaces, quotes or markup.
 fn valid_name(name: &str) -> bool {
     !name.is_empty() && !name.contains(|c: char| c.is_whitespace() || "=<>\"'/".contains(c))
@@ -435,7 +597,7 @@ struct ValueScan {
     param: String,
     call: String,
     block: String,
-    inline: bool,
+    style: Style,
     state: ValueState,
     /// Nothing of the value was seen yet: one leading newline is dropped.
     leading: bool,
@@ -461,7 +623,7 @@ impl ValueScan {
             param: names.param.clone(),
             call: names.call.clone(),
             block: names.block.clone(),
-            inline: names.inline,
+            style: names.style,
             state: ValueState::Text,
             leading: true,
             newline: false,
@@ -476,12 +638,11 @@ impl ValueScan {
     /// A tag that ends the value: the next parameter, or the end of the call
     /// or block.
     fn structural(&self, tag: &Tag) -> bool {
-        let opens_param = tag.opens(&self.param)
-            && if self.inline {
-                tag.inline.is_some()
-            } else {
-                tag.attr("name").is_some()
-            };
+        let opens_param = match self.style {
+            Style::Inline => tag.opens(&self.param) && tag.inline.is_some(),
+            Style::Attr => tag.opens(&self.param) && tag.attr("name").is_some(),
+            Style::Keyed => is_bare(tag) && tag.opens(KEY),
+        };
         opens_param || tag.closes(&self.call) || tag.closes(&self.block)
     }
 
