@@ -39,6 +39,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::dialect::Dialect;
+
 use crate::{ContentBlock, InvalidCall, Media, MediaSource, Metadata, ToolCall, ToolResult};
 
 /// The closing tag of a result.
@@ -61,7 +63,7 @@ pub enum RenderDialect {
 
 impl RenderDialect {
     /// The dialect a model was trained on, guessed from its name: Hermes for the
-    /// Qwen and Hermes families, else tagged.
+    /// Qwen and Hermes families, else tagged (see [`Dialect::for_model`]).
     ///
     /// ```
     /// use lmstack::natural::RenderDialect;
@@ -70,11 +72,17 @@ impl RenderDialect {
     /// assert_eq!(RenderDialect::for_model("smollm2-135m"), RenderDialect::Tagged);
     /// ```
     pub fn for_model(model: &str) -> Self {
-        let model = model.to_ascii_lowercase();
-        if model.contains("qwen") || model.contains("hermes") {
-            RenderDialect::Hermes
-        } else {
-            RenderDialect::Tagged
+        match Dialect::for_model(model) {
+            Dialect::Hermes | Dialect::Qwen3Coder => RenderDialect::Hermes,
+            _ => RenderDialect::Tagged,
+        }
+    }
+
+    /// The parser's dialect that reads what this one writes.
+    pub fn dialect(self) -> Dialect {
+        match self {
+            RenderDialect::Tagged => Dialect::Tagged,
+            RenderDialect::Hermes => Dialect::Hermes,
         }
     }
 

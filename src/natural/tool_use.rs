@@ -1,6 +1,7 @@
 //! The `NaturalToolUse` layer: makes a model without native tool calling
 //! tool-capable.
 
+use super::dialect::Dialect;
 use super::format::RenderDialect;
 use super::parser::{NaturalToolUseParser, ParserMachine};
 use super::prompt;
@@ -64,6 +65,48 @@ impl NaturalToolUse {
     /// The tagged dialect; the parser reads all four XML dialects.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The layer for `model`, by its name: the history and the prompt's
+    /// examples in Hermes for the Qwen and Hermes families (their trained
+    /// form), in tagged for every other (the transformer writes these two);
+    /// the reply read in the family's own dialect ([`Dialect::for_model`]),
+    /// which also reads tagged, or by `auto` when the family's dialect would
+    /// not read the prompted form (Qwen3-Coder, GLM, MiniMax, unknown models).
+    ///
+    /// ```
+    /// use lmstack::natural::NaturalToolUse;
+    /// use lmstack::testing::ScriptedModel;
+    /// use lmstack::{ChatRequest, Message, ToolCall, ToolSpec};
+    /// use serde_json::json;
+    /// use tower::{Layer, ServiceExt};
+    ///
+    /// # futures::executor::block_on(async {
+    /// // A Granite model answers in its own format although prompted in tagged.
+    /// let model = ScriptedModel::new()
+    ///     .reply(r#"<|tool_call|>[{"name": "add", "arguments": {"a": 2, "b": 3}}]"#);
+    /// let add = ToolSpec::new("add", "Adds two integers", json!({"type": "object"}));
+    /// let request = ChatRequest::new(vec![Message::user("2 + 3?")]).tool(add);
+    /// let layer = NaturalToolUse::for_model("ibm-granite/granite-3.3-8b-instruct");
+    /// let reply = layer.layer(model).oneshot(request).await?;
+    /// assert_eq!(
+    ///     reply.collect().await?,
+    ///     vec![Message::tool_calls(vec![ToolCall::new("call_1", "add", json!({"a": 2, "b": 3}))])]
+    /// );
+    /// # Ok::<(), lmstack::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn for_model(model: &str) -> Self {
+        let written = RenderDialect::for_model(model);
+        let native = Dialect::for_model(model);
+        let read = if native.reads(written.dialect()) {
+            native
+        } else {
+            Dialect::Auto
+        };
+        Self::new()
+            .dialect(written)
+            .parser(NaturalToolUseParser::new().dialect(read))
     }
 
     /// The dialect the history and the prompt's examples are written in:

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use futures::future::LocalBoxFuture;
 use lmstack::function::{FunctionCallLayer, MediaPolicy, ToolLoopLayer};
-use lmstack::natural::{NaturalToolUse, RenderDialect};
+use lmstack::natural::NaturalToolUse;
 use lmstack::provider::{ApiKey, Provider as HttpProvider, ProviderConfig, Wire};
 use lmstack::retry::RetryLayer;
 use lmstack::{ChatRequest, Error, Message};
@@ -59,7 +59,9 @@ pub struct Args {
     /// Let a model without native tool calling use the tools through text: the
     /// tools are described in the system prompt, calls are read from the
     /// model's `<tool_call>` text and results written back as `<tool_response>`
-    /// (in the Hermes dialect for Qwen and Hermes models).
+    /// (in the Hermes dialect for Qwen and Hermes models); replies are also read
+    /// in the model family's own format (Mistral, Llama, Kimi K2, DeepSeek, GLM,
+    /// gpt-oss, MiniMax, Granite), picked from the model's name.
     #[arg(long)]
     natural_tools: bool,
     /// The largest number of tokens to generate per round.
@@ -150,7 +152,7 @@ async fn chat<W: Wire>(wire: W, args: Args) -> Result<(), Error> {
         .layer(FunctionCallLayer::new(registry).media(media))
         .option_layer(
             args.natural_tools
-                .then(|| NaturalToolUse::new().dialect(RenderDialect::for_model(&args.model))),
+                .then(|| NaturalToolUse::for_model(&args.model)),
         )
         .service(provider);
     let mut template = ChatRequest::new(Vec::new());

@@ -15,8 +15,9 @@ use crate::show::print_json_line;
 /// Parses model text with `<tool_call>`-style markup from stdin.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The dialect: auto (the four XML ones), tagged, hermes, qwen3-coder,
-    /// claude-xml, json.
+    /// The dialect: auto (the XML-like ones), tagged, hermes, qwen3-coder,
+    /// claude-xml, json, mistral, llama3-json, pythonic, kimi-k2, deepseek,
+    /// glm, harmony, minimax, granite.
     #[arg(long, default_value = "auto")]
     dialect: Dialect,
     /// A JSON array of tool specs (`name`, `description`, `parameters`). Without
