@@ -7,10 +7,7 @@
 //!
 //! `cargo bench -p lmstack-benches --bench parser`; figures in docs/performance.md.
 
-use std::future::Future;
 use std::hint::black_box;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use criterion::measurement::WallTime;
@@ -18,12 +15,12 @@ use criterion::{
     BenchmarkGroup, BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group,
     criterion_main,
 };
+use lmstack::Event;
 use lmstack::natural::{Dialect, NaturalToolUseParser};
 use lmstack::service::{Machine, Output};
 use lmstack::testing::Chunking;
-use lmstack::{Event, ToolSpec};
-use openai_protocol::common::Tool;
-use serde_json::{Value, json};
+use lmstack_benches::{CITIES, Tools, lmstack_calls, peer_calls, ready, schemas};
+use serde_json::Value;
 use tool_parser::{QwenParser, ToolParser};
 
 const SIZES: [usize; 3] = [1, 4, 4096];
@@ -62,15 +59,6 @@ fn prose(bytes: usize) -> String {
     text
 }
 
-const CITIES: [&str; 6] = [
-    "Paris",
-    "Tokyo",
-    "São Paulo",
-    "Nairobi",
-    "Reykjavík",
-    "Lima",
-];
-
 /// Short prose and a Hermes `get_weather` call, `calls` times: about 150 bytes each.
 /// The JSON is written out, so that its key order does not depend on `serde_json`'s
 /// features.
@@ -98,87 +86,29 @@ fn one_big_call(bytes: usize) -> String {
     )
 }
 
-fn schemas() -> [(&'static str, &'static str, Value); 2] {
-    [
-        (
-            "get_weather",
-            "Current weather for a city",
-            json!({"type": "object", "properties": {
-                "city": {"type": "string"},
-                "days": {"type": "integer", "minimum": 1, "maximum": 14},
-                "units": {"type": "string", "enum": ["celsius", "fahrenheit"]}
-            }, "required": ["city"]}),
-        ),
-        (
-            "write_file",
-            "Writes a text file",
-            json!({"type": "object", "properties": {
-                "path": {"type": "string"}, "content": {"type": "string"}
-            }, "required": ["path", "content"]}),
-        ),
-    ]
-}
-
 /// lmstack's parser (Hermes dialect) and the peer, with the same tools.
 struct Parsers {
     lmstack: NaturalToolUseParser,
-    tools: Vec<ToolSpec>,
-    peer_tools: Vec<Tool>,
+    tools: Tools,
 }
 
 impl Parsers {
     fn new() -> Self {
-        let peer_tools = schemas().map(|(name, description, schema)| {
-            json!({"type": "function", "function": {"name": name, "description": description, "parameters": schema}})
-        });
         Parsers {
             lmstack: NaturalToolUseParser::new().dialect(Dialect::Hermes),
-            tools: schemas()
-                .into_iter()
-                .map(|(name, description, schema)| ToolSpec::new(name, description, schema))
-                .collect(),
-            peer_tools: serde_json::from_value(Value::from(peer_tools.to_vec())).expect("tools"),
+            tools: Tools::new(),
         }
     }
 
-    /// Streams the pieces through lmstack's parser, taking every event out as
-    /// it comes; returns the number of tool calls.
+    /// Streams the pieces through lmstack's parser; returns the number of
+    /// tool calls.
     fn lmstack(&self, pieces: &[&str]) -> usize {
-        let mut machine = self.lmstack.machine(&self.tools, 0).expect("tools");
-        let mut out = Output::new();
-        let mut calls = 0;
-        let mut take = |out: &mut Output| {
-            while let Some(event) = out.pop() {
-                if let Event::ToolCallDelta(delta) = &event {
-                    assert!(delta.invalid().is_none(), "an invalid call: {delta:?}");
-                    calls += usize::from(delta.name().is_some());
-                }
-                black_box(&event);
-            }
-        };
-        for piece in pieces {
-            let event = Event::text(*piece);
-            machine.push(event, &mut out).expect("no error");
-            take(&mut out);
-        }
-        machine.finish(&mut out).expect("no error");
-        take(&mut out);
-        calls
+        lmstack_calls(&self.lmstack, &self.tools.lmstack, pieces)
     }
 
     /// Streams the pieces through the peer; returns the number of tool calls.
     fn peer(&self, pieces: &[&str]) -> usize {
-        let mut parser = QwenParser::new();
-        let mut calls = 0;
-        for piece in pieces {
-            let result = ready(parser.parse_incremental(piece, &self.peer_tools));
-            let result = result.expect("no error");
-            calls += result.calls.iter().filter(|c| c.name.is_some()).count();
-            black_box(result);
-        }
-        black_box(parser.get_unstreamed_tool_args());
-        black_box(parser.take_unstreamed_normal_text());
-        calls
+        peer_calls(QwenParser::new(), &self.tools.peer, pieces)
     }
 
     /// The peer's non-streaming parse of the pieces joined.
@@ -187,14 +117,6 @@ impl Parsers {
             ready(QwenParser::new().parse_complete(&pieces.concat())).expect("no error");
         black_box(text);
         calls.len()
-    }
-}
-
-/// The result of a future that never waits (the peer's async methods).
-fn ready<T>(future: impl Future<Output = T>) -> T {
-    match pin!(future).poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(value) => value,
-        Poll::Pending => unreachable!("the peer's parsers never wait"),
     }
 }
 
