@@ -53,6 +53,8 @@ impl CallList {
         }
         match step {
             Scanned::More => Ok(BlockStep::More),
+            // A list that held no call (`[]`, `[1, 2]`) is text.
+            Scanned::Done(used) if self.fields.begun == 0 => Ok(not_a_call(pos + used, ctx)),
             Scanned::Done(used) => Ok(BlockStep::Done(pos + used)),
             Scanned::Stray(at) | Scanned::Invalid(at, _) if self.fields.begun == 0 => {
                 // Not a list of calls: the marker and the list so far are text.
