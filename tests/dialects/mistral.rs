@@ -2,12 +2,12 @@
 //! the newer tokenizers' `[TOOL_CALLS]F[ARGS]{…}` (`[CALL_ID]id` before
 //! `[ARGS]` in v11), one call per marker.
 
-use lmstack::InvalidCallKind;
-use lmstack::Message;
 use lmstack::natural::{Dialect, NaturalToolUseParser};
+use lmstack::service::{Machine, Output};
+use lmstack::{Event, InvalidCallKind, Message};
 use serde_json::json;
 
-use super::harness::{assert_kept, call, calls, checked, faults, marking, parse, text_of};
+use super::harness::{assert_kept, call, calls, checked, faults, marking, parse, text_of, tools};
 
 const MISTRAL: Dialect = Dialect::Mistral;
 
@@ -58,6 +58,31 @@ fn a_named_call_ends_with_its_object_and_prose_follows() {
 }
 
 #[test]
+fn a_named_call_streams_its_name_and_arguments_as_they_arrive() {
+    let mut machine = NaturalToolUseParser::new()
+        .dialect(MISTRAL)
+        .machine(&tools(), 0)
+        .unwrap();
+    let mut out = Output::new();
+    let mut push = |piece: &str| {
+        machine.push(Event::text(piece), &mut out).unwrap();
+        out.drain().collect::<Vec<_>>()
+    };
+    assert_eq!(push("Hi [TOOL_CALLS]get_wea"), vec![Event::text("Hi ")]);
+    assert_eq!(
+        push("ther[ARGS]{\"city\": \"Pa"),
+        vec![
+            Event::call_start(0, "call_1", "get_weather"),
+            Event::call_arguments(0, "{\"city\": \"Pa"),
+        ]
+    );
+    assert_eq!(
+        push("ris\"} ok"),
+        vec![Event::call_arguments(0, "ris\"}"), Event::text(" ok")]
+    );
+}
+
+#[test]
 fn two_named_calls_in_one_piece_are_one_run() {
     let text = "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]now[ARGS]{}\n";
     assert_eq!(
@@ -67,7 +92,7 @@ fn two_named_calls_in_one_piece_are_one_run() {
             call("call_2", "now", json!({})),
         ])]
     );
-    let spaced = "[TOOL_CALLS]now[ARGS] {}\n[TOOL_CALLS]write_file[ARGS]{\"path\": \"a\", \"tags\": [1, {\"b\": \"}\"}]}";
+    let spaced = "[TOOL_CALLS] now[ARGS] {}\n[TOOL_CALLS]write_file[ARGS]{\"path\": \"a\", \"tags\": [1, {\"b\": \"}\"}]}";
     assert_eq!(
         calls(&parse(MISTRAL, spaced)),
         vec![
@@ -100,6 +125,11 @@ fn a_call_id_before_args_is_read_and_kept_in_transcript_mode() {
             call("a1B2c3D4e", "get_weather", json!({"city": "Paris"})),
             call("Zz9Yy8Xx7", "now", json!({})),
         ]
+    );
+    let list = "[TOOL_CALLS][{\"name\": \"now\", \"arguments\": {}, \"id\": \"a1B2c3D4e\"}]";
+    assert_eq!(
+        calls(&checked(&transcript, list)),
+        vec![call("a1B2c3D4e", "now", json!({}))]
     );
 }
 
