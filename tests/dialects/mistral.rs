@@ -270,6 +270,8 @@ fn near_misses_are_kept_exactly() {
         "[TOOL_CALLS]get_weather[CALL_ID]ab[CALL_ID]c[ARGS]{}",
         "[TOOL_CALLS]{\"name\": \"now\"}",
         "[TOOL_CALLS][1, 2] and [TOOL_CALLS][]",
+        "x [TOOL_CALLS][",
+        "x [TOOL_CALLS] [1, ",
         "[TOOL_CALLS]ñ[ARGS]{}",
         "[[TOOL_CALLS]x",
         "```\n[TOOL_CALLS]now[ARGS]{}\n```",

@@ -76,10 +76,10 @@ impl CallList {
         }
     }
 
-    /// The text ended inside the block; false when no list had begun (the
-    /// marker is then text).
+    /// The text ended inside the block; false when no call had begun (the
+    /// marker and the list so far are then text).
     pub(super) fn end(&mut self, ctx: &mut BlockContext<'_>) -> Result<bool, Error> {
-        let Some(start) = self.start else {
+        let Some(start) = self.start.filter(|_| self.fields.begun > 0) else {
             return Ok(false);
         };
         let mut visitor = CallVisitor {

@@ -25,7 +25,9 @@ pub(super) enum Mistral {
     /// Before the first byte after the marker and its whitespace.
     #[default]
     Start,
+    /// The v0.3 list of calls.
     List(CallList),
+    /// One call, named before its arguments.
     Named(NamedCall),
 }
 
