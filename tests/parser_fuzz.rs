@@ -50,6 +50,7 @@ fn text() -> impl Strategy<Value = String> {
         Just("<|tool_call|>[".to_string()),
         Just("[TOOL_CALLS]".to_string()),
         Just("f[ARGS]".to_string()),
+        Just("f[CALL_ID]a1[ARGS]{\"a\": [1, \"]\"]".to_string()),
         Just("<|python_tag|>".to_string()),
         Just("; ".to_string()),
         Just("[f(a=1, s='x\\'y'), f(s=\"z\")]".to_string()),

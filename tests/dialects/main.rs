@@ -9,3 +9,4 @@ mod harness;
 mod glm;
 mod granite;
 mod minimax;
+mod mistral;

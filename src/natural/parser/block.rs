@@ -5,6 +5,7 @@
 use super::call_list::CallList;
 use super::calls::{BlockContext, BlockStep};
 use super::json_block::{Hermes, Tagged};
+use super::mistral::Mistral;
 use super::protocol::Protocol;
 use super::response::Response;
 use super::xml_block::Xml;
@@ -27,6 +28,8 @@ pub(super) enum Block {
     Protocol(Protocol),
     /// A JSON array of calls after a family's marker.
     List(CallList),
+    /// What follows Mistral's `[TOOL_CALLS]`.
+    Mistral(Mistral),
     /// A result, in transcript mode.
     Response(Response),
 }
@@ -100,6 +103,7 @@ impl Block {
             Block::Xml(block) => block.feed(input, ctx),
             Block::Protocol(block) => block.feed(input, ctx),
             Block::List(block) => block.feed(input, ctx),
+            Block::Mistral(block) => block.feed(input, ctx),
             Block::Response(block) => Ok(block.feed(input, ctx)),
         }
     }
@@ -114,6 +118,7 @@ impl Block {
             Block::Xml(block) => block.end(ctx),
             Block::Protocol(block) => block.end(ctx),
             Block::List(block) => block.end(ctx),
+            Block::Mistral(block) => block.end(ctx),
         }
     }
 }

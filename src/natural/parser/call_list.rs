@@ -30,13 +30,10 @@ impl CallList {
         let start = match self.start {
             Some(start) => start,
             None => {
-                let Some(offset) = bytes.iter().position(|&b| !is_space(b)) else {
-                    if ctx.pos(bytes.len()) > PENDING_LIMIT {
-                        return Ok(not_a_call(bytes.len(), ctx));
-                    }
-                    return Ok(BlockStep::More);
+                pos = match skip_space(bytes, ctx) {
+                    Ok(pos) => pos,
+                    Err(step) => return Ok(step),
                 };
-                pos = offset;
                 if bytes[pos] != b'[' {
                     return Ok(not_a_call(pos, ctx));
                 }
@@ -56,6 +53,8 @@ impl CallList {
         }
         match step {
             Scanned::More => Ok(BlockStep::More),
+            // A list that held no call (`[]`, `[1, 2]`) is text.
+            Scanned::Done(used) if self.fields.begun == 0 => Ok(not_a_call(pos + used, ctx)),
             Scanned::Done(used) => Ok(BlockStep::Done(pos + used)),
             Scanned::Stray(at) | Scanned::Invalid(at, _) if self.fields.begun == 0 => {
                 // Not a list of calls: the marker and the list so far are text.
@@ -77,10 +76,10 @@ impl CallList {
         }
     }
 
-    /// The text ended inside the block; false when no list had begun (the
-    /// marker is then text).
+    /// The text ended inside the block; false when no call had begun (the
+    /// marker and the list so far are then text).
     pub(super) fn end(&mut self, ctx: &mut BlockContext<'_>) -> Result<bool, Error> {
-        let Some(start) = self.start else {
+        let Some(start) = self.start.filter(|_| self.fields.begun > 0) else {
             return Ok(false);
         };
         let mut visitor = CallVisitor {
@@ -106,8 +105,20 @@ impl CallList {
     }
 }
 
-/// The marker is not followed by a list: it and what came after it are text.
-fn not_a_call(at: usize, ctx: &BlockContext<'_>) -> BlockStep {
+/// The first byte after the whitespace that follows a marker, or the step to
+/// answer while there is none: more, or not a call once the whitespace passes
+/// [`PENDING_LIMIT`].
+pub(super) fn skip_space(bytes: &[u8], ctx: &BlockContext<'_>) -> Result<usize, BlockStep> {
+    match bytes.iter().position(|&b| !is_space(b)) {
+        Some(offset) => Ok(offset),
+        None if ctx.pos(bytes.len()) > PENDING_LIMIT => Err(not_a_call(bytes.len(), ctx)),
+        None => Err(BlockStep::More),
+    }
+}
+
+/// What follows the marker is not what it opens: the block's raw text up to
+/// byte `at` of the piece is text, and the piece from `at` on is prose.
+pub(super) fn not_a_call(at: usize, ctx: &BlockContext<'_>) -> BlockStep {
     BlockStep::NotACall {
         at,
         replay_from: ctx.pos(at),

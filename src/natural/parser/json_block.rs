@@ -50,7 +50,7 @@ impl Expect {
 
 /// Runs `scan` with a sink that passes argument text to the call, then reports
 /// the first error the call raised (an arguments limit).
-fn with_args<T>(
+pub(super) fn with_args<T>(
     ctx: &mut BlockContext<'_>,
     scan: impl FnOnce(&mut dyn FnMut(&str)) -> T,
 ) -> Result<T, Error> {
@@ -67,7 +67,7 @@ fn with_args<T>(
 
 /// Completes arguments cut short by at most one missing bracket, else marks the
 /// call truncated.
-fn close_arguments(
+pub(super) fn close_arguments(
     closers: Result<Vec<u8>, &'static str>,
     ctx: &mut BlockContext<'_>,
 ) -> Result<(), Error> {

@@ -14,6 +14,7 @@ mod calls;
 mod emit;
 mod json_block;
 mod machine;
+mod mistral;
 mod protocol;
 mod response;
 mod special;

@@ -5,6 +5,7 @@
 use super::block::Block;
 use super::call_list::CallList;
 use super::calls::BlockContext;
+use super::mistral::Mistral;
 use crate::Error;
 use crate::natural::dialect::Dialect;
 
@@ -13,6 +14,7 @@ use crate::natural::dialect::Dialect;
 pub(super) fn markers(dialect: Dialect) -> &'static [&'static str] {
     match dialect {
         Dialect::Granite => &["<|tool_call|>"],
+        Dialect::Mistral => &["[TOOL_CALLS]"],
         _ => &[],
     }
 }
@@ -32,6 +34,7 @@ pub(super) fn open(
 ) -> Result<Opened, Error> {
     Ok(match (dialect, index) {
         (Dialect::Granite, _) => Opened::Block(Block::List(CallList::default())),
+        (Dialect::Mistral, _) => Opened::Block(Block::Mistral(Mistral::default())),
         _ => unreachable!("{dialect} has no marker {index}"),
     })
 }
