@@ -7,3 +7,4 @@
 mod harness;
 
 mod granite;
+mod harmony;

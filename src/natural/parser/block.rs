@@ -3,6 +3,7 @@
 
 use super::call_list::CallList;
 use super::calls::{BlockContext, BlockStep};
+use super::harmony::Harmony;
 use super::json_block::{Hermes, Tagged};
 use super::protocol::Protocol;
 use super::response::Response;
@@ -26,6 +27,8 @@ pub(super) enum Block {
     Protocol(Protocol),
     /// A JSON array of calls after a family's marker.
     List(CallList),
+    /// A Harmony message's header, and a call's arguments after it.
+    Harmony(Harmony),
     /// A result, in transcript mode.
     Response(Response),
 }
@@ -70,14 +73,7 @@ impl Block {
                     ctx.base += used;
                     let step = self.feed(&input[used..], ctx);
                     ctx.base -= used;
-                    Ok(match step? {
-                        BlockStep::Done(n) => BlockStep::Done(used + n),
-                        BlockStep::NotACall { at, replay_from } => BlockStep::NotACall {
-                            at: used + at,
-                            replay_from,
-                        },
-                        BlockStep::More => BlockStep::More,
-                    })
+                    Ok(step?.after(used))
                 }
             },
             Block::Tagged(block) => block.feed(input, ctx),
@@ -85,6 +81,7 @@ impl Block {
             Block::Xml(block) => block.feed(input, ctx),
             Block::Protocol(block) => block.feed(input, ctx),
             Block::List(block) => block.feed(input, ctx),
+            Block::Harmony(block) => block.feed(input, ctx),
             Block::Response(block) => Ok(block.feed(input, ctx)),
         }
     }
@@ -99,6 +96,7 @@ impl Block {
             Block::Xml(block) => block.end(ctx),
             Block::Protocol(block) => block.end(ctx),
             Block::List(block) => block.end(ctx),
+            Block::Harmony(block) => block.end(ctx),
         }
     }
 }

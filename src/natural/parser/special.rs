@@ -5,6 +5,7 @@
 use super::block::Block;
 use super::call_list::CallList;
 use super::calls::BlockContext;
+use super::harmony::{self, Harmony};
 use crate::Error;
 use crate::natural::dialect::Dialect;
 
@@ -13,6 +14,7 @@ use crate::natural::dialect::Dialect;
 pub(super) fn markers(dialect: Dialect) -> &'static [&'static str] {
     match dialect {
         Dialect::Granite => &["<|tool_call|>"],
+        Dialect::Harmony => harmony::MARKERS,
         _ => &[],
     }
 }
@@ -21,6 +23,8 @@ pub(super) fn markers(dialect: Dialect) -> &'static [&'static str] {
 pub(super) enum Opened {
     /// A block, read from the byte after the marker.
     Block(Block),
+    /// Nothing: the marker is markup that vanishes.
+    Nothing,
 }
 
 /// Opens what marker `index` of `dialect`'s [`markers`] starts; the block's
@@ -32,6 +36,10 @@ pub(super) fn open(
 ) -> Result<Opened, Error> {
     Ok(match (dialect, index) {
         (Dialect::Granite, _) => Opened::Block(Block::List(CallList::default())),
+        (Dialect::Harmony, _) => match Harmony::open(harmony::MARKERS[index]) {
+            Some(header) => Opened::Block(Block::Harmony(header)),
+            None => Opened::Nothing,
+        },
         _ => unreachable!("{dialect} has no marker {index}"),
     })
 }
