@@ -254,9 +254,23 @@ fn a_header_inside_a_broken_one_is_read() {
 
 #[test]
 fn a_header_longer_than_a_tag_is_text() {
-    let text = format!("<|channel|>final {}<|message|>hi", "x".repeat(2000));
+    for filler in ["x", "é", "🌧"] {
+        let text = format!("<|channel|>final {}<|message|>hi", filler.repeat(1500));
+        assert_eq!(
+            parse(HARMONY, &text),
+            vec![Message::assistant(text.clone())]
+        );
+    }
+}
+
+#[test]
+fn a_call_ends_at_any_terminator_and_calls_on_separate_lines_are_one_run() {
+    let text = "<|channel|>commentary to=functions.now<|message|>{}<|end|>\n<|start|>assistant<|channel|>commentary to=functions.get_weather<|message|>{\"city\": \"Lyon\"} <|return|>\n";
     assert_eq!(
-        parse(HARMONY, &text),
-        vec![Message::assistant(text.clone())]
+        parse(HARMONY, text),
+        vec![Message::tool_calls(vec![
+            call("call_1", "now", json!({})),
+            call("call_2", "get_weather", json!({"city": "Lyon"})),
+        ])]
     );
 }

@@ -128,7 +128,7 @@ impl Header {
         let bytes = input.as_bytes();
         let mut pos = 0;
         while pos < bytes.len() {
-            if self.text.len() + pos > TAG_LIMIT {
+            if self.text.len() + pos > TAG_LIMIT && input.is_char_boundary(pos) {
                 return Read::Not(pos);
             }
             if let Some(marker) = &mut self.marker {
