@@ -67,6 +67,11 @@ fn text() -> impl Strategy<Value = String> {
         Just("<|channel|>analysis<|message|>".to_string()),
         Just("<|channel|>commentary to=functions.f <|constrain|>json<|message|>".to_string()),
         Just("<|start|>assistant<|channel|>final<|message|>".to_string()),
+        Just(
+            "<|start|>assistant to=functions.f<|channel|>commentary json<|message|>{\"a\": 1"
+                .to_string()
+        ),
+        Just("<|constrain|>".to_string()),
         Just("<|call|>".to_string()),
         Just("<|end|>".to_string()),
         Just("<|return|>".to_string()),

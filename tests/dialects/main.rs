@@ -8,5 +8,6 @@ mod harness;
 
 mod glm;
 mod granite;
+mod harmony;
 mod minimax;
 mod mistral;

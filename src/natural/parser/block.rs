@@ -4,6 +4,7 @@
 
 use super::call_list::CallList;
 use super::calls::{BlockContext, BlockStep};
+use super::harmony::Harmony;
 use super::json_block::{Hermes, Tagged};
 use super::mistral::Mistral;
 use super::protocol::Protocol;
@@ -30,6 +31,8 @@ pub(super) enum Block {
     List(CallList),
     /// What follows Mistral's `[TOOL_CALLS]`.
     Mistral(Mistral),
+    /// A Harmony message's header, and a call's arguments after it.
+    Harmony(Harmony),
     /// A result, in transcript mode.
     Response(Response),
 }
@@ -88,14 +91,7 @@ impl Block {
                     ctx.base += used;
                     let step = self.feed(&input[used..], ctx);
                     ctx.base -= used;
-                    Ok(match step? {
-                        BlockStep::Done(n) => BlockStep::Done(used + n),
-                        BlockStep::NotACall { at, replay_from } => BlockStep::NotACall {
-                            at: used + at,
-                            replay_from,
-                        },
-                        BlockStep::More => BlockStep::More,
-                    })
+                    Ok(step?.after(used))
                 }
             },
             Block::Tagged(block) => block.feed(input, ctx),
@@ -104,6 +100,7 @@ impl Block {
             Block::Protocol(block) => block.feed(input, ctx),
             Block::List(block) => block.feed(input, ctx),
             Block::Mistral(block) => block.feed(input, ctx),
+            Block::Harmony(block) => block.feed(input, ctx),
             Block::Response(block) => Ok(block.feed(input, ctx)),
         }
     }
@@ -119,6 +116,7 @@ impl Block {
             Block::Protocol(block) => block.end(ctx),
             Block::List(block) => block.end(ctx),
             Block::Mistral(block) => block.end(ctx),
+            Block::Harmony(block) => block.end(ctx),
         }
     }
 }

@@ -48,6 +48,38 @@ pub(super) enum BlockStep {
     /// Not a call after all: the block's raw text up to `replay_from` is text;
     /// the rest, up to byte `at` of the piece, is read again as prose.
     NotACall { at: usize, replay_from: usize },
+    /// The block was a message's header and ended after `used` bytes; the
+    /// message's body follows, read as `body` says.
+    Body { used: usize, body: Body },
+}
+
+impl BlockStep {
+    /// The step of a reader that was handed the piece from byte `used` on, as a
+    /// step over the whole piece.
+    pub(super) fn after(self, used: usize) -> BlockStep {
+        match self {
+            BlockStep::More => BlockStep::More,
+            BlockStep::Done(n) => BlockStep::Done(used + n),
+            BlockStep::NotACall { at, replay_from } => BlockStep::NotACall {
+                at: used + at,
+                replay_from,
+            },
+            BlockStep::Body { used: n, body } => BlockStep::Body {
+                used: used + n,
+                body,
+            },
+        }
+    }
+}
+
+/// How a message's body is read after its header.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Body {
+    /// As prose: text, and any markup in it.
+    Text,
+    /// As reasoning, up to the first of these markers; one that the dialect
+    /// reads in the prose then opens what it opens there.
+    Reasoning(&'static [&'static str]),
 }
 
 /// The calls of one reply: numbering, the call being read, and the raw text of

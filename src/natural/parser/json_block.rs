@@ -9,12 +9,16 @@ use crate::natural::scan::json::{Path, Sax, Scanned, Verbatim, Visit, Visitor};
 use crate::natural::scan::marker::{Found, MarkerFinder};
 use crate::{Error, InvalidCallKind};
 
-const CLOSE: &str = "</tool_call>";
+/// What ends a tagged or Hermes block.
+const CLOSE: &[&str] = &["</tool_call>"];
 
-/// Matches one expected literal, byte by byte, across pieces.
+/// Matches one of a few expected literals, byte by byte, across pieces.
 #[derive(Debug)]
 pub(super) struct Expect {
-    literal: &'static str,
+    literals: &'static [&'static str],
+    /// A literal whose first `matched` bytes were read; every literal still
+    /// possible shares them.
+    index: usize,
     matched: usize,
 }
 
@@ -26,23 +30,39 @@ pub(super) enum Expected {
 }
 
 impl Expect {
-    pub(super) fn new(literal: &'static str) -> Self {
+    pub(super) fn new(literals: &'static [&'static str]) -> Self {
         Expect {
-            literal,
+            literals,
+            index: 0,
             matched: 0,
         }
     }
 
     pub(super) fn feed(&mut self, input: &str) -> Expected {
-        let want = &self.literal.as_bytes()[self.matched..];
         let have = input.as_bytes();
-        let n = want.len().min(have.len());
-        match (0..n).find(|&i| want[i] != have[i]) {
-            Some(at) => Expected::Mismatch(at),
-            None if n == want.len() => Expected::Done(n),
-            None => {
-                self.matched += n;
-                Expected::More
+        let mut pos = 0;
+        loop {
+            let literal = self.literals[self.index].as_bytes();
+            let want = &literal[self.matched..];
+            let rest = &have[pos..];
+            let n = want.len().min(rest.len());
+            let same = (0..n).find(|&i| want[i] != rest[i]).unwrap_or(n);
+            self.matched += same;
+            pos += same;
+            if self.matched == literal.len() {
+                return Expected::Done(pos);
+            }
+            let Some(&next) = have.get(pos) else {
+                return Expected::More;
+            };
+            // Another literal may go on where this one broke off.
+            let read = &literal[..self.matched];
+            match self.literals.iter().position(|other| {
+                let other = other.as_bytes();
+                other.starts_with(read) && other.get(read.len()) == Some(&next)
+            }) {
+                Some(index) => self.index = index,
+                None => return Expected::Mismatch(pos),
             }
         }
     }
@@ -93,8 +113,9 @@ pub(super) fn close_arguments(
     }
 }
 
-/// After the JSON: optional whitespace, then `</tool_call>`; anything else is a
-/// fault, and the block runs to the next `</tool_call>`.
+/// After the JSON: optional whitespace, then one of the block's closing markers
+/// (`</tool_call>`); anything else is a fault, and the block runs to the next
+/// closing marker.
 #[derive(Debug)]
 enum Tail {
     Space,
@@ -103,17 +124,19 @@ enum Tail {
 }
 
 impl Tail {
-    fn junk(ctx: &mut BlockContext<'_>, message: &str) -> Tail {
+    fn junk(ctx: &mut BlockContext<'_>, message: &str, closes: &[&str]) -> Tail {
         ctx.fault(InvalidCallKind::MalformedArguments, message);
-        Tail::Junk(MarkerFinder::new([CLOSE]))
+        Tail::Junk(MarkerFinder::new(closes.iter().copied()))
     }
 
-    /// Reads the tail from byte `pos` of the piece; `Done` when the block closed.
+    /// Reads the tail from byte `pos` of the piece, up to one of `closes`;
+    /// `Done` when the block closed.
     fn feed(
         &mut self,
         input: &str,
         mut pos: usize,
         ctx: &mut BlockContext<'_>,
+        closes: &'static [&'static str],
         on_close: &mut dyn FnMut(&mut BlockContext<'_>) -> Result<(), Error>,
     ) -> Result<BlockStep, Error> {
         let bytes = input.as_bytes();
@@ -124,9 +147,9 @@ impl Tail {
                     Some(offset) => {
                         pos += offset;
                         *self = if bytes[pos] == b'<' {
-                            Tail::Close(Expect::new(CLOSE))
+                            Tail::Close(Expect::new(closes))
                         } else {
-                            Tail::junk(ctx, "unexpected text after the arguments")
+                            Tail::junk(ctx, "unexpected text after the arguments", closes)
                         };
                     }
                 },
@@ -140,7 +163,8 @@ impl Tail {
                     }
                     Expected::Mismatch(at) => {
                         pos += at;
-                        *self = Tail::junk(ctx, "expected `</tool_call>`");
+                        let message = format!("expected `{}`", closes[0]);
+                        *self = Tail::junk(ctx, &message, closes);
                     }
                 },
                 Tail::Junk(finder) => match finder.find(&input[pos..], &mut |_| {}) {
@@ -157,16 +181,19 @@ impl Tail {
     }
 }
 
-/// `<tool_call name="F">` followed by JSON arguments, bare or in a fence.
+/// `<tool_call name="F">` followed by JSON arguments, bare or in a fence, then
+/// `</tool_call>` (or another family's closing markers).
 #[derive(Debug)]
 pub(super) struct Tagged {
     state: TaggedState,
     fenced: bool,
+    /// The markers that close the block.
+    closes: &'static [&'static str],
 }
 
 #[derive(Debug)]
 enum TaggedState {
-    /// Before the body: a fence, JSON, or `</tool_call>`.
+    /// Before the body: a fence, JSON, or a closing marker.
     Start,
     /// Counting the backticks of a fence.
     Fence {
@@ -178,17 +205,24 @@ enum TaggedState {
     /// After the fence line, before the JSON.
     BeforeJson,
     Json(Verbatim),
-    /// After the JSON: a closing fence, whitespace, `</tool_call>`.
+    /// After the JSON: a closing fence, whitespace, a closing marker.
     After(Tail),
-    /// `</tool_call>` came before the JSON closed.
+    /// A closing marker came before the JSON closed.
     Cut(Verbatim, Tail),
 }
 
 impl Tagged {
+    /// The arguments of `<tool_call name="F">`, closed by `</tool_call>`.
     pub(super) fn new() -> Self {
+        Tagged::closed_by(CLOSE)
+    }
+
+    /// JSON arguments closed by one of `closes`.
+    pub(super) fn closed_by(closes: &'static [&'static str]) -> Self {
         Tagged {
             state: TaggedState::Start,
             fenced: false,
+            closes,
         }
     }
 
@@ -213,8 +247,12 @@ impl Tagged {
                             ticks: 0,
                             closing: false,
                         },
-                        b'<' if start => TaggedState::After(Tail::Close(Expect::new(CLOSE))),
-                        _ => TaggedState::After(Tail::junk(ctx, "expected JSON arguments")),
+                        b'<' if start => TaggedState::After(Tail::Close(Expect::new(self.closes))),
+                        _ => TaggedState::After(Tail::junk(
+                            ctx,
+                            "expected JSON arguments",
+                            self.closes,
+                        )),
                     };
                 }
                 TaggedState::Fence { ticks, closing } => {
@@ -233,7 +271,9 @@ impl Tagged {
                             self.fenced = false;
                             TaggedState::After(Tail::Space)
                         }
-                        (false, _) => TaggedState::After(Tail::junk(ctx, "a broken code fence")),
+                        (false, _) => {
+                            TaggedState::After(Tail::junk(ctx, "a broken code fence", self.closes))
+                        }
                     };
                 }
                 TaggedState::FenceInfo => match memchr(b'\n', &bytes[pos..]) {
@@ -254,10 +294,10 @@ impl Tagged {
                             pos += at;
                             let verbatim = std::mem::take(verbatim);
                             self.state =
-                                TaggedState::Cut(verbatim, Tail::Close(Expect::new(CLOSE)));
+                                TaggedState::Cut(verbatim, Tail::Close(Expect::new(self.closes)));
                         }
                         Scanned::Invalid(_, message) => {
-                            self.state = TaggedState::After(Tail::junk(ctx, &message));
+                            self.state = TaggedState::After(Tail::junk(ctx, &message, self.closes));
                         }
                     }
                 }
@@ -276,13 +316,13 @@ impl Tagged {
                             Some(_) => {}
                         }
                     }
-                    return tail.feed(input, pos, ctx, &mut |_| Ok(()));
+                    return tail.feed(input, pos, ctx, self.closes, &mut |_| Ok(()));
                 }
                 TaggedState::Cut(verbatim, tail) => {
                     let closers = verbatim.unclosed();
                     let mut repair =
                         |ctx: &mut BlockContext<'_>| close_arguments(closers.clone(), ctx);
-                    return tail.feed(input, pos, ctx, &mut repair);
+                    return tail.feed(input, pos, ctx, self.closes, &mut repair);
                 }
             }
         }
@@ -464,13 +504,13 @@ impl Hermes {
                     pos = at;
                     self.tail = Some(Tail::Close(Expect::new(CLOSE)));
                 }
-                Scanned::Invalid(_, message) => self.tail = Some(Tail::junk(ctx, &message)),
+                Scanned::Invalid(_, message) => self.tail = Some(Tail::junk(ctx, &message, CLOSE)),
             }
         }
         let Hermes { sax, fields, tail } = self;
         let tail = tail.as_mut().expect("set above");
         let mut close = |ctx: &mut BlockContext<'_>| close_json(sax, fields, ctx);
-        tail.feed(input, pos, ctx, &mut close)
+        tail.feed(input, pos, ctx, CLOSE, &mut close)
     }
 
     /// The text ended inside the block.

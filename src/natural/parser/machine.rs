@@ -4,7 +4,7 @@
 use memchr::{memchr, memchr2, memchr3, memrchr};
 
 use super::block::{Block, Bodies, PENDING_LIMIT, Pending};
-use super::calls::{BlockContext, BlockStep, Calls, STAGE};
+use super::calls::{BlockContext, BlockStep, Body, Calls, STAGE};
 use super::emit::Emitter;
 use super::json_block::{Hermes, Tagged};
 use super::protocol::Protocol;
@@ -66,7 +66,8 @@ enum Mode {
     Tag,
     /// A special-token marker that started in the prose.
     Special(MarkerMatch),
-    /// Inside `<think>`.
+    /// Reasoning, up to the first of the finder's markers: inside `<think>`, or
+    /// the body of a message on a reasoning channel.
     Think(MarkerFinder),
     /// Inside a tool-call block.
     Block(Block),
@@ -233,7 +234,7 @@ impl ParserMachine {
                 Mode::Prose | Mode::Fence { .. } => self.prose(input, out)?,
                 Mode::Tag => self.tag(input, out)?,
                 Mode::Special(_) => self.special_marker(input, out)?,
-                Mode::Think(_) => self.think(input, out),
+                Mode::Think(_) => self.think(input, out)?,
                 Mode::Block(_) => self.block(input, out)?,
             };
             idle = if used == 0 { idle + 1 } else { 0 };
@@ -494,17 +495,24 @@ impl ParserMachine {
             }
             Matched::Marker { index, end } => {
                 self.mode = Mode::Prose;
-                let marker = self.special[index];
                 self.drop_space();
-                self.calls.start_block(marker)?;
-                let dialect = self.dialect;
-                let mut ctx = self.ctx(out, marker.len());
-                match special::open(dialect, index, &mut ctx)? {
-                    Opened::Block(block) => self.mode = Mode::Block(block),
-                }
+                self.open_special(index, out)?;
                 Ok(end)
             }
         }
+    }
+
+    /// Opens what the dialect's special marker `index`, just read, opens.
+    fn open_special(&mut self, index: usize, out: &mut Output) -> Result<(), Error> {
+        let marker = self.special[index];
+        self.calls.start_block(marker)?;
+        let dialect = self.dialect;
+        let mut ctx = self.ctx(out, marker.len());
+        match special::open(dialect, index, &mut ctx)? {
+            Opened::Block(block) => self.mode = Mode::Block(block),
+            Opened::Nothing => self.calls.raw.clear(),
+        }
+        Ok(())
     }
 
     /// Acts on a complete tag read in the prose.
@@ -584,17 +592,23 @@ impl ParserMachine {
         Ok(())
     }
 
-    /// Inside `<think>`: reasoning until `</think>`.
-    fn think(&mut self, input: &str, out: &mut Output) -> usize {
+    /// Reasoning until the finder's marker (`</think>`); a marker that the
+    /// dialect reads in the prose then opens what it opens there.
+    fn think(&mut self, input: &str, out: &mut Output) -> Result<usize, Error> {
         let Mode::Think(finder) = &mut self.mode else {
             unreachable!("called in think mode")
         };
         let emit = &mut self.emit;
         match finder.find(input, &mut |text| emit.reasoning(text, out)) {
-            Found::More => input.len(),
-            Found::Marker { end, .. } => {
+            Found::More => Ok(input.len()),
+            Found::Marker { index, end } => {
+                let marker = finder.marker(index);
+                let special = self.special.iter().position(|m| *m == marker);
                 self.mode = Mode::Prose;
-                end
+                if let Some(index) = special {
+                    self.open_special(index, out)?;
+                }
+                Ok(end)
             }
         }
     }
@@ -615,7 +629,9 @@ impl ParserMachine {
         let step = block.feed(input, &mut ctx)?;
         let used = match step {
             BlockStep::More => input.len(),
-            BlockStep::Done(used) | BlockStep::NotACall { at: used, .. } => used,
+            BlockStep::Done(used)
+            | BlockStep::NotACall { at: used, .. }
+            | BlockStep::Body { used, .. } => used,
         };
         self.calls.raw.push_str(&input[..used]);
         if self.calls.raw.len() > self.calls.limit {
@@ -634,6 +650,13 @@ impl ParserMachine {
                 }
                 self.drop_space();
                 self.after_block = true;
+            }
+            BlockStep::Body { body, .. } => {
+                self.calls.raw.clear();
+                self.mode = match body {
+                    Body::Text => Mode::Prose,
+                    Body::Reasoning(ends) => Mode::Think(MarkerFinder::new(ends.iter().copied())),
+                };
             }
             BlockStep::NotACall { replay_from, .. } => {
                 let raw = std::mem::take(&mut self.calls.raw);

@@ -12,6 +12,7 @@ mod block;
 mod call_list;
 mod calls;
 mod emit;
+mod harmony;
 mod json_block;
 mod machine;
 mod mistral;

@@ -5,6 +5,7 @@
 use super::block::Block;
 use super::call_list::CallList;
 use super::calls::BlockContext;
+use super::harmony::{self, Harmony};
 use super::mistral::Mistral;
 use crate::Error;
 use crate::natural::dialect::Dialect;
@@ -15,14 +16,21 @@ pub(super) fn markers(dialect: Dialect) -> &'static [&'static str] {
     match dialect {
         Dialect::Granite => &["<|tool_call|>"],
         Dialect::Mistral => &["[TOOL_CALLS]"],
+        Dialect::Harmony => harmony::MARKERS,
         _ => &[],
     }
 }
 
 /// What a marker opens.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "returned once per marker, straight into place"
+)]
 pub(super) enum Opened {
     /// A block, read from the byte after the marker.
     Block(Block),
+    /// Nothing: the marker is markup that vanishes.
+    Nothing,
 }
 
 /// Opens what marker `index` of `dialect`'s [`markers`] starts; the block's
@@ -35,6 +43,10 @@ pub(super) fn open(
     Ok(match (dialect, index) {
         (Dialect::Granite, _) => Opened::Block(Block::List(CallList::default())),
         (Dialect::Mistral, _) => Opened::Block(Block::Mistral(Mistral::default())),
+        (Dialect::Harmony, _) => match Harmony::open(harmony::MARKERS[index]) {
+            Some(header) => Opened::Block(Block::Harmony(header)),
+            None => Opened::Nothing,
+        },
         _ => unreachable!("{dialect} has no marker {index}"),
     })
 }

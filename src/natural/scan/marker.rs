@@ -112,6 +112,11 @@ impl MarkerFinder {
         Found::More
     }
 
+    /// Marker `index`.
+    pub(crate) fn marker(&self, index: usize) -> &str {
+        &self.markers[index]
+    }
+
     /// Ends the input: hands a held partial marker on as text.
     pub(crate) fn flush(&mut self, text: &mut impl FnMut(&str)) {
         if !self.held.is_empty() {
