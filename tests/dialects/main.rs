@@ -6,4 +6,6 @@
 
 mod harness;
 
+mod deepseek;
 mod granite;
+mod kimi;

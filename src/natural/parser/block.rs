@@ -6,6 +6,7 @@ use super::calls::{BlockContext, BlockStep};
 use super::json_block::{Hermes, Tagged};
 use super::protocol::Protocol;
 use super::response::Response;
+use super::token_call::TokenCall;
 use super::xml_block::Xml;
 use crate::Error;
 use crate::natural::scan::is_space;
@@ -26,6 +27,8 @@ pub(super) enum Block {
     Protocol(Protocol),
     /// A JSON array of calls after a family's marker.
     List(CallList),
+    /// A call written with a family's special tokens (Kimi K2, DeepSeek).
+    Token(TokenCall),
     /// A result, in transcript mode.
     Response(Response),
 }
@@ -85,6 +88,7 @@ impl Block {
             Block::Xml(block) => block.feed(input, ctx),
             Block::Protocol(block) => block.feed(input, ctx),
             Block::List(block) => block.feed(input, ctx),
+            Block::Token(block) => block.feed(input, ctx),
             Block::Response(block) => Ok(block.feed(input, ctx)),
         }
     }
@@ -99,6 +103,7 @@ impl Block {
             Block::Xml(block) => block.end(ctx),
             Block::Protocol(block) => block.end(ctx),
             Block::List(block) => block.end(ctx),
+            Block::Token(block) => block.end(ctx),
         }
     }
 }

@@ -1,5 +1,7 @@
 //! Blocks whose arguments are JSON: the tagged form `<tool_call name="F">{…}`
-//! (bare or fenced) and the Hermes form `<tool_call>{"name": F, "arguments": …}`.
+//! (bare or fenced), whose reader also reads the arguments of the families'
+//! special-token calls up to their end marker, and the Hermes form
+//! `<tool_call>{"name": F, "arguments": …}`.
 
 use memchr::memchr;
 
@@ -93,8 +95,8 @@ fn close_arguments(
     }
 }
 
-/// After the JSON: optional whitespace, then `</tool_call>`; anything else is a
-/// fault, and the block runs to the next `</tool_call>`.
+/// After the JSON: optional whitespace, then the close marker (`</tool_call>`);
+/// anything else is a fault, and the block runs to the next close marker.
 #[derive(Debug)]
 enum Tail {
     Space,
@@ -103,16 +105,18 @@ enum Tail {
 }
 
 impl Tail {
-    fn junk(ctx: &mut BlockContext<'_>, message: &str) -> Tail {
+    fn junk(ctx: &mut BlockContext<'_>, close: &'static str, message: &str) -> Tail {
         ctx.fault(InvalidCallKind::MalformedArguments, message);
-        Tail::Junk(MarkerFinder::new([CLOSE]))
+        Tail::Junk(MarkerFinder::new([close]))
     }
 
-    /// Reads the tail from byte `pos` of the piece; `Done` when the block closed.
+    /// Reads the tail from byte `pos` of the piece, up to `close`; `Done` when
+    /// the block closed.
     fn feed(
         &mut self,
         input: &str,
         mut pos: usize,
+        close: &'static str,
         ctx: &mut BlockContext<'_>,
         on_close: &mut dyn FnMut(&mut BlockContext<'_>) -> Result<(), Error>,
     ) -> Result<BlockStep, Error> {
@@ -124,9 +128,9 @@ impl Tail {
                     Some(offset) => {
                         pos += offset;
                         *self = if bytes[pos] == b'<' {
-                            Tail::Close(Expect::new(CLOSE))
+                            Tail::Close(Expect::new(close))
                         } else {
-                            Tail::junk(ctx, "unexpected text after the arguments")
+                            Tail::junk(ctx, close, "unexpected text after the arguments")
                         };
                     }
                 },
@@ -140,7 +144,7 @@ impl Tail {
                     }
                     Expected::Mismatch(at) => {
                         pos += at;
-                        *self = Tail::junk(ctx, "expected `</tool_call>`");
+                        *self = Tail::junk(ctx, close, &format!("expected `{close}`"));
                     }
                 },
                 Tail::Junk(finder) => match finder.find(&input[pos..], &mut |_| {}) {
@@ -157,16 +161,20 @@ impl Tail {
     }
 }
 
-/// `<tool_call name="F">` followed by JSON arguments, bare or in a fence.
+/// JSON arguments, bare or in a fence, then a close marker: the body of
+/// `<tool_call name="F">` up to `</tool_call>` ([`new`](Self::new)), or of a
+/// family's special-token call up to its end marker ([`until`](Self::until)).
 #[derive(Debug)]
 pub(super) struct Tagged {
     state: TaggedState,
     fenced: bool,
+    /// The marker that closes the call.
+    close: &'static str,
 }
 
 #[derive(Debug)]
 enum TaggedState {
-    /// Before the body: a fence, JSON, or `</tool_call>`.
+    /// Before the body: a fence, JSON, or the close marker.
     Start,
     /// Counting the backticks of a fence.
     Fence {
@@ -178,17 +186,24 @@ enum TaggedState {
     /// After the fence line, before the JSON.
     BeforeJson,
     Json(Verbatim),
-    /// After the JSON: a closing fence, whitespace, `</tool_call>`.
+    /// After the JSON: a closing fence, whitespace, the close marker.
     After(Tail),
-    /// `</tool_call>` came before the JSON closed.
+    /// The close marker came before the JSON closed.
     Cut(Verbatim, Tail),
 }
 
 impl Tagged {
+    /// The body of `<tool_call name="F">`, up to `</tool_call>`.
     pub(super) fn new() -> Self {
+        Self::until(CLOSE)
+    }
+
+    /// JSON arguments up to `close`, a marker that starts with `<`.
+    pub(super) fn until(close: &'static str) -> Self {
         Tagged {
             state: TaggedState::Start,
             fenced: false,
+            close,
         }
     }
 
@@ -213,8 +228,12 @@ impl Tagged {
                             ticks: 0,
                             closing: false,
                         },
-                        b'<' if start => TaggedState::After(Tail::Close(Expect::new(CLOSE))),
-                        _ => TaggedState::After(Tail::junk(ctx, "expected JSON arguments")),
+                        b'<' if start => TaggedState::After(Tail::Close(Expect::new(self.close))),
+                        _ => TaggedState::After(Tail::junk(
+                            ctx,
+                            self.close,
+                            "expected JSON arguments",
+                        )),
                     };
                 }
                 TaggedState::Fence { ticks, closing } => {
@@ -233,7 +252,9 @@ impl Tagged {
                             self.fenced = false;
                             TaggedState::After(Tail::Space)
                         }
-                        (false, _) => TaggedState::After(Tail::junk(ctx, "a broken code fence")),
+                        (false, _) => {
+                            TaggedState::After(Tail::junk(ctx, self.close, "a broken code fence"))
+                        }
                     };
                 }
                 TaggedState::FenceInfo => match memchr(b'\n', &bytes[pos..]) {
@@ -254,10 +275,10 @@ impl Tagged {
                             pos += at;
                             let verbatim = std::mem::take(verbatim);
                             self.state =
-                                TaggedState::Cut(verbatim, Tail::Close(Expect::new(CLOSE)));
+                                TaggedState::Cut(verbatim, Tail::Close(Expect::new(self.close)));
                         }
                         Scanned::Invalid(_, message) => {
-                            self.state = TaggedState::After(Tail::junk(ctx, &message));
+                            self.state = TaggedState::After(Tail::junk(ctx, self.close, &message));
                         }
                     }
                 }
@@ -276,13 +297,13 @@ impl Tagged {
                             Some(_) => {}
                         }
                     }
-                    return tail.feed(input, pos, ctx, &mut |_| Ok(()));
+                    return tail.feed(input, pos, self.close, ctx, &mut |_| Ok(()));
                 }
                 TaggedState::Cut(verbatim, tail) => {
                     let closers = verbatim.unclosed();
                     let mut repair =
                         |ctx: &mut BlockContext<'_>| close_arguments(closers.clone(), ctx);
-                    return tail.feed(input, pos, ctx, &mut repair);
+                    return tail.feed(input, pos, self.close, ctx, &mut repair);
                 }
             }
         }
@@ -464,13 +485,13 @@ impl Hermes {
                     pos = at;
                     self.tail = Some(Tail::Close(Expect::new(CLOSE)));
                 }
-                Scanned::Invalid(_, message) => self.tail = Some(Tail::junk(ctx, &message)),
+                Scanned::Invalid(_, message) => self.tail = Some(Tail::junk(ctx, CLOSE, &message)),
             }
         }
         let Hermes { sax, fields, tail } = self;
         let tail = tail.as_mut().expect("set above");
         let mut close = |ctx: &mut BlockContext<'_>| close_json(sax, fields, ctx);
-        tail.feed(input, pos, ctx, &mut close)
+        tail.feed(input, pos, CLOSE, ctx, &mut close)
     }
 
     /// The text ended inside the block.

@@ -495,12 +495,22 @@ impl ParserMachine {
             Matched::Marker { index, end } => {
                 self.mode = Mode::Prose;
                 let marker = self.special[index];
+                let after_block = self.after_block;
                 self.drop_space();
                 self.calls.start_block(marker)?;
                 let dialect = self.dialect;
                 let mut ctx = self.ctx(out, marker.len());
                 match special::open(dialect, index, &mut ctx)? {
                     Opened::Block(block) => self.mode = Mode::Block(block),
+                    Opened::Closer => {
+                        self.calls.raw.clear();
+                        // Part of the run of calls: the space after it is held
+                        // as after the block.
+                        self.after_block = after_block;
+                        if !after_block {
+                            self.emit.text(marker);
+                        }
+                    }
                 }
                 Ok(end)
             }

@@ -17,6 +17,7 @@ mod machine;
 mod protocol;
 mod response;
 mod special;
+mod token_call;
 mod tools;
 mod xml_block;
 
