@@ -54,7 +54,7 @@ fn the_v3_form_streams_each_call() {
 #[test]
 fn the_v31_form_streams_each_call() {
     let text = format!(
-        "{}\nDone ✓.",
+        "查天气{}\nDone ✓.",
         section(&[
             v31("get_weather", "{\"city\": \"Zürich 🌧\", \"days\": 2}"),
             v31("now", "{}"),
@@ -72,7 +72,7 @@ fn the_v31_form_streams_each_call() {
             call("call_2", "now", json!({})),
         ]
     );
-    assert_eq!(text_of(&messages), "\nDone ✓.");
+    assert_eq!(text_of(&messages), "查天气\nDone ✓.");
 }
 
 #[test]

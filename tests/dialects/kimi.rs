@@ -33,7 +33,7 @@ fn a_section_of_calls_keeps_the_models_ids() {
 
 #[test]
 fn whitespace_between_markers_and_text_around_are_read() {
-    let text = "Checking.\n<|tool_calls_section_begin|>\n<|tool_call_begin|> functions.get_weather:3 \
+    let text = "Checking ✓\n<|tool_calls_section_begin|>\n<|tool_call_begin|> functions.get_weather:3 \
         <|tool_call_argument_begin|> {\"city\": \"Zürich 🌧\", \"days\": 2} <|tool_call_end|>\n\
         <|tool_calls_section_end|>\nDone ✓.";
     let messages = parse(KIMI, text);
@@ -45,7 +45,7 @@ fn whitespace_between_markers_and_text_around_are_read() {
             json!({"city": "Zürich 🌧", "days": 2})
         )]
     );
-    assert_eq!(text_of(&messages), "Checking.\n\nDone ✓.");
+    assert_eq!(text_of(&messages), "Checking ✓\n\nDone ✓.");
 }
 
 #[test]

@@ -33,6 +33,10 @@ pub(super) fn markers(dialect: Dialect) -> &'static [&'static str] {
 }
 
 /// What a marker opens.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "returned once per marker, straight into place"
+)]
 pub(super) enum Opened {
     /// A block, read from the byte after the marker.
     Block(Block),
