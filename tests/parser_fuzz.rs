@@ -64,6 +64,8 @@ fn text() -> impl Strategy<Value = String> {
         Just("<｜tool▁call▁begin｜>f<｜tool▁sep｜>".to_string()),
         Just("<｜tool▁call▁end｜><｜tool▁calls▁end｜>".to_string()),
         Just("<｜tool▁".to_string()),
+        Just("<|tool_call_section_begin|>\n<|tool_call_begin|>".to_string()),
+        Just("\n```<｜tool▁call▁end｜>\n".to_string()),
         Just("<|channel|>analysis<|message|>".to_string()),
         Just("<|channel|>commentary to=functions.f <|constrain|>json<|message|>".to_string()),
         Just("<|start|>assistant<|channel|>final<|message|>".to_string()),

@@ -6,8 +6,10 @@
 
 mod harness;
 
+mod deepseek;
 mod glm;
 mod granite;
 mod harmony;
+mod kimi;
 mod minimax;
 mod mistral;

@@ -9,6 +9,7 @@ use super::json_block::{Hermes, Tagged};
 use super::mistral::Mistral;
 use super::protocol::Protocol;
 use super::response::Response;
+use super::token_call::TokenCall;
 use super::xml_block::Xml;
 use crate::Error;
 use crate::natural::scan::is_space;
@@ -33,6 +34,8 @@ pub(super) enum Block {
     Mistral(Mistral),
     /// A Harmony message's header, and a call's arguments after it.
     Harmony(Harmony),
+    /// A call written with a family's special tokens (Kimi K2, DeepSeek).
+    Token(TokenCall),
     /// A result, in transcript mode.
     Response(Response),
 }
@@ -101,6 +104,7 @@ impl Block {
             Block::List(block) => block.feed(input, ctx),
             Block::Mistral(block) => block.feed(input, ctx),
             Block::Harmony(block) => block.feed(input, ctx),
+            Block::Token(block) => block.feed(input, ctx),
             Block::Response(block) => Ok(block.feed(input, ctx)),
         }
     }
@@ -117,6 +121,7 @@ impl Block {
             Block::List(block) => block.end(ctx),
             Block::Mistral(block) => block.end(ctx),
             Block::Harmony(block) => block.end(ctx),
+            Block::Token(block) => block.end(ctx),
         }
     }
 }

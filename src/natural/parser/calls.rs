@@ -261,8 +261,16 @@ impl BlockContext<'_> {
 
     /// The call gives its own id: kept in transcript mode, ignored otherwise.
     pub(super) fn written_id(&mut self, id: &str) {
+        if self.calls.keep_ids {
+            self.model_id(id);
+        }
+    }
+
+    /// The call's id is part of the model's format (Kimi K2's `functions.F:0`,
+    /// which the model reads back in the conversation): kept in every mode.
+    /// Given before [`name`](Self::name), which may start the call's streaming.
+    pub(super) fn model_id(&mut self, id: &str) {
         if let Some(call) = self.calls.current.as_mut()
-            && self.calls.keep_ids
             && !call.started
         {
             id.clone_into(&mut call.id);

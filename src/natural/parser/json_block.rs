@@ -1,5 +1,7 @@
 //! Blocks whose arguments are JSON: the tagged form `<tool_call name="F">{…}`
-//! (bare or fenced) and the Hermes form `<tool_call>{"name": F, "arguments": …}`.
+//! (bare or fenced), whose reader also reads the arguments of the families'
+//! special-token calls up to their end marker, and the Hermes form
+//! `<tool_call>{"name": F, "arguments": …}`.
 
 use memchr::memchr;
 

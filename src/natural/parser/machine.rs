@@ -495,15 +495,21 @@ impl ParserMachine {
             }
             Matched::Marker { index, end } => {
                 self.mode = Mode::Prose;
+                let after_block = self.after_block;
                 self.drop_space();
-                self.open_special(index, out)?;
+                self.open_special(index, after_block, out)?;
                 Ok(end)
             }
         }
     }
 
     /// Opens what the dialect's special marker `index`, just read, opens.
-    fn open_special(&mut self, index: usize, out: &mut Output) -> Result<(), Error> {
+    fn open_special(
+        &mut self,
+        index: usize,
+        after_block: bool,
+        out: &mut Output,
+    ) -> Result<(), Error> {
         let marker = self.special[index];
         self.calls.start_block(marker)?;
         let dialect = self.dialect;
@@ -511,6 +517,15 @@ impl ParserMachine {
         match special::open(dialect, index, &mut ctx)? {
             Opened::Block(block) => self.mode = Mode::Block(block),
             Opened::Nothing => self.calls.raw.clear(),
+            Opened::Closer => {
+                self.calls.raw.clear();
+                // Part of the run of calls: the space after it is held as
+                // after the block.
+                self.after_block = after_block;
+                if !after_block {
+                    self.emit.text(marker);
+                }
+            }
         }
         Ok(())
     }
@@ -606,7 +621,7 @@ impl ParserMachine {
                 let special = self.special.iter().position(|m| *m == marker);
                 self.mode = Mode::Prose;
                 if let Some(index) = special {
-                    self.open_special(index, out)?;
+                    self.open_special(index, false, out)?;
                 }
                 Ok(end)
             }

@@ -19,6 +19,7 @@ mod mistral;
 mod protocol;
 mod response;
 mod special;
+mod token_call;
 mod tools;
 mod xml_block;
 

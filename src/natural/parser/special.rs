@@ -7,6 +7,7 @@ use super::call_list::CallList;
 use super::calls::BlockContext;
 use super::harmony::{self, Harmony};
 use super::mistral::Mistral;
+use super::token_call::{Family, TokenCall};
 use crate::Error;
 use crate::natural::dialect::Dialect;
 
@@ -17,6 +18,20 @@ pub(super) fn markers(dialect: Dialect) -> &'static [&'static str] {
         Dialect::Granite => &["<|tool_call|>"],
         Dialect::Mistral => &["[TOOL_CALLS]"],
         Dialect::Harmony => harmony::MARKERS,
+        // The section markers (plural, and the singular some checkpoints
+        // write), the call marker, the section's end markers.
+        Dialect::KimiK2 => &[
+            "<|tool_calls_section_begin|>",
+            "<|tool_call_section_begin|>",
+            "<|tool_call_begin|>",
+            "<|tool_calls_section_end|>",
+            "<|tool_call_section_end|>",
+        ],
+        Dialect::DeepSeek => &[
+            "<｜tool▁calls▁begin｜>",
+            "<｜tool▁call▁begin｜>",
+            "<｜tool▁calls▁end｜>",
+        ],
         _ => &[],
     }
 }
@@ -31,6 +46,9 @@ pub(super) enum Opened {
     Block(Block),
     /// Nothing: the marker is markup that vanishes.
     Nothing,
+    /// The end of a run of calls (`<|tool_calls_section_end|>`): dropped right
+    /// after a call block, text anywhere else.
+    Closer,
 }
 
 /// Opens what marker `index` of `dialect`'s [`markers`] starts; the block's
@@ -38,8 +56,11 @@ pub(super) enum Opened {
 pub(super) fn open(
     dialect: Dialect,
     index: usize,
-    _ctx: &mut BlockContext<'_>,
+    ctx: &mut BlockContext<'_>,
 ) -> Result<Opened, Error> {
+    let token = |call: fn(Family, &BlockContext<'_>) -> TokenCall, family| {
+        Opened::Block(Block::Token(call(family, ctx)))
+    };
     Ok(match (dialect, index) {
         (Dialect::Granite, _) => Opened::Block(Block::List(CallList::default())),
         (Dialect::Mistral, _) => Opened::Block(Block::Mistral(Mistral::default())),
@@ -47,6 +68,11 @@ pub(super) fn open(
             Some(header) => Opened::Block(Block::Harmony(header)),
             None => Opened::Nothing,
         },
+        (Dialect::KimiK2, 0 | 1) => token(TokenCall::section, Family::KimiK2),
+        (Dialect::KimiK2, 2) => token(TokenCall::call, Family::KimiK2),
+        (Dialect::DeepSeek, 0) => token(TokenCall::section, Family::DeepSeek),
+        (Dialect::DeepSeek, 1) => token(TokenCall::call, Family::DeepSeek),
+        (Dialect::KimiK2 | Dialect::DeepSeek, _) => Opened::Closer,
         _ => unreachable!("{dialect} has no marker {index}"),
     })
 }
