@@ -7,3 +7,5 @@
 mod harness;
 
 mod granite;
+mod llama3_json;
+mod pythonic;

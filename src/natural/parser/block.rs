@@ -4,7 +4,9 @@
 use super::call_list::CallList;
 use super::calls::{BlockContext, BlockStep};
 use super::json_block::{Hermes, Tagged};
+use super::llama_json::LlamaJson;
 use super::protocol::Protocol;
+use super::pythonic::Pythonic;
 use super::response::Response;
 use super::xml_block::Xml;
 use crate::Error;
@@ -26,6 +28,10 @@ pub(super) enum Block {
     Protocol(Protocol),
     /// A JSON array of calls after a family's marker.
     List(CallList),
+    /// Llama 3.x JSON calls.
+    LlamaJson(LlamaJson),
+    /// A pythonic list of calls.
+    Pythonic(Pythonic),
     /// A result, in transcript mode.
     Response(Response),
 }
@@ -76,6 +82,10 @@ impl Block {
                             at: used + at,
                             replay_from,
                         },
+                        BlockStep::Ended { at, replay_from } => BlockStep::Ended {
+                            at: used + at,
+                            replay_from,
+                        },
                         BlockStep::More => BlockStep::More,
                     })
                 }
@@ -85,6 +95,8 @@ impl Block {
             Block::Xml(block) => block.feed(input, ctx),
             Block::Protocol(block) => block.feed(input, ctx),
             Block::List(block) => block.feed(input, ctx),
+            Block::LlamaJson(block) => block.feed(input, ctx),
+            Block::Pythonic(block) => block.feed(input, ctx),
             Block::Response(block) => Ok(block.feed(input, ctx)),
         }
     }
@@ -99,6 +111,8 @@ impl Block {
             Block::Xml(block) => block.end(ctx),
             Block::Protocol(block) => block.end(ctx),
             Block::List(block) => block.end(ctx),
+            Block::LlamaJson(block) => block.end(ctx),
+            Block::Pythonic(block) => block.end(ctx),
         }
     }
 }
