@@ -43,7 +43,8 @@ fn python_literals_become_json() {
 
 #[test]
 fn the_python_start_and_end_markers_wrap_the_list() {
-    let text = "Let me check.\n<|python_start|>[get_weather(city='Zürich 🌧')]<|python_end|>\nThen ✓.";
+    let text =
+        "Let me check.\n<|python_start|>[get_weather(city='Zürich 🌧')]<|python_end|>\nThen ✓.";
     let messages = parse(PYTHONIC, text);
     assert_eq!(
         calls(&messages),
@@ -85,7 +86,8 @@ fn the_tagged_form_is_read_too() {
 
 #[test]
 fn unknown_tools_positional_and_bad_arguments_are_faults() {
-    let text = "[nope(a=1), get_weather(city=3), get_weather('Paris'), get_weather(city=Paris), now()]";
+    let text =
+        "[nope(a=1), get_weather(city=3), get_weather('Paris'), get_weather(city=Paris), now()]";
     let messages = checked(&marking(PYTHONIC), text);
     assert_eq!(
         faults(&messages),
@@ -100,6 +102,27 @@ fn unknown_tools_positional_and_bad_arguments_are_faults() {
     assert!(positional.message.contains("positional"), "{positional:?}");
     assert_eq!(positional.raw.as_deref(), Some("get_weather('Paris')"));
     assert_eq!(calls(&messages)[4], call("call_5", "now", json!({})));
+}
+
+#[test]
+fn a_bad_literal_is_a_fault_and_the_call_runs_to_its_paren() {
+    let text =
+        "[get_weather(city=\"a\\xZZ) b\"), get_weather(city='x', days=[1, 0x5], units=(1)), now()]";
+    let messages = checked(&marking(PYTHONIC), text);
+    assert_eq!(
+        faults(&messages),
+        vec![
+            InvalidCallKind::MalformedArguments,
+            InvalidCallKind::MalformedArguments
+        ]
+    );
+    let first = calls(&messages)[0].invalid.clone().unwrap();
+    assert_eq!(
+        first.raw.as_deref(),
+        Some("get_weather(city=\"a\\xZZ) b\")")
+    );
+    assert!(first.message.contains("hex escape"), "{first:?}");
+    assert_eq!(calls(&messages)[2], call("call_3", "now", json!({})));
 }
 
 #[test]

@@ -181,7 +181,7 @@ impl BlockContext<'_> {
     }
 
     /// The block's raw text from `start` to `end`.
-    fn raw(&self, start: usize, end: usize) -> String {
+    pub(super) fn raw(&self, start: usize, end: usize) -> String {
         let kept = self.calls.raw.len();
         let mut raw = self.calls.raw[start.min(kept)..end.min(kept)].to_owned();
         raw.push_str(&self.piece[start.max(kept) - kept..end.max(kept) - kept]);

@@ -491,7 +491,11 @@ impl Hermes {
 
 /// Completes a call object cut short by at most one missing bracket, else
 /// marks the call truncated.
-pub(super) fn close_json(sax: &mut Sax, fields: &mut Fields, ctx: &mut BlockContext<'_>) -> Result<(), Error> {
+pub(super) fn close_json(
+    sax: &mut Sax,
+    fields: &mut Fields,
+    ctx: &mut BlockContext<'_>,
+) -> Result<(), Error> {
     let mut visitor = CallVisitor {
         fields,
         ctx,

@@ -34,7 +34,9 @@ enum State {
     Start,
     Object,
     /// After a call: whitespace and at most one `;`, then another object.
-    Between { semicolon: bool },
+    Between {
+        semicolon: bool,
+    },
 }
 
 impl LlamaJson {

@@ -350,7 +350,9 @@ impl ParserMachine {
                 noted = pos;
                 continue;
             }
-            if (bytes[at] == b'[' && self.bracket) || (bytes[at] == b'<' && self.opens_special(bytes, at)) {
+            if (bytes[at] == b'[' && self.bracket)
+                || (bytes[at] == b'<' && self.opens_special(bytes, at))
+            {
                 self.emit.text(&input[..at]);
                 self.start_special(&input[at..at + 1]);
                 return Ok(at + 1);

@@ -33,6 +33,8 @@ pub(super) struct Pythonic {
     name_start: usize,
     /// Arguments written to the current call.
     args: usize,
+    /// The block's raw offset of the value being read.
+    value_start: usize,
     /// The block's raw offset of the end of the last call, once there is one.
     last: Option<usize>,
 }
@@ -43,7 +45,9 @@ enum State {
     Open,
     /// After `[` or a `,` between calls: whitespace, then a tool name (or,
     /// after a comma, `]`).
-    BeforeName { comma: bool },
+    BeforeName {
+        comma: bool,
+    },
     Name,
     /// After a tool name: whitespace, then `(`.
     BeforeParen,
@@ -73,24 +77,41 @@ struct Skip {
 }
 
 impl Skip {
+    /// Skips from the start of the value at `start` in the block's raw text
+    /// (whatever the cuts, the same bytes are skipped) up to byte `at` of the
+    /// piece.
+    fn from(start: usize, at: usize, ctx: &BlockContext<'_>) -> Self {
+        let mut skip = Skip::default();
+        for byte in ctx.raw(start, ctx.pos(at)).bytes() {
+            skip.step(byte);
+        }
+        skip
+    }
+
     /// Reads `bytes`; the offset after the call's `)`, once found.
     fn feed(&mut self, bytes: &[u8]) -> Option<usize> {
-        for (at, &byte) in bytes.iter().enumerate() {
-            match self.quote {
-                Some(_) if self.escaped => self.escaped = false,
-                Some(_) if byte == b'\\' => self.escaped = true,
-                Some(quote) if byte == quote => self.quote = None,
-                Some(_) => {}
-                None => match byte {
-                    b'\'' | b'"' => self.quote = Some(byte),
-                    b'(' | b'[' | b'{' => self.depth += 1,
-                    b')' if self.depth == 0 => return Some(at + 1),
-                    b')' | b']' | b'}' => self.depth = self.depth.saturating_sub(1),
-                    _ => {}
-                },
-            }
+        bytes
+            .iter()
+            .position(|&byte| self.step(byte))
+            .map(|at| at + 1)
+    }
+
+    /// Reads one byte; true when it is the call's `)`.
+    fn step(&mut self, byte: u8) -> bool {
+        match self.quote {
+            Some(_) if self.escaped => self.escaped = false,
+            Some(_) if byte == b'\\' => self.escaped = true,
+            Some(quote) if byte == quote => self.quote = None,
+            Some(_) => {}
+            None => match byte {
+                b'\'' | b'"' => self.quote = Some(byte),
+                b'(' | b'[' | b'{' => self.depth += 1,
+                b')' if self.depth == 0 => return true,
+                b')' | b']' | b'}' => self.depth = self.depth.saturating_sub(1),
+                _ => {}
+            },
         }
-        None
+        false
     }
 }
 
@@ -104,6 +125,7 @@ impl Pythonic {
             name: String::new(),
             name_start: 0,
             args: 0,
+            value_start: 0,
             last: None,
         }
     }
@@ -134,7 +156,9 @@ impl Pythonic {
                             self.state = State::AfterValue;
                         }
                         Err(BadLiteral(message)) => {
-                            self.skip(ctx, format!("a bad argument value: {message}"));
+                            let message = format!("a bad argument value: {message}");
+                            ctx.fault(InvalidCallKind::MalformedArguments, message);
+                            self.state = State::Skip(Skip::from(self.value_start, pos, ctx));
                         }
                     }
                     continue;
@@ -213,6 +237,7 @@ impl Pythonic {
                     ctx.args("\": ")?;
                     self.args += 1;
                     self.literal.reset();
+                    self.value_start = ctx.pos(pos + 1);
                     self.state = State::Value;
                 }
                 State::BeforeArg | State::BeforeEquals => {

@@ -68,7 +68,11 @@ enum State {
     /// After a key: `:`.
     Colon,
     /// After an opening quote, and a second one (`''`: empty, or triple).
-    Quotes { quote: u8, count: u8, key: bool },
+    Quotes {
+        quote: u8,
+        count: u8,
+        key: bool,
+    },
     Str(Str),
     /// A number or name, in `token`.
     Token,
@@ -94,9 +98,15 @@ enum Escape {
     /// After a backslash.
     Backslash,
     /// `\x`, `\u`, `\U`: `left` hex digits to go.
-    Hex { left: u8, value: u32 },
+    Hex {
+        left: u8,
+        value: u32,
+    },
     /// `\0`…`\777`: the digits so far.
-    Octal { digits: u8, value: u32 },
+    Octal {
+        digits: u8,
+        value: u32,
+    },
 }
 
 impl PyLiteral {
@@ -302,14 +312,18 @@ impl PyLiteral {
             || byte == b'.'
             || (matches!(byte, b'+' | b'-')
                 && self.token.ends_with(['e', 'E'])
-                && self.token.starts_with(|c: char| c.is_ascii_digit() || "+-.".contains(c)))
+                && self
+                    .token
+                    .starts_with(|c: char| c.is_ascii_digit() || "+-.".contains(c)))
     }
 
     /// True when `byte` closes the innermost container.
     fn closes(&self, byte: u8) -> bool {
         matches!(
             (self.open.last(), byte),
-            (Some(Container::List), b']') | (Some(Container::Tuple(_)), b')') | (Some(Container::Dict), b'}')
+            (Some(Container::List), b']')
+                | (Some(Container::Tuple(_)), b')')
+                | (Some(Container::Dict), b'}')
         )
     }
 
@@ -368,8 +382,8 @@ impl PyLiteral {
                     string.escape = Escape::Backslash;
                 }
                 Escape::None => {
-                    let run = memchr2(string.quote, b'\\', &bytes[pos..])
-                        .unwrap_or(bytes.len() - pos);
+                    let run =
+                        memchr2(string.quote, b'\\', &bytes[pos..]).unwrap_or(bytes.len() - pos);
                     content(&input[pos..pos + run], surrogates, out);
                     pos += run;
                 }
@@ -509,7 +523,10 @@ fn number_json(token: &str) -> Option<String> {
         None => (mantissa, None),
     };
     let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-    if !digits(int) || !frac.is_none_or(digits) || (int.is_empty() && frac.is_none_or(str::is_empty)) {
+    if !digits(int)
+        || !frac.is_none_or(digits)
+        || (int.is_empty() && frac.is_none_or(str::is_empty))
+    {
         return None;
     }
     let mut json = String::with_capacity(token.len() + 2);
@@ -617,7 +634,9 @@ mod tests {
             Value::Object(fields) => {
                 let fields: Vec<String> = fields
                     .iter()
-                    .map(|(k, v)| format!("{}: {}", python_string(k, style), python(v, style, tuples)))
+                    .map(|(k, v)| {
+                        format!("{}: {}", python_string(k, style), python(v, style, tuples))
+                    })
                     .collect();
                 format!("{{{}}}", fields.join(",\n "))
             }
@@ -668,13 +687,22 @@ mod tests {
     #[test]
     fn python_spellings_read_as_json() {
         assert_eq!(whole("'it\\'s'"), json!("it's"));
-        assert_eq!(whole(r#""a\"b\n\u00e9\x41\101\0""#), json!("a\"b\né\u{41}A\0"));
+        assert_eq!(
+            whole(r#""a\"b\n\u00e9\x41\101\0""#),
+            json!("a\"b\né\u{41}A\0")
+        );
         assert_eq!(whole(r"'\ud83d\ude00 \U0001F600 \d'"), json!("😀 😀 \\d"));
         assert_eq!(whole("'''a 'b' \"c\" ''d'''"), json!("a 'b' \"c\" ''d"));
         assert_eq!(whole("\"\"\"two\nlines\"\"\""), json!("two\nlines"));
         assert_eq!(whole("'' "), json!(""));
-        assert_eq!(whole("[1, -2, +3, 1_000, .5, 5., 1e3, -1.5E-2, 007,]"), json!([1, -2, 3, 1000, 0.5, 5.0, 1000.0, -0.015, 7]));
-        assert_eq!(whole("{'a': (1, 'x'), \"b\": [True, False, None], 'c': {}, 'd': ()}"), json!({"a": [1, "x"], "b": [true, false, null], "c": {}, "d": []}));
+        assert_eq!(
+            whole("[1, -2, +3, 1_000, .5, 5., 1e3, -1.5E-2, 007,]"),
+            json!([1, -2, 3, 1000, 0.5, 5.0, 1000.0, -0.015, 7])
+        );
+        assert_eq!(
+            whole("{'a': (1, 'x'), \"b\": [True, False, None], 'c': {}, 'd': ()}"),
+            json!({"a": [1, "x"], "b": [true, false, null], "c": {}, "d": []})
+        );
         assert_eq!(whole("(1,)"), json!([1]));
     }
 
@@ -689,8 +717,14 @@ mod tests {
     fn what_is_not_a_literal_says_so() {
         for (input, message) in [
             ("0x1F)", "`0x1F` is not a decimal number"),
-            ("city)", "`city` is not a literal (a string is written in quotes)"),
-            ("(1))", "a value in parentheses is not a tuple: write `(x,)`"),
+            (
+                "city)",
+                "`city` is not a literal (a string is written in quotes)",
+            ),
+            (
+                "(1))",
+                "a value in parentheses is not a tuple: write `(x,)`",
+            ),
             ("{1: 2}", "a dict key must be a string"),
             ("{'a' 2}", "expected `:` after a dict key, found `2`"),
             ("[1 2]", "expected `,` or a closing bracket, found `2`"),
