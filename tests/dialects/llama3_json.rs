@@ -75,6 +75,14 @@ fn an_object_that_is_not_a_call_is_text_and_numbering_goes_on() {
 }
 
 #[test]
+fn a_call_inside_a_broken_object_is_found_however_the_text_is_cut() {
+    let text = "{\"k\": \"a\n{\"name\": \"now\", \"parameters\": {}} \\q\"}";
+    let messages = parse(LLAMA, text);
+    assert_eq!(calls(&messages), vec![call("call_1", "now", json!({}))]);
+    assert_eq!(text_of(&messages), "{\"k\": \"a\n \\q\"}");
+}
+
+#[test]
 fn the_tagged_form_is_read_too() {
     let text = "<tool_call name=\"now\">{}</tool_call>";
     assert_eq!(
@@ -130,6 +138,7 @@ fn near_misses_are_kept_exactly() {
         "<|python_tag| {}",
         "{}",
         "[{\"name\": \"now\"}]",
+        "{\"k\": \"a\\q\"} x",
     ] {
         assert_kept(LLAMA, text);
     }

@@ -86,6 +86,15 @@ impl LlamaJson {
                     }
                     let at = match step {
                         Scanned::More => return Ok(BlockStep::More),
+                        Scanned::Invalid(used, _) if !ctx.named() && self.last.is_none() => {
+                            // Where the scanner notices bad JSON depends on the
+                            // cuts: all after the `{` is read again as prose.
+                            ctx.abandon_call();
+                            return Ok(BlockStep::NotACall {
+                                at: pos + used,
+                                replay_from: self.start + 1,
+                            });
+                        }
                         Scanned::Done(used) | Scanned::Stray(used) | Scanned::Invalid(used, _)
                             if !ctx.named() =>
                         {
