@@ -11,5 +11,7 @@ mod glm;
 mod granite;
 mod harmony;
 mod kimi;
+mod llama3_json;
 mod minimax;
 mod mistral;
+mod pythonic;

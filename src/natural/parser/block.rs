@@ -6,8 +6,10 @@ use super::call_list::CallList;
 use super::calls::{BlockContext, BlockStep};
 use super::harmony::Harmony;
 use super::json_block::{Hermes, Tagged};
+use super::llama_json::LlamaJson;
 use super::mistral::Mistral;
 use super::protocol::Protocol;
+use super::pythonic::Pythonic;
 use super::response::Response;
 use super::token_call::TokenCall;
 use super::xml_block::Xml;
@@ -36,6 +38,10 @@ pub(super) enum Block {
     Harmony(Harmony),
     /// A call written with a family's special tokens (Kimi K2, DeepSeek).
     Token(TokenCall),
+    /// Llama 3.x JSON calls.
+    LlamaJson(LlamaJson),
+    /// A pythonic list of calls.
+    Pythonic(Pythonic),
     /// A result, in transcript mode.
     Response(Response),
 }
@@ -105,6 +111,8 @@ impl Block {
             Block::Mistral(block) => block.feed(input, ctx),
             Block::Harmony(block) => block.feed(input, ctx),
             Block::Token(block) => block.feed(input, ctx),
+            Block::LlamaJson(block) => block.feed(input, ctx),
+            Block::Pythonic(block) => block.feed(input, ctx),
             Block::Response(block) => Ok(block.feed(input, ctx)),
         }
     }
@@ -122,6 +130,8 @@ impl Block {
             Block::Mistral(block) => block.end(ctx),
             Block::Harmony(block) => block.end(ctx),
             Block::Token(block) => block.end(ctx),
+            Block::LlamaJson(block) => block.end(ctx),
+            Block::Pythonic(block) => block.end(ctx),
         }
     }
 }

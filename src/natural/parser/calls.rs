@@ -51,6 +51,10 @@ pub(super) enum BlockStep {
     /// The block was a message's header and ended after `used` bytes; the
     /// message's body follows, read as `body` says.
     Body { used: usize, body: Body },
+    /// The block ended at `replay_from` in its raw text, which it read past
+    /// looking for more calls: the rest, up to byte `at` of the piece, is read
+    /// again as prose.
+    Ended { at: usize, replay_from: usize },
 }
 
 impl BlockStep {
@@ -67,6 +71,10 @@ impl BlockStep {
             BlockStep::Body { used: n, body } => BlockStep::Body {
                 used: used + n,
                 body,
+            },
+            BlockStep::Ended { at, replay_from } => BlockStep::Ended {
+                at: used + at,
+                replay_from,
             },
         }
     }
@@ -209,7 +217,7 @@ impl BlockContext<'_> {
     }
 
     /// The block's raw text from `start` to `end`.
-    fn raw(&self, start: usize, end: usize) -> String {
+    pub(super) fn raw(&self, start: usize, end: usize) -> String {
         let kept = self.calls.raw.len();
         let mut raw = self.calls.raw[start.min(kept)..end.min(kept)].to_owned();
         raw.push_str(&self.piece[start.max(kept) - kept..end.max(kept) - kept]);
@@ -230,9 +238,41 @@ impl BlockContext<'_> {
             .is_none_or(|call| call.args.is_empty())
     }
 
-    /// Forgets the current call without handing anything out.
+    /// Forgets the current call without handing anything out; its number goes
+    /// to the next call.
     pub(super) fn abandon_call(&mut self) {
-        self.calls.current = None;
+        if let Some(call) = self.calls.current.take() {
+            self.calls.next_index = call.index;
+        }
+    }
+
+    /// What a block read from byte `at` of the piece on is not a call. Before
+    /// any call (`last` is `None`) the block is text up to there; after calls,
+    /// the block ended at `last`, the end of its last call, and what it read
+    /// past it is read again as prose.
+    pub(super) fn not_a_call(&self, at: usize, last: Option<usize>) -> BlockStep {
+        match last {
+            None => BlockStep::NotACall {
+                at,
+                replay_from: self.pos(at),
+            },
+            Some(replay_from) => BlockStep::Ended { at, replay_from },
+        }
+    }
+
+    /// True when the current call has named its tool (well or not).
+    pub(super) fn named(&self) -> bool {
+        self.calls.current.as_ref().is_some_and(|call| call.named)
+    }
+
+    /// The text ended inside the block: its raw text from `from` on, read past
+    /// the block's last call, is text — unless it is only whitespace, which
+    /// goes as it does after any block.
+    pub(super) fn give_back(&mut self, from: usize) {
+        let rest = self.raw(from, self.raw_end());
+        if !rest.bytes().all(crate::natural::scan::is_space) {
+            self.emit.text(&rest);
+        }
     }
 
     /// True while a call is being read.

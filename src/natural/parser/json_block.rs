@@ -467,13 +467,20 @@ impl Visitor for CallVisitor<'_, '_> {
     }
 }
 
+impl Fields {
+    /// Ready for a new call object, its memory kept.
+    pub(super) fn reset(&mut self) {
+        self.current = Field::Other;
+        self.name.clear();
+        self.id.clear();
+    }
+}
+
 impl Hermes {
     /// The reader ready for a new block, its memory kept.
     pub(super) fn reset(mut self) -> Self {
         self.sax.reset();
-        self.fields.current = Field::Other;
-        self.fields.name.clear();
-        self.fields.id.clear();
+        self.fields.reset();
         self.tail = None;
         self
     }
@@ -524,8 +531,13 @@ impl Hermes {
     }
 }
 
-/// Completes the Hermes object when at most one bracket is missing.
-fn close_json(sax: &mut Sax, fields: &mut Fields, ctx: &mut BlockContext<'_>) -> Result<(), Error> {
+/// Completes a call object cut short by at most one missing bracket, else
+/// marks the call truncated.
+pub(super) fn close_json(
+    sax: &mut Sax,
+    fields: &mut Fields,
+    ctx: &mut BlockContext<'_>,
+) -> Result<(), Error> {
     let mut visitor = CallVisitor {
         fields,
         ctx,

@@ -31,7 +31,10 @@ pub struct ParserMachine {
     special: &'static [&'static str],
     /// Some of them start with `[`.
     bracket: bool,
-    code_fences: bool,
+    /// The byte that opens the dialect's calls at the start of a line.
+    opener: Option<u8>,
+    /// The bytes at which the dialect's prose may stop being plain text.
+    stops: &'static Stops,
     transcript: bool,
     calls: Calls,
     emit: Emitter,
@@ -166,12 +169,24 @@ impl ParserMachine {
         calls: Calls,
     ) -> Self {
         let special = special::markers(dialect);
+        let bracket = special::uses_bracket(special);
+        let opener = special::line_opener(dialect);
+        let stops = match (code_fences, bracket || opener == Some(b'['), opener) {
+            _ if dialect == Dialect::Json => &JSON_PROSE,
+            (true, _, Some(b'{')) => &JSON_PROSE,
+            (false, _, Some(b'{')) => &OBJECT_PROSE_WITHOUT_FENCES,
+            (true, true, _) => &PROSE_AND_BRACKET,
+            (false, true, _) => &PROSE_AND_BRACKET_WITHOUT_FENCES,
+            (true, false, _) => &PROSE,
+            (false, false, _) => &PROSE_WITHOUT_FENCES,
+        };
         ParserMachine {
             tools,
             dialect,
             special,
-            bracket: special::uses_bracket(special),
-            code_fences,
+            bracket,
+            opener,
+            stops,
             transcript,
             calls,
             emit: Emitter::default(),
@@ -192,13 +207,9 @@ impl ParserMachine {
         if text.is_empty() || self.after_block || self.line.ticks > 0 || !self.emit.is_idle() {
             return false;
         }
-        let stops = match (&self.mode, self.dialect) {
-            (Mode::Prose, Dialect::Json) => &JSON_PROSE,
-            (Mode::Prose, _) if self.bracket && self.code_fences => &PROSE_AND_BRACKET,
-            (Mode::Prose, _) if self.bracket => &PROSE_AND_BRACKET_WITHOUT_FENCES,
-            (Mode::Prose, _) if self.code_fences => &PROSE,
-            (Mode::Prose, _) => &PROSE_WITHOUT_FENCES,
-            (Mode::Fence { .. }, _) => &FENCE,
+        let stops = match self.mode {
+            Mode::Prose => self.stops,
+            Mode::Fence { .. } => &FENCE,
             _ => return false,
         };
         let bytes = text.as_bytes();
@@ -316,13 +327,9 @@ impl ParserMachine {
             self.end_tick_run();
         }
         loop {
-            let fenced = matches!(self.mode, Mode::Fence { .. });
-            let next = match (fenced, self.code_fences, self.bracket) {
-                (true, _, _) => memchr(b'`', &bytes[pos..]),
-                (false, true, false) => memchr2(b'<', b'`', &bytes[pos..]),
-                (false, false, false) => memchr(b'<', &bytes[pos..]),
-                (false, true, true) => memchr3(b'<', b'`', b'[', &bytes[pos..]),
-                (false, false, true) => memchr2(b'<', b'[', &bytes[pos..]),
+            let next = match self.mode {
+                Mode::Fence { .. } => memchr(b'`', &bytes[pos..]),
+                _ => self.stops.find(&bytes[pos..]),
             };
             let Some(offset) = next else {
                 self.line.indent = self.line.after(&input[noted..]);
@@ -330,7 +337,23 @@ impl ParserMachine {
                 return Ok(input.len());
             };
             let at = pos + offset;
-            if bytes[at] == b'[' || (bytes[at] == b'<' && self.opens_special(bytes, at)) {
+            if Some(bytes[at]) == self.opener {
+                if self.line.after(&input[noted..at]).is_some() {
+                    // A candidate at the start of a line: read from its first byte.
+                    self.emit.text(&input[..at]);
+                    self.calls.start_block("")?;
+                    self.mode = Mode::Block(special::open_at_line(self.dialect));
+                    self.line = LineState::MID_LINE;
+                    return Ok(at);
+                }
+                self.line = LineState::MID_LINE;
+                pos = at + 1;
+                noted = pos;
+                continue;
+            }
+            if (bytes[at] == b'[' && self.bracket)
+                || (bytes[at] == b'<' && self.opens_special(bytes, at))
+            {
                 self.emit.text(&input[..at]);
                 self.start_special(&input[at..at + 1]);
                 return Ok(at + 1);
@@ -646,7 +669,8 @@ impl ParserMachine {
             BlockStep::More => input.len(),
             BlockStep::Done(used)
             | BlockStep::NotACall { at: used, .. }
-            | BlockStep::Body { used, .. } => used,
+            | BlockStep::Body { used, .. }
+            | BlockStep::Ended { at: used, .. } => used,
         };
         self.calls.raw.push_str(&input[..used]);
         if self.calls.raw.len() > self.calls.limit {
@@ -660,11 +684,12 @@ impl ParserMachine {
             BlockStep::More => {}
             BlockStep::Done(_) => {
                 self.calls.raw.clear();
-                if let Mode::Block(Block::Hermes(hermes)) = std::mem::take(&mut self.mode) {
-                    self.spare_hermes = Some(hermes);
-                }
-                self.drop_space();
-                self.after_block = true;
+                self.end_block();
+            }
+            BlockStep::Ended { replay_from, .. } => {
+                let raw = std::mem::take(&mut self.calls.raw);
+                self.end_block();
+                self.feed(&raw[replay_from..], out)?;
             }
             BlockStep::Body { body, .. } => {
                 self.calls.raw.clear();
@@ -681,6 +706,15 @@ impl ParserMachine {
             }
         }
         Ok(used)
+    }
+
+    /// A block ended: prose resumes, its whitespace held.
+    fn end_block(&mut self) {
+        if let Mode::Block(Block::Hermes(hermes)) = std::mem::take(&mut self.mode) {
+            self.spare_hermes = Some(hermes);
+        }
+        self.drop_space();
+        self.after_block = true;
     }
 
     fn ctx<'a>(&'a mut self, out: &'a mut Output, base: usize) -> BlockContext<'a> {
@@ -734,6 +768,7 @@ const MINIMAX: &str = "minimax:tool_call";
 const SHORT: usize = 16;
 
 /// The bytes at which prose may stop being plain text, in one scanner state.
+#[derive(Debug)]
 struct Stops {
     bytes: &'static [u8],
     /// `bytes` as a table, for token-sized pieces.
@@ -756,11 +791,16 @@ impl Stops {
     }
 
     fn found_in(&self, haystack: &[u8]) -> bool {
+        self.find(haystack).is_some()
+    }
+
+    /// The first of the bytes in `haystack`.
+    fn find(&self, haystack: &[u8]) -> Option<usize> {
         match *self.bytes {
-            [a] => memchr(a, haystack).is_some(),
-            [a, b] => memchr2(a, b, haystack).is_some(),
-            [a, b, c] => memchr3(a, b, c, haystack).is_some(),
-            _ => haystack.iter().any(|&byte| self.holds(byte)),
+            [a] => memchr(a, haystack),
+            [a, b] => memchr2(a, b, haystack),
+            [a, b, c] => memchr3(a, b, c, haystack),
+            _ => haystack.iter().position(|&byte| self.holds(byte)),
         }
     }
 }
@@ -773,8 +813,11 @@ const PROSE_AND_BRACKET: Stops = Stops::new(b"<`[");
 const PROSE_AND_BRACKET_WITHOUT_FENCES: Stops = Stops::new(b"<[");
 /// Prose when code fences are not followed.
 const PROSE_WITHOUT_FENCES: Stops = Stops::new(b"<");
-/// Prose of the JSON protocol dialect: a tag, an object, a fence.
+/// Prose of the JSON protocol dialect, or of a dialect whose calls open with
+/// `{` at the start of a line: a tag, an object, a fence.
 const JSON_PROSE: Stops = Stops::new(b"<{`");
+/// The latter when code fences are not followed.
+const OBJECT_PROSE_WITHOUT_FENCES: Stops = Stops::new(b"<{");
 /// Inside a code fence: its end may come.
 const FENCE: Stops = Stops::new(b"`");
 

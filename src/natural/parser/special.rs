@@ -1,12 +1,15 @@
 //! The model families' special-token markers (`<|tool_call|>`, `[TOOL_CALLS]`,
 //! `<｜tool▁calls▁begin｜>`…), read in the prose beside the XML-like tags, and
-//! what each opens.
+//! what each opens; and the byte that opens a family's calls at the start of a
+//! line (Llama's `{`, pythonic `[`).
 
 use super::block::Block;
 use super::call_list::CallList;
 use super::calls::BlockContext;
 use super::harmony::{self, Harmony};
+use super::llama_json::LlamaJson;
 use super::mistral::Mistral;
+use super::pythonic::Pythonic;
 use super::token_call::{Family, TokenCall};
 use crate::Error;
 use crate::natural::dialect::Dialect;
@@ -32,6 +35,8 @@ pub(super) fn markers(dialect: Dialect) -> &'static [&'static str] {
             "<｜tool▁call▁begin｜>",
             "<｜tool▁calls▁end｜>",
         ],
+        Dialect::Llama3Json => &["<|python_tag|>"],
+        Dialect::Pythonic => &["<|python_start|>"],
         _ => &[],
     }
 }
@@ -73,8 +78,29 @@ pub(super) fn open(
         (Dialect::DeepSeek, 0) => token(TokenCall::section, Family::DeepSeek),
         (Dialect::DeepSeek, 1) => token(TokenCall::call, Family::DeepSeek),
         (Dialect::KimiK2 | Dialect::DeepSeek, _) => Opened::Closer,
+        (Dialect::Llama3Json, _) => Opened::Block(Block::LlamaJson(LlamaJson::default())),
+        (Dialect::Pythonic, _) => Opened::Block(Block::Pythonic(Pythonic::new())),
         _ => unreachable!("{dialect} has no marker {index}"),
     })
+}
+
+/// The byte that starts a candidate block of `dialect` at the start of a line
+/// (after at most three spaces), if any.
+pub(super) fn line_opener(dialect: Dialect) -> Option<u8> {
+    match dialect {
+        Dialect::Llama3Json => Some(b'{'),
+        Dialect::Pythonic => Some(b'['),
+        _ => None,
+    }
+}
+
+/// The block a [`line_opener`] starts, read from that byte.
+pub(super) fn open_at_line(dialect: Dialect) -> Block {
+    match dialect {
+        Dialect::Llama3Json => Block::LlamaJson(LlamaJson::default()),
+        Dialect::Pythonic => Block::Pythonic(Pythonic::new()),
+        _ => unreachable!("{dialect} opens nothing at the start of a line"),
+    }
 }
 
 /// True when the byte after a `<` may go on into one of `markers`.

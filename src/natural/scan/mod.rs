@@ -4,6 +4,7 @@
 
 pub(crate) mod json;
 pub(crate) mod marker;
+pub(crate) mod python;
 pub(crate) mod string;
 pub(crate) mod tag;
 

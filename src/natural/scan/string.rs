@@ -9,8 +9,7 @@ use super::find_quote_or_escape;
 #[derive(Debug, Default)]
 pub(crate) struct StringDecoder {
     state: DecodeState,
-    /// A high surrogate waiting for its low half.
-    high: Option<u16>,
+    surrogates: Surrogates,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -50,19 +49,19 @@ impl StringDecoder {
             match self.state {
                 DecodeState::Plain => match find_quote_or_escape(&bytes[pos..]) {
                     None => {
-                        self.flush_high(out);
+                        self.surrogates.flush(out);
                         out(&input[pos..]);
                         return Ok(Decoded::More);
                     }
                     Some(offset) => {
                         let at = pos + offset;
                         if at > pos {
-                            self.flush_high(out);
+                            self.surrogates.flush(out);
                             out(&input[pos..at]);
                         }
                         pos = at + 1;
                         if bytes[at] == b'"' {
-                            self.flush_high(out);
+                            self.surrogates.flush(out);
                             return Ok(Decoded::End(pos));
                         }
                         self.state = DecodeState::Escape;
@@ -78,7 +77,7 @@ impl StringDecoder {
                         };
                         continue;
                     }
-                    self.flush_high(out);
+                    self.surrogates.flush(out);
                     let decoded = match byte {
                         b'"' => "\"",
                         b'\\' => "\\",
@@ -111,14 +110,25 @@ impl StringDecoder {
                         continue;
                     }
                     self.state = DecodeState::Plain;
-                    self.code_unit(value, out);
+                    self.surrogates.unit(value, out);
                 }
             }
         }
         Ok(Decoded::More)
     }
+}
 
-    fn code_unit(&mut self, unit: u16, out: &mut impl FnMut(&str)) {
+/// Pairs UTF-16 code units given one at a time (JSON's `\uD83D\uDE00`,
+/// Python's `\ud83d\ude00`) into characters; a lone surrogate becomes U+FFFD.
+#[derive(Debug, Default)]
+pub(crate) struct Surrogates {
+    /// A high surrogate waiting for its low half.
+    high: Option<u16>,
+}
+
+impl Surrogates {
+    /// One code unit: a character, or half of one.
+    pub(crate) fn unit(&mut self, unit: u16, out: &mut impl FnMut(&str)) {
         match (self.high.take(), unit) {
             (Some(high), 0xDC00..=0xDFFF) => {
                 let code = 0x10000 + (((high as u32) - 0xD800) << 10) + (unit as u32 - 0xDC00);
@@ -141,7 +151,9 @@ impl StringDecoder {
         }
     }
 
-    fn flush_high(&mut self, out: &mut impl FnMut(&str)) {
+    /// Something other than a low surrogate follows: a waiting high one is
+    /// U+FFFD.
+    pub(crate) fn flush(&mut self, out: &mut impl FnMut(&str)) {
         if self.high.take().is_some() {
             out("\u{FFFD}");
         }
@@ -150,27 +162,44 @@ impl StringDecoder {
 
 /// Appends `text` to `out` escaped as the inside of a JSON string.
 pub(crate) fn escape_into(out: &mut String, text: &str) {
+    escape_with(text, &mut |piece| out.push_str(piece));
+}
+
+/// Hands `text` to `out` escaped as the inside of a JSON string, in runs.
+pub(crate) fn escape_with(text: &str, out: &mut impl FnMut(&str)) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = text.as_bytes();
     let mut start = 0;
     for (index, &byte) in bytes.iter().enumerate() {
+        let unicode;
         let escaped = match byte {
             b'"' => "\\\"",
             b'\\' => "\\\\",
             b'\n' => "\\n",
             b'\r' => "\\r",
             b'\t' => "\\t",
-            0..=0x1f => "",
+            0..=0x1f => {
+                unicode = [
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[usize::from(byte >> 4)],
+                    HEX[usize::from(byte & 15)],
+                ];
+                std::str::from_utf8(&unicode).expect("ASCII")
+            }
             _ => continue,
         };
-        out.push_str(&text[start..index]);
-        if escaped.is_empty() {
-            out.push_str(&format!("\\u{byte:04x}"));
-        } else {
-            out.push_str(escaped);
+        if start < index {
+            out(&text[start..index]);
         }
+        out(escaped);
         start = index + 1;
     }
-    out.push_str(&text[start..]);
+    if start < bytes.len() {
+        out(&text[start..]);
+    }
 }
 
 #[cfg(test)]
