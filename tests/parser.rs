@@ -225,6 +225,15 @@ fn qwen3_coder_malformed_parameter_names_are_faults() {
 }
 
 #[test]
+fn text_in_an_unclosed_claude_block_reads_the_same_however_it_is_cut() {
+    // Whole, the trailing newline came with the text; streamed, alone, it was
+    // held as space between calls and dropped: the two disagreed.
+    let text = "<function_calls><invoke name=\"now\"></invoke>abc\n def \n";
+    let messages = assert_chunking_invariant(&parser(), text);
+    assert_eq!(text_of(&messages), "abc\n def");
+}
+
+#[test]
 fn claude_xml_with_several_invokes_and_a_namespace() {
     for prefix in ["", "antml:"] {
         let text = format!(

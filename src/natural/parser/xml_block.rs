@@ -265,9 +265,12 @@ impl Xml {
                         }
                         let end =
                             memchr(b'<', &bytes[pos..]).map_or(bytes.len(), |offset| pos + offset);
+                        // Its trailing whitespace is held like the space
+                        // between calls, however the text was cut.
+                        let text = input[pos..end].trim_end_matches([' ', '\t', '\n', '\r']);
                         ctx.text(&std::mem::take(&mut self.space));
-                        ctx.text(&input[pos..end]);
-                        pos = end;
+                        ctx.text(text);
+                        pos += text.len();
                         continue;
                     }
                     self.state = State::Tag {
