@@ -9,7 +9,8 @@ use memchr::memchr;
 #[derive(Debug)]
 pub(crate) struct MarkerFinder {
     markers: Vec<Box<str>>,
-    held: String,
+    /// A marker begun at the end of a piece.
+    partial: MarkerMatch,
 }
 
 /// What [`MarkerFinder::find`] found.
@@ -36,7 +37,7 @@ impl MarkerFinder {
         );
         MarkerFinder {
             markers,
-            held: String::new(),
+            partial: MarkerMatch::default(),
         }
     }
 
@@ -44,46 +45,15 @@ impl MarkerFinder {
     pub(crate) fn find(&mut self, input: &str, text: &mut impl FnMut(&str)) -> Found {
         let bytes = input.as_bytes();
         let mut pos = 0;
-        if !self.held.is_empty() {
-            // `held` and `input[..pos]` together are the start of a marker.
-            let held_len = self.held.len();
-            loop {
-                let Some(&next) = bytes.get(pos) else {
-                    self.held.push_str(input);
-                    return Found::More;
-                };
-                let len = held_len + pos;
-                let mut extends = false;
-                for (index, marker) in self.markers.iter().enumerate() {
-                    let marker = marker.as_bytes();
-                    if marker.len() > len
-                        && marker.starts_with(self.held.as_bytes())
-                        && marker[held_len..len] == bytes[..pos]
-                        && marker[len] == next
-                    {
-                        if marker.len() == len + 1 {
-                            self.held.clear();
-                            return Found::Marker {
-                                index,
-                                end: pos + 1,
-                            };
-                        }
-                        extends = true;
-                    }
+        if !self.partial.held.is_empty() {
+            match self.partial.feed(input, &self.markers) {
+                Matched::More => return Found::More,
+                Matched::Marker { index, end } => return Found::Marker { index, end },
+                Matched::Not { at } => {
+                    text(&std::mem::take(&mut self.partial.held));
+                    pos = at;
                 }
-                if !extends {
-                    break;
-                }
-                pos += 1;
             }
-            // What matched is text, up to the last whole character: a marker
-            // may break off inside a multi-byte one.
-            while !input.is_char_boundary(pos) {
-                pos -= 1;
-            }
-            text(&self.held);
-            self.held.clear();
-            emit(text, &input[..pos]);
         }
         let from = pos;
         while let Some(offset) = memchr(b'<', &bytes[pos..]) {
@@ -103,7 +73,7 @@ impl MarkerFinder {
             }
             if partial {
                 emit(text, &input[from..at]);
-                self.held.push_str(&input[at..]);
+                self.partial.start(&input[at..]);
                 return Found::More;
             }
             pos = at + 1;
@@ -119,9 +89,8 @@ impl MarkerFinder {
 
     /// Ends the input: hands a held partial marker on as text.
     pub(crate) fn flush(&mut self, text: &mut impl FnMut(&str)) {
-        if !self.held.is_empty() {
-            text(&self.held);
-            self.held.clear();
+        if !self.partial.held.is_empty() {
+            text(&std::mem::take(&mut self.partial.held));
         }
     }
 }
@@ -160,7 +129,7 @@ impl MarkerMatch {
     }
 
     /// Reads on in `input`, against `markers`.
-    pub(crate) fn feed(&mut self, input: &str, markers: &[&str]) -> Matched {
+    pub(crate) fn feed(&mut self, input: &str, markers: &[impl AsRef<str>]) -> Matched {
         let bytes = input.as_bytes();
         let held_len = self.held.len();
         let mut pos = 0;
@@ -168,7 +137,7 @@ impl MarkerMatch {
             let len = held_len + pos;
             let mut extends = false;
             for (index, marker) in markers.iter().enumerate() {
-                let marker = marker.as_bytes();
+                let marker = marker.as_ref().as_bytes();
                 if marker.len() > len
                     && marker.starts_with(self.held.as_bytes())
                     && marker[held_len..len] == bytes[..pos]
