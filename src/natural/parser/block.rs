@@ -3,7 +3,7 @@
 //! name), or not a call.
 
 use super::call_list::CallList;
-use super::calls::{BlockContext, BlockStep};
+use super::calls::{BlockContext, BlockStep, PENDING_LIMIT};
 use super::harmony::Harmony;
 use super::json_block::{Hermes, Tagged};
 use super::llama_json::LlamaJson;
@@ -16,9 +16,6 @@ use super::xml_block::Xml;
 use crate::Error;
 use crate::natural::scan::is_space;
 use crate::natural::scan::tag::{TAG_LIMIT, TagReader, TagStep};
-
-/// The most whitespace between `<tool_call>` and its body.
-pub(super) const PENDING_LIMIT: usize = 4096;
 
 /// A tool-call block being read.
 #[derive(Debug)]

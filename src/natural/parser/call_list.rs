@@ -3,8 +3,7 @@
 //! `[TOOL_CALLS][…]`. Each element streams as its own call; the block ends with
 //! the array.
 
-use super::block::PENDING_LIMIT;
-use super::calls::{BlockContext, BlockStep};
+use super::calls::{BlockContext, BlockStep, PENDING_LIMIT};
 use super::json_block::{CallVisitor, Fields};
 use crate::natural::scan::is_space;
 use crate::natural::scan::json::{Sax, Scanned};

@@ -14,6 +14,10 @@ use crate::service::Output;
 /// The stage name in errors.
 pub(super) const STAGE: &str = "natural tool use parser";
 
+/// The most whitespace (or other waiting) between a block's opening markup and
+/// its body.
+pub(super) const PENDING_LIMIT: usize = 4096;
+
 /// What the parser does with a tool call it cannot accept: an unknown tool,
 /// arguments that are not JSON or break the tool's schema, a block cut short.
 ///

@@ -8,8 +8,7 @@
 //! anything else ends the block, and what was read past the last call is read
 //! again as prose.
 
-use super::block::PENDING_LIMIT;
-use super::calls::{BlockContext, BlockStep};
+use super::calls::{BlockContext, BlockStep, PENDING_LIMIT};
 use super::json_block::{CallVisitor, Fields, close_json};
 use crate::natural::scan::is_space;
 use crate::natural::scan::json::{Sax, Scanned};

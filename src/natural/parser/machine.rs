@@ -3,8 +3,8 @@
 
 use memchr::{memchr, memchr2, memchr3, memrchr};
 
-use super::block::{Block, Bodies, PENDING_LIMIT, Pending};
-use super::calls::{BlockContext, BlockStep, Body, Calls, STAGE};
+use super::block::{Block, Bodies, Pending};
+use super::calls::{BlockContext, BlockStep, Body, Calls, PENDING_LIMIT, STAGE};
 use super::emit::Emitter;
 use super::json_block::{Hermes, Tagged};
 use super::protocol::Protocol;

@@ -9,8 +9,7 @@
 //! ([`PyLiteral`]). A positional argument or a bad literal is a fault, and the
 //! call runs to its `)`.
 
-use super::block::PENDING_LIMIT;
-use super::calls::{BlockContext, BlockStep};
+use super::calls::{BlockContext, BlockStep, PENDING_LIMIT};
 use super::json_block::{Expect, Expected};
 use crate::natural::scan::is_space;
 use crate::natural::scan::python::{BadLiteral, PyLiteral, Read};

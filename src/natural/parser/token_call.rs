@@ -14,8 +14,7 @@
 
 use memchr::memchr;
 
-use super::block::PENDING_LIMIT;
-use super::calls::{BlockContext, BlockStep};
+use super::calls::{BlockContext, BlockStep, PENDING_LIMIT};
 use super::json_block::{Expect, Expected, Tagged};
 use crate::natural::scan::is_space;
 use crate::natural::scan::tag::TAG_LIMIT;
