@@ -16,11 +16,11 @@ use criterion::{
 };
 use lmstack::natural::{Dialect, NaturalToolUseParser};
 use lmstack::testing::Chunking;
-use lmstack_benches::{CITIES, Tools, lmstack_calls, peer_calls};
+use lmstack_benches::{CITIES, Tools, lmstack_calls, peer_calls_dyn, ready};
 use serde_json::{Value, json};
 use tool_parser::{
     DeepSeekParser, Glm4MoeParser, KimiK2Parser, LlamaParser, MinimaxM2Parser, MistralParser,
-    PythonicParser,
+    PythonicParser, ToolParser,
 };
 
 /// One family: its dialect, how it writes calls, and the peer's parser for it.
@@ -29,12 +29,16 @@ struct Family {
     dialect: Dialect,
     /// The calls, with their prose, as the family writes them.
     write: fn(&[(&str, Value)]) -> String,
-    peer: Option<fn(&Tools, &[&str]) -> usize>,
+    /// The family's special tokens: a server streams each one whole.
+    tokens: &'static [&'static str],
+    /// A new parser of the peer's for the family.
+    peer: Option<fn() -> Box<dyn ToolParser>>,
 }
 
 const FAMILIES: [Family; 9] = [
     Family {
         name: "mistral",
+        tokens: &["[TOOL_CALLS]"],
         dialect: Dialect::Mistral,
         write: |calls| {
             format!(
@@ -42,16 +46,18 @@ const FAMILIES: [Family; 9] = [
                 json_objects(calls, "arguments", ", ")
             )
         },
-        peer: Some(|tools, pieces| peer_calls(MistralParser::new(), &tools.peer, pieces)),
+        peer: Some(|| Box::new(MistralParser::new())),
     },
     Family {
         name: "llama3-json",
+        tokens: &["<|python_tag|>"],
         dialect: Dialect::Llama3Json,
         write: |calls| format!("<|python_tag|>{}", json_objects(calls, "parameters", "; ")),
-        peer: Some(|tools, pieces| peer_calls(LlamaParser::new(), &tools.peer, pieces)),
+        peer: Some(|| Box::new(LlamaParser::new())),
     },
     Family {
         name: "pythonic",
+        tokens: &[],
         dialect: Dialect::Pythonic,
         write: |calls| {
             let calls: Vec<String> = calls
@@ -65,10 +71,17 @@ const FAMILIES: [Family; 9] = [
                 .collect();
             format!("[{}]", calls.join(", "))
         },
-        peer: Some(|tools, pieces| peer_calls(PythonicParser::new(), &tools.peer, pieces)),
+        peer: Some(|| Box::new(PythonicParser::new())),
     },
     Family {
         name: "kimi-k2",
+        tokens: &[
+            "<|tool_calls_section_begin|>",
+            "<|tool_call_begin|>",
+            "<|tool_call_argument_begin|>",
+            "<|tool_call_end|>",
+            "<|tool_calls_section_end|>",
+        ],
         dialect: Dialect::KimiK2,
         write: |calls| {
             each(calls, |n, name, args| {
@@ -77,10 +90,17 @@ const FAMILIES: [Family; 9] = [
                 )
             })
         },
-        peer: Some(|tools, pieces| peer_calls(KimiK2Parser::new(), &tools.peer, pieces)),
+        peer: Some(|| Box::new(KimiK2Parser::new())),
     },
     Family {
         name: "deepseek",
+        tokens: &[
+            "<｜tool▁calls▁begin｜>",
+            "<｜tool▁call▁begin｜>",
+            "<｜tool▁sep｜>",
+            "<｜tool▁call▁end｜>",
+            "<｜tool▁calls▁end｜>",
+        ],
         dialect: Dialect::DeepSeek,
         write: |calls| {
             each(calls, |_, name, args| {
@@ -89,10 +109,18 @@ const FAMILIES: [Family; 9] = [
                 )
             })
         },
-        peer: Some(|tools, pieces| peer_calls(DeepSeekParser::new(), &tools.peer, pieces)),
+        peer: Some(|| Box::new(DeepSeekParser::new())),
     },
     Family {
         name: "glm",
+        tokens: &[
+            "<tool_call>",
+            "</tool_call>",
+            "<arg_key>",
+            "</arg_key>",
+            "<arg_value>",
+            "</arg_value>",
+        ],
         dialect: Dialect::Glm,
         write: |calls| {
             each(calls, |_, name, args| {
@@ -107,10 +135,11 @@ const FAMILIES: [Family; 9] = [
                 format!("<tool_call>{name}\n{args}</tool_call>")
             })
         },
-        peer: Some(|tools, pieces| peer_calls(Glm4MoeParser::glm45(), &tools.peer, pieces)),
+        peer: Some(|| Box::new(Glm4MoeParser::glm45())),
     },
     Family {
         name: "minimax",
+        tokens: &["<minimax:tool_call>", "</minimax:tool_call>"],
         dialect: Dialect::MiniMax,
         write: |calls| {
             each(calls, |_, name, args| {
@@ -124,10 +153,18 @@ const FAMILIES: [Family; 9] = [
                 )
             })
         },
-        peer: Some(|tools, pieces| peer_calls(MinimaxM2Parser::new(), &tools.peer, pieces)),
+        peer: Some(|| Box::new(MinimaxM2Parser::new())),
     },
     Family {
         name: "harmony",
+        tokens: &[
+            "<|channel|>",
+            "<|message|>",
+            "<|end|>",
+            "<|start|>",
+            "<|constrain|>",
+            "<|call|>",
+        ],
         dialect: Dialect::Harmony,
         write: |calls| {
             let mut text = String::new();
@@ -143,6 +180,7 @@ const FAMILIES: [Family; 9] = [
     },
     Family {
         name: "granite",
+        tokens: &["<|tool_call|>"],
         dialect: Dialect::Granite,
         write: |calls| {
             each(calls, |_, name, args| {
@@ -213,8 +251,32 @@ fn big_call(bytes: usize) -> Vec<(&'static str, Value)> {
 
 type Group<'a> = BenchmarkGroup<'a, WallTime>;
 
-/// lmstack and the peer on `text` in pieces of `size` bytes. lmstack must find
-/// `want` calls; when the peer does not, a note says so.
+/// `text` cut as a server streams it: each of `tokens` whole, the rest in
+/// pieces of `size` bytes.
+fn token_pieces<'t>(text: &'t str, tokens: &[&str], size: usize) -> Vec<&'t str> {
+    let mut pieces = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let next = tokens
+            .iter()
+            .filter_map(|token| rest.find(token).map(|at| (at, token.len())))
+            .min();
+        let (plain, token) = match next {
+            Some((at, len)) => (&rest[..at], &rest[at..at + len]),
+            None => (rest, ""),
+        };
+        pieces.extend(Chunking::Bytes(size).split(plain));
+        if !token.is_empty() {
+            pieces.push(token);
+        }
+        rest = &rest[plain.len() + token.len()..];
+    }
+    pieces
+}
+
+/// lmstack and the peer on `text` in 4-byte pieces (special tokens cut, and
+/// whole as a server streams them) and 4 KiB pieces. lmstack must find `want`
+/// calls; when the peer does not, a note says so.
 fn bench_text(
     g: &mut Group<'_>,
     family: &Family,
@@ -225,22 +287,31 @@ fn bench_text(
 ) {
     let parser = NaturalToolUseParser::new().dialect(family.dialect);
     g.throughput(Throughput::Bytes(text.len() as u64));
-    for size in [4, 4096] {
-        let pieces = Chunking::Bytes(size).split(text);
-        let param = format!("{id}, {size}-byte pieces");
+    let cuts = [
+        ("4-byte pieces", Chunking::Bytes(4).split(text)),
+        (
+            "4-byte pieces, tokens whole",
+            token_pieces(text, family.tokens, 4),
+        ),
+        ("4096-byte pieces", Chunking::Bytes(4096).split(text)),
+    ];
+    for (cut, pieces) in cuts {
+        let param = format!("{id}, {cut}");
         g.bench_with_input(BenchmarkId::new("lmstack", &param), &pieces, |b, p| {
             b.iter(|| assert_eq!(lmstack_calls(&parser, &tools.lmstack, p), want))
         });
         if let Some(peer) = family.peer {
-            let found = peer(tools, &pieces);
+            let found = peer_calls_dyn(peer().as_mut(), &tools.peer, &pieces);
             if found != want {
+                let (_, whole) = ready(peer().parse_complete(text)).expect("no error");
                 eprintln!(
-                    "note: tool-parser finds {found} of the {want} calls ({}, {param})",
-                    family.name
+                    "note: tool-parser finds {found} of the {want} calls ({}, {param}); {} in the whole text",
+                    family.name,
+                    whole.len()
                 );
             }
             g.bench_with_input(BenchmarkId::new("tool-parser", &param), &pieces, |b, p| {
-                b.iter(|| peer(tools, p))
+                b.iter(|| peer_calls_dyn(peer().as_mut(), &tools.peer, p))
             });
         }
     }

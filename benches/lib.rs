@@ -106,6 +106,11 @@ pub fn lmstack_calls(parser: &NaturalToolUseParser, tools: &[ToolSpec], pieces: 
 
 /// Streams `pieces` through a peer parser; returns the number of tool calls.
 pub fn peer_calls(mut parser: impl ToolParser, tools: &[Tool], pieces: &[&str]) -> usize {
+    peer_calls_dyn(&mut parser, tools, pieces)
+}
+
+/// [`peer_calls`] for a parser chosen at run time.
+pub fn peer_calls_dyn(parser: &mut dyn ToolParser, tools: &[Tool], pieces: &[&str]) -> usize {
     let mut calls = 0;
     for piece in pieces {
         let result = ready(parser.parse_incremental(piece, tools)).expect("no error");
