@@ -225,7 +225,11 @@ impl SseDecoder {
                 if self.has_data {
                     self.data.push('\n');
                 }
-                self.data.push_str(&String::from_utf8_lossy(value));
+                // Valid UTF-8 (nearly always) is checked the fast way.
+                match std::str::from_utf8(value) {
+                    Ok(text) => self.data.push_str(text),
+                    Err(_) => self.data.push_str(&String::from_utf8_lossy(value)),
+                }
                 self.has_data = true;
             }
             b"event" => self.event = Some(String::from_utf8_lossy(value).into_owned()),

@@ -35,6 +35,7 @@
 
 use std::fmt;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -132,6 +133,7 @@ pub struct HttpTransport {
     client: reqwest::Client,
     provider: &'static str,
     max_error_body: usize,
+    last_url: LastUrl,
 }
 
 impl HttpTransport {
@@ -163,6 +165,7 @@ impl HttpTransport {
             client,
             provider,
             max_error_body,
+            last_url: LastUrl::default(),
         }
     }
 }
@@ -183,12 +186,75 @@ impl Service<HttpRequest> for HttpTransport {
         let provider = self.provider;
         let max_error_body = self.max_error_body;
         let client = self.client.clone();
-        let target = format!(
-            "{} {}",
-            request.method(),
-            redact_url(&request.uri().to_string())
-        );
+        let target = Target {
+            method: request.method().clone(),
+            uri: request.uri().clone(),
+        };
+        let request = self.last_url.request(request);
         Box::pin(exchange(client, request, provider, target, max_error_body))
+    }
+}
+
+/// The method and URL of a request, written out (redacted) only for an error.
+struct Target {
+    method: http::Method,
+    uri: http::Uri,
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.method, redact_url(&self.uri.to_string()))
+    }
+}
+
+/// The URL of the last request, as the `Uri` it came as and as reqwest's
+/// parsed `Url`: a transport sends to one endpoint, or a few, and reqwest's own
+/// conversion of an `http::Request` writes out and parses its URL afresh on
+/// every request. Shared by a transport's clones; its `Debug` shows nothing (a
+/// URL's query may hold a key).
+#[derive(Clone, Default)]
+struct LastUrl(Arc<Mutex<Option<(http::Uri, reqwest::Url)>>>);
+
+impl LastUrl {
+    /// `request` as reqwest's, with its URL parsed once for a run of requests
+    /// to the same URL. A request with extensions, or whose URL reqwest does not
+    /// take, goes through reqwest's own conversion (which keeps the extensions,
+    /// and says what is wrong with the URL).
+    fn request(&self, request: HttpRequest) -> Result<reqwest::Request, reqwest::Error> {
+        if !request.extensions().is_empty() {
+            return reqwest::Request::try_from(request);
+        }
+        let Some(url) = self.url(request.uri()) else {
+            return reqwest::Request::try_from(request);
+        };
+        let (parts, body) = request.into_parts();
+        let mut converted = reqwest::Request::new(parts.method, url);
+        *converted.headers_mut() = parts.headers;
+        *converted.version_mut() = parts.version;
+        *converted.body_mut() = Some(body.into());
+        Ok(converted)
+    }
+
+    /// `uri` parsed, from the last request's if it is the same.
+    fn url(&self, uri: &http::Uri) -> Option<reqwest::Url> {
+        {
+            let last = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some((last_uri, url)) = &*last
+                && last_uri == uri
+            {
+                return Some(url.clone());
+            }
+        }
+        let url = reqwest::Url::parse(&uri.to_string()).ok()?;
+        let mut last = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        *last = Some((uri.clone(), url.clone()));
+        Some(url)
+    }
+}
+
+impl fmt::Debug for LastUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LastUrl")
     }
 }
 
@@ -246,13 +312,13 @@ pub fn move_url_credentials(
 
 async fn exchange(
     client: reqwest::Client,
-    request: HttpRequest,
+    request: Result<reqwest::Request, reqwest::Error>,
     provider: &'static str,
-    target: String,
+    target: Target,
     max_error_body: usize,
 ) -> Result<HttpResponse, Error> {
-    let request = reqwest::Request::try_from(request)
-        .map_err(|error| transport_error(provider, &target, "reading the URL", error))?;
+    let request =
+        request.map_err(|error| transport_error(provider, &target, "reading the URL", error))?;
     let mut response = client
         .execute(request)
         .await
@@ -310,7 +376,7 @@ async fn exchange(
 /// dropped before the error is read or kept.
 fn transport_error(
     provider: &'static str,
-    target: &str,
+    target: &Target,
     doing: &str,
     error: reqwest::Error,
 ) -> Error {

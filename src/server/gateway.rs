@@ -18,6 +18,7 @@ use tower::ServiceExt;
 use tower::util::BoxCloneSyncService;
 use tracing::Instrument;
 
+use super::coalesce::Coalesce;
 use super::format::{ChatCompletions, Format, Messages};
 use super::sealed_ids::{SealCallIds, open_request};
 use super::{BearerToken, InFlight, Metrics};
@@ -356,6 +357,9 @@ async fn run<F: Format>(
                 }
             }
         };
+        // Frames ready together (a burst from the upstream) go out as one
+        // chunk: one write and one chunk header instead of one per frame.
+        let body = Coalesce::new(Box::pin(body), STREAM_CHUNK_BYTES);
         let mut response = Response::new(Body::from_stream(body));
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -380,6 +384,10 @@ async fn run<F: Format>(
         F::content_type(encoded.machine()),
     )
 }
+
+/// The most bytes of ready SSE frames joined into one chunk of a streamed
+/// body.
+const STREAM_CHUNK_BYTES: usize = 32 << 10;
 
 /// Records what an event says about the reply: tokens, the finish reason.
 fn observe(event: &Event, span: &tracing::Span, (metrics, model): &(Metrics, String)) {

@@ -13,6 +13,8 @@
 
 mod auth;
 #[cfg(feature = "server")]
+mod coalesce;
+#[cfg(feature = "server")]
 mod format;
 #[cfg(feature = "server")]
 mod gateway;

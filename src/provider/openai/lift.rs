@@ -1,5 +1,6 @@
 //! Lifting: Chat Completions responses → canonical events (see [`Lifter`]).
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 use serde::Deserialize;
@@ -171,12 +172,12 @@ impl Lifter {
         self.lift(chunk, out)
     }
 
-    fn lift(&mut self, chunk: Chunk, out: &mut Output) -> Result<(), Error> {
+    fn lift(&mut self, chunk: Chunk<'_>, out: &mut Output) -> Result<(), Error> {
         if let Some(error) = chunk.error {
             return Err(ProviderError::in_stream(PROVIDER, &error).into());
         }
         if self.generation_id.is_none() {
-            self.generation_id = chunk.id.filter(|id| !id.is_empty());
+            self.generation_id = chunk.id.filter(|id| !id.is_empty()).map(Cow::into_owned);
         }
         for choice in chunk.choices.into_iter().filter(|choice| choice.index == 0) {
             if let Some(delta) = choice.message.or(choice.delta) {
@@ -414,9 +415,10 @@ impl Lift for Lifter {
 /// A `chat.completion.chunk`, or a `chat.completion` (whose choices carry
 /// `message` instead of `delta`). Unknown fields are ignored.
 #[derive(Deserialize)]
-struct Chunk {
-    #[serde(default)]
-    id: Option<String>,
+struct Chunk<'a> {
+    /// Borrowed from the chunk's text: only the first chunk's is kept.
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
     #[serde(default, deserialize_with = "null_as_default")]
     choices: Vec<Choice>,
     /// Read leniently by [`lift_usage`]: a usage of an odd shape is ignored

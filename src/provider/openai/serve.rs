@@ -16,9 +16,9 @@ use serde_json::{Map, Value, json};
 
 use super::lower::{REASONING_FIELD_KEY, REFUSAL_KEY, lower_call};
 use super::types::{
-    ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChatMessage, ChatRole, Choice,
-    ChunkChoice, CompletionTokensDetails, CompletionUsage, ContentPart, ErrorBody, ErrorObject,
-    FileData, FunctionCall, MessageContent, PromptTokensDetails, ToolCall as WireToolCall,
+    ChatCompletion, ChatCompletionRequest, ChatMessage, ChatRole, Choice, ChunkChoice,
+    CompletionTokensDetails, CompletionUsage, ContentPart, ErrorBody, ErrorObject, FileData,
+    FunctionCall, MessageContent, PromptTokensDetails, ToolCall as WireToolCall,
     ToolChoice as WireToolChoice,
 };
 use crate::message::{InvalidCall, InvalidCallKind, Metadata, ReasoningMessage, Usage};
@@ -770,7 +770,7 @@ impl Encoder {
             if !std::mem::replace(&mut self.started, true) {
                 delta.role = Some(ChatRole::Assistant);
             }
-            self.chunk(vec![chunk_choice(delta, None)], None, out);
+            self.chunk(&[chunk_choice(delta, None)], None, out);
         } else {
             fold(&mut self.message, delta);
         }
@@ -778,15 +778,15 @@ impl Encoder {
 
     fn chunk(
         &self,
-        choices: Vec<ChunkChoice>,
-        usage: Option<CompletionUsage>,
+        choices: &[ChunkChoice],
+        usage: Option<&CompletionUsage>,
         out: &mut Output<Bytes>,
     ) {
-        let chunk = ChatCompletionChunk {
-            id: self.id.clone(),
-            object: "chat.completion.chunk".into(),
+        let chunk = ChunkFrame {
+            id: &self.id,
+            object: "chat.completion.chunk",
             created: self.created,
-            model: self.model.clone(),
+            model: &self.model,
             choices,
             usage,
         };
@@ -809,6 +809,20 @@ fn is_refusal(metadata: &Metadata) -> bool {
     metadata.get(REFUSAL_KEY) == Some(&Value::Bool(true))
 }
 
+/// A [`ChatCompletionChunk`](super::types::ChatCompletionChunk) as the encoder writes it: the same fields,
+/// serialized the same way, borrowed from the encoder, so that a frame copies
+/// no id or model name into a chunk of its own first.
+#[derive(Serialize)]
+struct ChunkFrame<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    choices: &'a [ChunkChoice],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<&'a CompletionUsage>,
+}
+
 fn chunk_choice(delta: ChatMessage, finish_reason: Option<String>) -> ChunkChoice {
     ChunkChoice {
         index: 0,
@@ -820,11 +834,16 @@ fn chunk_choice(delta: ChatMessage, finish_reason: Option<String>) -> ChunkChoic
 
 /// Writes `value` as one SSE frame.
 fn frame(value: &impl Serialize, out: &mut Output<Bytes>) {
-    // The wire structs hold strings, numbers and JSON values only: writing
-    // them cannot fail.
-    let data = serde_json::to_string(value).unwrap_or_default();
-    let mut frame = Vec::with_capacity(data.len() + 8);
-    encode_event(&mut frame, None, &data);
+    // Written in place, in one buffer: compact JSON holds no line break (one in
+    // a string is escaped), so it is one `data:` line, as `encode_event` would
+    // write it. The wire structs hold strings, numbers and JSON values only:
+    // writing them cannot fail (if it did, the frame would be empty).
+    let mut frame = Vec::with_capacity(256);
+    frame.extend_from_slice(b"data: ");
+    if serde_json::to_writer(&mut frame, value).is_err() {
+        frame.truncate(b"data: ".len());
+    }
+    frame.extend_from_slice(b"\n\n");
     out.push(frame.into());
 }
 
@@ -901,9 +920,9 @@ impl Machine for Encoder {
                 delta.role = Some(ChatRole::Assistant);
                 delta.content = Some(MessageContent::Text(String::new()));
             }
-            self.chunk(vec![chunk_choice(delta, Some(reason))], None, out);
+            self.chunk(&[chunk_choice(delta, Some(reason))], None, out);
             if let Some(usage) = usage.filter(|_| self.include_usage) {
-                self.chunk(Vec::new(), Some(usage), out);
+                self.chunk(&[], Some(&usage), out);
             }
             let mut done = Vec::new();
             encode_event(&mut done, None, "[DONE]");
@@ -1032,4 +1051,54 @@ pub fn models_body(models: &[(&str, u64)]) -> Value {
         })
         .collect();
     json!({"object": "list", "data": data})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::types::ChatCompletionChunk;
+    use super::*;
+
+    /// The encoder's borrowed chunk, framed, is the public chunk type's JSON
+    /// as `encode_event` frames it.
+    #[test]
+    fn a_frame_is_a_chat_completion_chunk_as_sse() {
+        let delta = ChatMessage {
+            content: Some(MessageContent::Text("a \"line\"\nand more".into())),
+            ..ChatMessage::default()
+        };
+        let choice = chunk_choice(delta, Some("stop".into()));
+        let usage = CompletionUsage {
+            prompt_tokens: 3,
+            completion_tokens: 5,
+            total_tokens: 8,
+            ..CompletionUsage::default()
+        };
+        for (choices, usage) in [(vec![choice], None), (Vec::new(), Some(usage))] {
+            let borrowed = ChunkFrame {
+                id: "chatcmpl-1",
+                object: "chat.completion.chunk",
+                created: 7,
+                model: "m",
+                choices: &choices,
+                usage: usage.as_ref(),
+            };
+            let owned = ChatCompletionChunk {
+                id: "chatcmpl-1".into(),
+                object: "chat.completion.chunk".into(),
+                created: 7,
+                model: "m".into(),
+                choices: choices.clone(),
+                usage: usage.clone(),
+            };
+            let mut expected = Vec::new();
+            encode_event(&mut expected, None, &serde_json::to_string(&owned).unwrap());
+            let mut out = Output::new();
+            frame(&borrowed, &mut out);
+            let written = out.pop().unwrap();
+            assert_eq!(
+                std::str::from_utf8(&written).unwrap(),
+                std::str::from_utf8(&expected).unwrap()
+            );
+        }
+    }
 }
