@@ -241,3 +241,46 @@ async fn a_result_without_its_call_fails_the_request_before_the_model() {
     );
     assert!(model.requests().is_empty());
 }
+
+/// `for_model`: each family is prompted in the form the transformer writes for
+/// it and answered in its own markup, through the whole tool loop.
+#[tokio::test]
+async fn for_model_prompts_in_the_written_form_and_reads_each_family_reply() {
+    let add_call = r#"{"a": 2, "b": 3}"#;
+    let families = [
+        ("Qwen/Qwen2.5-7B-Instruct", "\"name\": \"add\"".to_owned(), format!("<tool_call>\n{{\"name\": \"add\", \"arguments\": {add_call}}}\n</tool_call>")),
+        ("mistralai/Devstral-Small-2507", "<tool_call name=\"add\"".to_owned(), format!("[TOOL_CALLS]add[ARGS]{add_call}")),
+        ("moonshotai/Kimi-K2-Instruct", "<tool_call name=\"add\"".to_owned(), format!("<|tool_calls_section_begin|><|tool_call_begin|>functions.add:0<|tool_call_argument_begin|>{add_call}<|tool_call_end|><|tool_calls_section_end|>")),
+        ("openai/gpt-oss-20b", "<tool_call name=\"add\"".to_owned(), format!("<|channel|>analysis<|message|>Add them.<|end|><|start|>assistant<|channel|>commentary to=functions.add <|constrain|>json<|message|>{add_call}<|call|>")),
+        ("zai-org/GLM-4.6", "<tool_call name=\"add\"".to_owned(), "<tool_call>add\n<arg_key>a</arg_key>\n<arg_value>2</arg_value>\n<arg_key>b</arg_key>\n<arg_value>3</arg_value>\n</tool_call>".to_owned()),
+    ];
+    for (name, example, reply) in families {
+        let model = ScriptedModel::new().reply(reply.as_str()).reply("5.");
+        let stack = ServiceBuilder::new()
+            .layer(ToolLoopLayer::new())
+            .layer(FunctionCallLayer::new(ToolRegistry::new([add()]).unwrap()))
+            .layer(NaturalToolUse::for_model(name))
+            .service(model.clone());
+        let messages = stack
+            .oneshot(question())
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        assert_eq!(messages.last(), Some(&Message::assistant("5.")), "{name}");
+        let sent = model.requests();
+        let system = sent[0].messages[0].as_text().unwrap();
+        assert!(system.contains(&example), "{name}: {system}");
+        let answered = sent[1]
+            .messages
+            .iter()
+            .filter_map(Message::as_text)
+            .any(|t| t.contains('5'));
+        assert!(
+            answered,
+            "{name}: the result went back: {:?}",
+            sent[1].messages
+        );
+    }
+}
