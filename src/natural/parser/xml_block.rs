@@ -11,12 +11,14 @@
 //! the call or block, or the end of the text follows it; elsewhere it is part of
 //! the value.
 
+use std::borrow::Cow;
+
 use memchr::memchr;
 
 use super::calls::{BlockContext, BlockStep, STAGE};
 use crate::natural::scan::is_space;
-use crate::natural::scan::string::escape_into;
-use crate::natural::scan::tag::{TAG_LIMIT, Tag, TagReader, TagStep};
+use crate::natural::scan::string::{escape_into, escape_with};
+use crate::natural::scan::tag::{Tag, TagReader, TagStep};
 use crate::schema::ParamKind;
 use crate::{Error, InvalidCallKind};
 
@@ -24,11 +26,11 @@ use crate::{Error, InvalidCallKind};
 #[derive(Debug)]
 struct Names {
     /// The element of one call (`function` / `invoke`; GLM's call is the block).
-    call: String,
+    call: Cow<'static, str>,
     /// The element of a value (`parameter`, GLM's `arg_value`).
-    param: String,
+    param: Cow<'static, str>,
     /// The element of the whole block (`tool_call` / `function_calls`).
-    block: String,
+    block: Cow<'static, str>,
     style: Style,
 }
 
@@ -68,6 +70,15 @@ impl Names {
     }
 }
 
+/// `name` with a namespace `prefix` (`ns:`), borrowed when there is none.
+fn prefixed(prefix: &str, name: &'static str) -> Cow<'static, str> {
+    if prefix.is_empty() {
+        Cow::Borrowed(name)
+    } else {
+        Cow::Owned(format!("{prefix}{name}"))
+    }
+}
+
 /// A tag without attributes or inline value.
 fn is_bare(tag: &Tag) -> bool {
     tag.attrs.is_empty() && tag.inline.is_none()
@@ -87,6 +98,8 @@ pub(super) struct Xml {
     args_closed: bool,
     /// GLM: the key read for the next value.
     key: Option<String>,
+    /// Reads the tags of the block; one reader, kept with its memory.
+    tags: TagReader,
 }
 
 #[derive(Debug)]
@@ -99,9 +112,8 @@ enum State {
     InCall,
     /// GLM: the text of an `<arg_key>`.
     Key(String),
-    /// Reading a tag; `in_call` says where it started.
+    /// Reading a tag (in `tags`); `in_call` says where it started.
     Tag {
-        reader: TagReader,
         raw_start: usize,
         in_call: bool,
     },
@@ -136,9 +148,9 @@ impl Xml {
     /// A Claude-style block opened by `<{prefix}function_calls>`.
     pub(super) fn claude(prefix: &str) -> Self {
         Self::with(Names {
-            call: format!("{prefix}invoke"),
-            param: format!("{prefix}parameter"),
-            block: format!("{prefix}function_calls"),
+            call: prefixed(prefix, "invoke"),
+            param: prefixed(prefix, "parameter"),
+            block: prefixed(prefix, "function_calls"),
             style: Style::Attr,
         })
     }
@@ -176,6 +188,7 @@ impl Xml {
             space: String::new(),
             args_closed: false,
             key: None,
+            tags: TagReader::default(),
         }
     }
 
@@ -224,8 +237,8 @@ impl Xml {
                     };
                     self.key = Some(std::mem::take(key));
                     pos = end + 1;
+                    self.tags.restart();
                     self.state = State::Tag {
-                        reader: TagReader::new(TAG_LIMIT),
                         raw_start: ctx.pos(end),
                         in_call: true,
                     };
@@ -243,8 +256,8 @@ impl Xml {
                         return Ok(BlockStep::More);
                     };
                     pos = at + 1;
+                    self.tags.restart();
                     self.state = State::Tag {
-                        reader: TagReader::new(TAG_LIMIT),
                         raw_start: ctx.pos(at),
                         in_call: true,
                     };
@@ -273,23 +286,19 @@ impl Xml {
                         pos += text.len();
                         continue;
                     }
+                    self.tags.restart();
                     self.state = State::Tag {
-                        reader: TagReader::new(TAG_LIMIT),
                         raw_start: ctx.pos(pos),
                         in_call: false,
                     };
                     pos += 1;
                 }
-                State::Tag {
-                    reader,
-                    raw_start,
-                    in_call,
-                } => match reader.feed(&input[pos..]) {
+                State::Tag { raw_start, in_call } => match self.tags.feed(&input[pos..]) {
                     TagStep::More => return Ok(BlockStep::More),
                     TagStep::NotATag(at) => {
                         pos += at;
                         let (in_call, raw_start) = (*in_call, *raw_start);
-                        let raw = reader.raw().to_owned();
+                        let raw = self.tags.raw();
                         if in_call {
                             ctx.fault(
                                 InvalidCallKind::MalformedArguments,
@@ -303,7 +312,7 @@ impl Xml {
                             });
                         } else {
                             ctx.text(&std::mem::take(&mut self.space));
-                            ctx.text(&raw);
+                            ctx.text(raw);
                             self.state = State::Between;
                         }
                     }
@@ -315,14 +324,13 @@ impl Xml {
                         } else {
                             State::Between
                         };
-                        let State::Tag { reader, .. } = std::mem::replace(&mut self.state, back)
-                        else {
-                            unreachable!()
-                        };
-                        let (tag, raw) = reader.finish();
+                        self.state = back;
+                        // The reader is lent out while its tag is acted on.
+                        let tags = std::mem::take(&mut self.tags);
+                        let tag = tags.tag();
                         if !in_call
                             && !self.seen_call
-                            && !self.opens_call(&tag)
+                            && !self.opens_call(tag)
                             && !tag.closes(&self.names.block)
                         {
                             // The first thing in the block is not a call: it is not a block.
@@ -331,7 +339,10 @@ impl Xml {
                                 replay_from: raw_start,
                             });
                         }
-                        if self.structure(&tag, &raw, raw_start, in_call, ctx.pos(pos), ctx)? {
+                        let ended =
+                            self.structure(tag, tags.raw(), raw_start, in_call, ctx.pos(pos), ctx);
+                        self.tags = tags;
+                        if ended? {
                             return Ok(BlockStep::Done(pos));
                         }
                     }
@@ -341,28 +352,33 @@ impl Xml {
                     let kind = *kind;
                     let limit = ctx.calls.limit;
                     let mut failed = None;
-                    let step = scan.feed(&input[pos..], &mut |piece| {
-                        if failed.is_some() {
-                            return;
-                        }
-                        let result = if kind == ParamKind::String {
-                            let mut escaped = String::with_capacity(piece.len());
-                            escape_into(&mut escaped, piece);
-                            ctx.args(&escaped)
-                        } else if buffer.len() + piece.len() > limit {
-                            Err(Error::LimitExceeded {
-                                stage: STAGE,
-                                what: "a parameter value",
-                                limit,
-                            })
-                        } else {
-                            buffer.push_str(piece);
-                            Ok(())
-                        };
-                        if let Err(error) = result {
-                            failed = Some(error);
-                        }
-                    });
+                    let step =
+                        scan.feed(&self.names, &mut self.tags, &input[pos..], &mut |piece| {
+                            if failed.is_some() {
+                                return;
+                            }
+                            let result = if kind == ParamKind::String {
+                                let mut result = Ok(());
+                                escape_with(piece, &mut |run| {
+                                    if result.is_ok() {
+                                        result = ctx.args(run);
+                                    }
+                                });
+                                result
+                            } else if buffer.len() + piece.len() > limit {
+                                Err(Error::LimitExceeded {
+                                    stage: STAGE,
+                                    what: "a parameter value",
+                                    limit,
+                                })
+                            } else {
+                                buffer.push_str(piece);
+                                Ok(())
+                            };
+                            if let Err(error) = result {
+                                failed = Some(error);
+                            }
+                        });
                     if let Some(error) = failed {
                         return Err(error);
                     }
@@ -372,9 +388,20 @@ impl Xml {
                             pos += used;
                             self.end_value(ctx)?;
                             self.state = State::InCall;
-                            if let Some((tag, raw)) = tag {
-                                // Inside a call a tag never starts a call: no start offset.
-                                if self.structure(&tag, &raw, 0, true, ctx.pos(pos), ctx)? {
+                            if tag {
+                                // Inside a call a tag never starts a call: no
+                                // start offset. The reader is lent out meanwhile.
+                                let tags = std::mem::take(&mut self.tags);
+                                let ended = self.structure(
+                                    tags.tag(),
+                                    tags.raw(),
+                                    0,
+                                    true,
+                                    ctx.pos(pos),
+                                    ctx,
+                                );
+                                self.tags = tags;
+                                if ended? {
                                     return Ok(BlockStep::Done(pos));
                                 }
                             }
@@ -497,7 +524,7 @@ impl Xml {
         ctx.args(&prefix)?;
         self.state = State::Param(Param {
             kind,
-            scan: ValueScan::new(&self.names),
+            scan: ValueScan::new(),
             buffer: String::new(),
         });
         Ok(())
@@ -586,21 +613,17 @@ fn valid_name(name: &str) -> bool {
 /// What [`ValueScan::feed`] found.
 enum ValueStep {
     More,
-    /// The value ended after `used` bytes; `tag` is the structural tag that ended
-    /// it, already read, with its raw text.
+    /// The value ended after `used` bytes; `tag`: a structural tag ended it,
+    /// read and left in the block's tag reader.
     End {
         used: usize,
-        tag: Option<(Tag, String)>,
+        tag: bool,
     },
 }
 
 /// Reads a raw-text value up to its structural end.
 #[derive(Debug)]
 struct ValueScan {
-    param: String,
-    call: String,
-    block: String,
-    style: Style,
     state: ValueState,
     /// Nothing of the value was seen yet: one leading newline is dropped.
     leading: bool,
@@ -612,21 +635,18 @@ struct ValueScan {
 enum ValueState {
     Text,
     /// A tag inside the value.
-    Tag(TagReader),
-    /// After `</parameter>`: whitespace so far, then maybe a tag.
+    Tag,
+    /// After `</parameter>`: whitespace so far, then maybe a tag (`tag`: one
+    /// is being read).
     AfterClose {
         held: String,
-        reader: Option<TagReader>,
+        tag: bool,
     },
 }
 
 impl ValueScan {
-    fn new(names: &Names) -> Self {
+    fn new() -> Self {
         ValueScan {
-            param: names.param.clone(),
-            call: names.call.clone(),
-            block: names.block.clone(),
-            style: names.style,
             state: ValueState::Text,
             leading: true,
             newline: false,
@@ -640,13 +660,8 @@ impl ValueScan {
 
     /// A tag that ends the value: the next parameter, or the end of the call
     /// or block.
-    fn structural(&self, tag: &Tag) -> bool {
-        let opens_param = match self.style {
-            Style::Inline => tag.opens(&self.param) && tag.inline.is_some(),
-            Style::Attr => tag.opens(&self.param) && tag.attr("name").is_some(),
-            Style::Keyed => is_bare(tag) && tag.opens(KEY),
-        };
-        opens_param || tag.closes(&self.call) || tag.closes(&self.block)
+    fn structural(names: &Names, tag: &Tag) -> bool {
+        names.opens_param(tag) || tag.closes(&names.call) || tag.closes(&names.block)
     }
 
     fn content(&mut self, mut text: &str, out: &mut impl FnMut(&str)) {
@@ -675,7 +690,15 @@ impl ValueScan {
         }
     }
 
-    fn feed(&mut self, input: &str, out: &mut impl FnMut(&str)) -> ValueStep {
+    /// Reads the value on in `input`, its tags with `tags` (the block's
+    /// reader: a structural tag that ends the value is left in it).
+    fn feed(
+        &mut self,
+        names: &Names,
+        tags: &mut TagReader,
+        input: &str,
+        out: &mut impl FnMut(&str),
+    ) -> ValueStep {
         let bytes = input.as_bytes();
         let mut pos = 0;
         while pos < bytes.len() {
@@ -688,41 +711,37 @@ impl ValueScan {
                     Some(offset) => {
                         self.content(&input[pos..pos + offset], out);
                         pos += offset + 1;
-                        self.state = ValueState::Tag(TagReader::new(TAG_LIMIT));
+                        tags.restart();
+                        self.state = ValueState::Tag;
                     }
                 },
-                ValueState::Tag(reader) => match reader.feed(&input[pos..]) {
+                ValueState::Tag => match tags.feed(&input[pos..]) {
                     TagStep::More => return ValueStep::More,
                     TagStep::NotATag(at) => {
                         pos += at;
-                        let raw = reader.raw().to_owned();
                         self.state = ValueState::Text;
-                        self.content(&raw, out);
+                        self.content(tags.raw(), out);
                     }
                     TagStep::Done(used) => {
                         pos += used;
-                        let ValueState::Tag(reader) =
-                            std::mem::replace(&mut self.state, ValueState::Text)
-                        else {
-                            unreachable!()
-                        };
-                        let (tag, raw) = reader.finish();
-                        if tag.closes(&self.param) {
+                        self.state = ValueState::Text;
+                        let tag = tags.tag();
+                        if tag.closes(&names.param) {
                             self.state = ValueState::AfterClose {
-                                held: raw,
-                                reader: None,
+                                held: tags.raw().to_owned(),
+                                tag: false,
                             };
-                        } else if self.structural(&tag) {
+                        } else if Self::structural(names, tag) {
                             return ValueStep::End {
                                 used: pos,
-                                tag: Some((tag, raw)),
+                                tag: true,
                             };
                         } else {
-                            self.content(&raw, out);
+                            self.content(tags.raw(), out);
                         }
                     }
                 },
-                ValueState::AfterClose { held, reader: None } => {
+                ValueState::AfterClose { held, tag: false } => {
                     let spaces = bytes[pos..].iter().take_while(|&&b| is_space(b)).count();
                     held.push_str(&input[pos..pos + spaces]);
                     pos += spaces;
@@ -731,8 +750,9 @@ impl ValueScan {
                     }
                     if bytes[pos] == b'<' {
                         pos += 1;
-                        if let ValueState::AfterClose { reader, .. } = &mut self.state {
-                            *reader = Some(TagReader::new(TAG_LIMIT));
+                        tags.restart();
+                        if let ValueState::AfterClose { tag, .. } = &mut self.state {
+                            *tag = true;
                         }
                     } else {
                         let held = std::mem::take(held);
@@ -740,35 +760,27 @@ impl ValueScan {
                         self.content(&held, out);
                     }
                 }
-                ValueState::AfterClose {
-                    held,
-                    reader: Some(reader),
-                } => match reader.feed(&input[pos..]) {
+                ValueState::AfterClose { held, tag: true } => match tags.feed(&input[pos..]) {
                     TagStep::More => return ValueStep::More,
                     TagStep::NotATag(at) => {
                         pos += at;
-                        let text = format!("{held}{}", reader.raw());
+                        let held = std::mem::take(held);
                         self.state = ValueState::Text;
-                        self.content(&text, out);
+                        self.content(&held, out);
+                        self.content(tags.raw(), out);
                     }
                     TagStep::Done(used) => {
                         pos += used;
-                        let ValueState::AfterClose {
-                            held,
-                            reader: Some(reader),
-                        } = std::mem::replace(&mut self.state, ValueState::Text)
-                        else {
-                            unreachable!()
-                        };
-                        let (tag, raw) = reader.finish();
-                        if self.structural(&tag) {
+                        let held = std::mem::take(held);
+                        self.state = ValueState::Text;
+                        if Self::structural(names, tags.tag()) {
                             return ValueStep::End {
                                 used: pos,
-                                tag: Some((tag, raw)),
+                                tag: true,
                             };
                         }
                         self.content(&held, out);
-                        self.content(&raw, out);
+                        self.content(tags.raw(), out);
                     }
                 },
             }
