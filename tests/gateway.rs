@@ -388,3 +388,63 @@ async fn a_turn_that_calls_the_gateways_tool_and_the_clients_keeps_both_results(
     );
     assert_eq!(second[aggregate + 2].results()[0].call_id, "call_weather");
 }
+
+/// A model that says nothing for `silence`, then one word.
+fn slow_to_answer(
+    silence: Duration,
+) -> impl lmstack::service::ChatService<Future: Send> + Clone + Send + Sync + 'static {
+    tower::service_fn(move |_request: ChatRequest| async move {
+        let events = futures::stream::once(async move {
+            tokio::time::sleep(silence).await;
+            Ok::<_, Error>(Event::text("Finally."))
+        });
+        Ok::<_, Error>(Reply::from_stream(events))
+    })
+}
+
+#[tokio::test]
+async fn a_silent_stream_gets_keep_alives_that_clients_skip() {
+    let gateway = Gateway::new()
+        .model(
+            "slow",
+            "scripted",
+            slow_to_answer(Duration::from_millis(300)),
+            4,
+        )
+        .keep_alive(Some(Duration::from_millis(50)));
+    let base = serve(gateway).await;
+    for (path, body, keep_alive) in [
+        (
+            "/v1/chat/completions",
+            r#"{"model":"slow","stream":true,"messages":[{"role":"user","content":"Hi"}]}"#,
+            ": keep-alive\n\n",
+        ),
+        (
+            "/v1/messages",
+            r#"{"model":"slow","stream":true,"max_tokens":8,"messages":[{"role":"user","content":"Hi"}]}"#,
+            "event: ping\ndata: {\"type\": \"ping\"}\n\n",
+        ),
+    ] {
+        let (status, text) = post(&base, path, &[], body).await;
+        assert_eq!(status, 200, "{path}");
+        let text = text.as_str().unwrap();
+        let first_keep_alive = text.find(keep_alive).expect("a keep-alive");
+        assert!(first_keep_alive < text.find("Finally.").unwrap(), "{text}");
+        assert!(text.matches(keep_alive).count() >= 2, "{path}: {text}");
+    }
+    // lmstack's own clients read through them.
+    let request = ChatRequest::new(vec![Message::user("Hi")]).streaming(true);
+    let text = |messages: Vec<Message>| -> String {
+        messages.iter().filter_map(Message::as_text).collect()
+    };
+    let reply = openai(&base, "slow").oneshot(request.clone());
+    assert_eq!(
+        text(reply.await.unwrap().collect().await.unwrap()),
+        "Finally."
+    );
+    let reply = anthropic(&base, "slow").oneshot(request);
+    assert_eq!(
+        text(reply.await.unwrap().collect().await.unwrap()),
+        "Finally."
+    );
+}

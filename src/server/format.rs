@@ -14,6 +14,8 @@ use crate::{ChatRequest, Error, Event};
 pub(crate) trait Format: Send + Sync + 'static {
     /// Its name in metrics and logs.
     const NAME: &'static str;
+    /// A frame that keeps a silent stream open, which clients skip.
+    const KEEP_ALIVE: &'static [u8];
     /// The machine that writes a reply.
     type Encoder: Machine<In = Result<Event, Error>, Out = Bytes>;
 
@@ -38,6 +40,7 @@ pub(crate) struct ChatCompletions;
 
 impl Format for ChatCompletions {
     const NAME: &'static str = "openai";
+    const KEEP_ALIVE: &'static [u8] = b": keep-alive\n\n";
     type Encoder = openai::Encoder;
 
     fn decode(body: &[u8]) -> Result<ChatRequest, Error> {
@@ -73,6 +76,7 @@ pub(crate) struct Messages;
 
 impl Format for Messages {
     const NAME: &'static str = "anthropic";
+    const KEEP_ALIVE: &'static [u8] = b"event: ping\ndata: {\"type\": \"ping\"}\n\n";
     type Encoder = anthropic::Encoder;
 
     fn decode(body: &[u8]) -> Result<ChatRequest, Error> {

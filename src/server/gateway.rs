@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Body;
@@ -77,6 +77,7 @@ pub struct Gateway {
     models: BTreeMap<String, Served>,
     token: Option<BearerToken>,
     body_limit: usize,
+    keep_alive: Option<Duration>,
     metrics: Metrics,
 }
 
@@ -108,6 +109,10 @@ impl Gateway {
     /// The default limit of a request body: 32 MiB (room for a few images).
     pub const DEFAULT_BODY_LIMIT: usize = 32 << 20;
 
+    /// How long a stream may be silent before a keep-alive goes out, by
+    /// default: 15 s (proxies commonly close a connection idle for 30 or 60).
+    pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(15);
+
     /// A gateway serving no model yet, open to anyone (bind it to loopback, or
     /// set a [`token`](Self::token)).
     pub fn new() -> Self {
@@ -115,6 +120,7 @@ impl Gateway {
             models: BTreeMap::new(),
             token: None,
             body_limit: Self::DEFAULT_BODY_LIMIT,
+            keep_alive: Some(Self::DEFAULT_KEEP_ALIVE),
             metrics: Metrics::default(),
         }
     }
@@ -156,6 +162,16 @@ impl Gateway {
     /// Sets the most bytes of a request body read.
     pub fn body_limit(mut self, bytes: usize) -> Self {
         self.body_limit = bytes;
+        self
+    }
+
+    /// Sends a keep-alive on a stream that has been silent for `every` — while
+    /// the upstream thinks, or the gateway's tools run — so that proxies and
+    /// clients with idle timeouts keep the connection: an SSE comment
+    /// (`: keep-alive`) in the OpenAI format, Anthropic's own `ping` event in
+    /// the Anthropic format; clients skip both. `None` sends none.
+    pub fn keep_alive(mut self, every: Option<Duration>) -> Self {
+        self.keep_alive = every;
         self
     }
 
@@ -242,7 +258,7 @@ async fn chat<F: Format>(
         permit: Some(permit),
         status: 200,
     };
-    run::<F>(request, name, served, answer)
+    run::<F>(request, name, served, shared.gateway.keep_alive, answer)
         .instrument(span)
         .await
 }
@@ -318,6 +334,7 @@ async fn run<F: Format>(
     request: ChatRequest,
     name: String,
     served: Served,
+    keep_alive: Option<Duration>,
     mut answer: Answer,
 ) -> Response {
     let stream = request.options.stream;
@@ -347,7 +364,20 @@ async fn run<F: Format>(
         // so a client that goes away drops the reply and frees the place.
         let body = async_stream::stream! {
             let _answer = answer;
-            while let Some(item) = encoded.next().await {
+            loop {
+                // `next` loses nothing when dropped: a silent stream gets a
+                // keep-alive and is waited on again.
+                let next = match keep_alive {
+                    Some(every) => match tokio::time::timeout(every, encoded.next()).await {
+                        Ok(next) => next,
+                        Err(_) => {
+                            yield Ok(Bytes::from_static(F::KEEP_ALIVE));
+                            continue;
+                        }
+                    },
+                    None => encoded.next().await,
+                };
+                let Some(item) = next else { break };
                 match item {
                     Ok(bytes) => yield Ok::<Bytes, Error>(bytes),
                     Err(error) => {

@@ -78,6 +78,9 @@ async fn serve(args: Args) -> Result<(), Error> {
     if let Some(limit) = config.server.body_limit {
         gateway = gateway.body_limit(limit);
     }
+    if let Some(secs) = config.server.keep_alive_secs {
+        gateway = gateway.keep_alive((secs > 0).then(|| Duration::from_secs(secs)));
+    }
     if let Some(token) = &token {
         gateway = gateway.token(BearerToken::new(token));
     }

@@ -43,6 +43,8 @@ pub struct Server {
     pub token_env: Option<String>,
     /// The most bytes of a request body.
     pub body_limit: Option<usize>,
+    /// Seconds a stream may be silent before a keep-alive goes out (0: none).
+    pub keep_alive_secs: Option<u64>,
 }
 
 /// One `[models.NAME]` table.
