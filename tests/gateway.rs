@@ -448,3 +448,18 @@ async fn a_silent_stream_gets_keep_alives_that_clients_skip() {
         "Finally."
     );
 }
+
+#[tokio::test]
+async fn an_openai_clients_options_reach_an_anthropic_upstream_under_its_names() {
+    let model = ScriptedModel::new().reply("Hi.");
+    let base = serve(Gateway::new().model("claude", "anthropic", model.clone(), 4)).await;
+    let body = r#"{"model":"claude","user":"u-1","seed":7,"top_p":0.5,"logit_bias":{"1":2},
+                   "messages":[{"role":"user","content":"Hi"}]}"#;
+    let (status, reply) = post(&base, "/v1/chat/completions", &[], body).await;
+    assert_eq!(status, 200, "{reply}");
+    let extra = &model.requests()[0].options.extra;
+    assert_eq!(
+        Value::Object(extra.clone()),
+        json!({"top_p": 0.5, "metadata": {"user_id": "u-1"}})
+    );
+}

@@ -19,6 +19,7 @@ use tower::util::BoxCloneSyncService;
 use tracing::Instrument;
 
 use super::coalesce::Coalesce;
+use super::extras::carry;
 use super::format::{ChatCompletions, Format, Messages};
 use super::sealed_ids::{SealCallIds, open_request};
 use super::{BearerToken, InFlight, Metrics};
@@ -305,6 +306,14 @@ async fn admit<F: Format>(
             format!("the model `{name}` is not served here (GET /v1/models lists those that are)");
         return Err((name, refused(404, message)));
     };
+    let dropped = carry(&mut request.options.extra, F::NAME, &served.provider);
+    if !dropped.is_empty() {
+        tracing::warn!(
+            "options the `{}` upstream of `{name}` does not take were dropped: {}",
+            served.provider,
+            dropped.join(", ")
+        );
+    }
     let Ok(permit) = served.limit.clone().try_acquire_owned() else {
         let message = format!(
             "the model `{name}` is answering its limit of {} requests at once; try again shortly",

@@ -15,6 +15,8 @@ mod auth;
 #[cfg(feature = "server")]
 mod coalesce;
 #[cfg(feature = "server")]
+mod extras;
+#[cfg(feature = "server")]
 mod format;
 #[cfg(feature = "server")]
 mod gateway;
