@@ -4,8 +4,8 @@
 //! and 64 KiB (linear cost is the same throughput at any size), at 4-byte and
 //! 4 KiB pieces.
 //!
-//! `cargo bench -p lmstack-benches --bench dialects`; figures in
-//! docs/performance.md.
+//! `cargo bench -p lmstack-benches --bench dialects` (`DIALECTS=glm,minimax`
+//! for some families only); figures in docs/performance.md.
 
 use std::time::Duration;
 
@@ -319,7 +319,14 @@ fn bench_text(
 
 fn bench_dialects(c: &mut Criterion) {
     let tools = Tools::new();
-    for family in &FAMILIES {
+    // `DIALECTS=glm,minimax` runs only those families (the peer's notes are
+    // worked out before criterion's own filter applies).
+    let only = std::env::var("DIALECTS").ok();
+    let chosen = |family: &&Family| {
+        only.as_deref()
+            .is_none_or(|names| names.split(',').any(|name| name == family.name))
+    };
+    for family in FAMILIES.iter().filter(chosen) {
         let mut g = c.benchmark_group(format!("dialect {}", family.name));
         g.sampling_mode(SamplingMode::Flat);
         let many = (family.write)(&weather_calls(200));
