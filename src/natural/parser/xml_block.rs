@@ -17,7 +17,7 @@ use memchr::memchr;
 
 use super::calls::{BlockContext, BlockStep, STAGE};
 use crate::natural::scan::is_space;
-use crate::natural::scan::string::{escape_into, escape_with};
+use crate::natural::scan::string::escape_with;
 use crate::natural::scan::tag::{Tag, TagReader, TagStep};
 use crate::schema::ParamKind;
 use crate::{Error, InvalidCallKind};
@@ -514,14 +514,20 @@ impl Xml {
         kind: ParamKind,
         ctx: &mut BlockContext<'_>,
     ) -> Result<(), Error> {
-        let mut prefix = String::from(if ctx.args_empty() { "{" } else { ", " });
-        prefix.push('"');
-        escape_into(&mut prefix, param);
-        prefix.push_str("\": ");
-        if kind == ParamKind::String {
-            prefix.push('"');
-        }
-        ctx.args(&prefix)?;
+        // The member's start, written straight into the arguments.
+        ctx.args(if ctx.args_empty() { "{\"" } else { ", \"" })?;
+        let mut result = Ok(());
+        escape_with(param, &mut |run| {
+            if result.is_ok() {
+                result = ctx.args(run);
+            }
+        });
+        result?;
+        ctx.args(if kind == ParamKind::String {
+            "\": \""
+        } else {
+            "\": "
+        })?;
         self.state = State::Param(Param {
             kind,
             scan: ValueScan::new(),

@@ -86,6 +86,11 @@ pub(crate) fn may_open(byte: u8) -> bool {
     name_start(char::from(byte)) || byte == b'/'
 }
 
+/// [`name_char`] for one byte: names are ASCII.
+fn name_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-' | b'.' | b':')
+}
+
 fn name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')
 }
@@ -151,9 +156,60 @@ impl TagReader {
 
     /// Reads from `input`.
     pub(crate) fn feed(&mut self, input: &str) -> TagStep {
-        for (at, c) in input.char_indices() {
+        let bytes = input.as_bytes();
+        let mut at = 0;
+        while at < bytes.len() {
+            // A run of bytes that leaves the state as it is (a name, a value)
+            // is taken at once; anything else a character at a time.
+            let run = self.run(&bytes[at..]);
+            if run > 0 {
+                let room = self.limit.saturating_sub(self.raw.len());
+                let mut end = at + run.min(room);
+                while !input.is_char_boundary(end) {
+                    end -= 1;
+                }
+                let piece = &input[at..end];
+                match self.state {
+                    State::Name => self.tag.name.push_str(piece),
+                    State::AttrName => self.attr.push_str(piece),
+                    _ => self.value.push_str(piece),
+                }
+                self.raw.push_str(piece);
+                if run > room {
+                    return TagStep::NotATag(end);
+                }
+                at = end;
+                continue;
+            }
+            let c = input[at..].chars().next().expect("a character");
+            let step = self.step(c, at);
+            if let Some(step) = step {
+                return step;
+            }
+            at += c.len_utf8();
+        }
+        TagStep::More
+    }
+
+    /// How many bytes at the start of `bytes` leave the state as it is and
+    /// only add to the name, attribute name or value being read.
+    fn run(&self, bytes: &[u8]) -> usize {
+        let until =
+            |stop: &dyn Fn(u8) -> bool| bytes.iter().position(|&b| stop(b)).unwrap_or(bytes.len());
+        match self.state {
+            State::Name | State::AttrName => until(&|b| !name_byte(b)),
+            State::Value(quote) => until(&|b| b == quote),
+            State::Inline => until(&|b| matches!(b, b'>' | b'<' | b'\n')),
+            _ => 0,
+        }
+    }
+
+    /// Reads one character `c`, at byte `at` of the piece: `Some` when the tag
+    /// ended or is not one.
+    fn step(&mut self, c: char, at: usize) -> Option<TagStep> {
+        {
             if self.raw.len() + c.len_utf8() > self.limit {
-                return TagStep::NotATag(at);
+                return Some(TagStep::NotATag(at));
             }
             let next = match (self.state, c) {
                 (State::Open, '/') if !self.tag.closing && self.tag.name.is_empty() => {
@@ -170,7 +226,7 @@ impl TagReader {
                 }
                 (State::Name | State::Space, '>') => {
                     self.raw.push(c);
-                    return TagStep::Done(at + 1);
+                    return Some(TagStep::Done(at + 1));
                 }
                 (State::Name | State::Space, c) if c.is_ascii_whitespace() => State::Space,
                 (State::Name, '=') if !self.tag.closing => State::Inline,
@@ -202,7 +258,7 @@ impl TagReader {
                 (State::Inline, '>') => {
                     self.tag.inline = Some(std::mem::take(&mut self.value));
                     self.raw.push(c);
-                    return TagStep::Done(at + 1);
+                    return Some(TagStep::Done(at + 1));
                 }
                 (State::Inline, c) if c != '<' && c != '\n' => {
                     self.value.push(c);
@@ -210,14 +266,14 @@ impl TagReader {
                 }
                 (State::SelfClose, '>') => {
                     self.raw.push(c);
-                    return TagStep::Done(at + 1);
+                    return Some(TagStep::Done(at + 1));
                 }
-                _ => return TagStep::NotATag(at),
+                _ => return Some(TagStep::NotATag(at)),
             };
             self.raw.push(c);
             self.state = next;
         }
-        TagStep::More
+        None
     }
 }
 
@@ -268,5 +324,46 @@ mod tests {
         let (tag, raw) = reader.finish();
         assert_eq!(raw, "<tool_call name=\"x\">");
         assert_eq!(tag.attr("name"), Some("x"));
+    }
+
+    /// Feeds `input` (after its `<`) in the pieces cut at `points`: where the
+    /// tag ended (as an offset in `input`), the tag and its raw text.
+    fn read_cut(
+        input: &str,
+        points: &[usize],
+        limit: usize,
+    ) -> (Option<(bool, usize)>, Tag, String) {
+        let mut reader = TagReader::new(limit);
+        let mut start = 1;
+        for &end in points {
+            let end = end + 1;
+            match reader.feed(&input[start..end]) {
+                TagStep::More => start = end,
+                TagStep::Done(used) => {
+                    let (tag, raw) = reader.finish();
+                    return (Some((true, start + used)), tag, raw);
+                }
+                TagStep::NotATag(at) => {
+                    let raw = reader.raw().to_owned();
+                    return (Some((false, start + at)), reader.finish().0, raw);
+                }
+            }
+        }
+        let raw = reader.raw().to_owned();
+        (None, reader.finish().0, raw)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_tag_reads_the_same_however_it_is_cut(
+            body in "(tool_call|invoke|parameter|ns:x|/| |=|'|\"|name|a-b|é|🌧|\n|>|<|[a-z0-9]){0,24}",
+            cuts in proptest::collection::vec(0usize..80, 0..8),
+            limit in proptest::prop_oneof![proptest::strategy::Just(1024usize), 2usize..24],
+        ) {
+            let input = format!("<{body}");
+            let whole = read_cut(&input, &[input.len() - 1], limit);
+            let points = crate::natural::scan::cut_points(&input[1..], &cuts);
+            proptest::prop_assert_eq!(read_cut(&input, &points, limit), whole);
+        }
     }
 }
