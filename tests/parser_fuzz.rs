@@ -49,6 +49,8 @@ fn text() -> impl Strategy<Value = String> {
         // The model families' markers.
         Just("<|tool_call|>[".to_string()),
         Just("[TOOL_CALLS]".to_string()),
+        Just("[THINK]".to_string()),
+        Just("[/THINK]".to_string()),
         Just("f[ARGS]".to_string()),
         Just("f[CALL_ID]a1[ARGS]{\"a\": [1, \"]\"]".to_string()),
         Just("<|python_tag|>".to_string()),

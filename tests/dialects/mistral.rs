@@ -280,3 +280,30 @@ fn near_misses_are_kept_exactly() {
         assert_kept(MISTRAL, text);
     }
 }
+
+#[test]
+fn magistral_reasoning_between_think_markers_is_reasoning() {
+    let text = "[THINK]The user wants Zürich's weather; one call.[/THINK]Checking.\n[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Zürich\"}";
+    assert_eq!(
+        parse(MISTRAL, text),
+        vec![
+            Message::reasoning("The user wants Zürich's weather; one call."),
+            Message::assistant("Checking.\n"),
+            Message::tool_calls(vec![call(
+                "call_1",
+                "get_weather",
+                json!({"city": "Zürich"})
+            )]),
+        ]
+    );
+    // Tool syntax inside the reasoning is not a call; a reasoning cut off is
+    // reasoning still.
+    let text = "[THINK]maybe [TOOL_CALLS]now[ARGS]{} later";
+    assert_eq!(
+        parse(MISTRAL, text),
+        vec![Message::reasoning("maybe [TOOL_CALLS]now[ARGS]{} later")]
+    );
+    for text in ["[THINK", "a [THIN b", "[/THINK] x", "[THINKING] x"] {
+        assert_kept(MISTRAL, text);
+    }
+}

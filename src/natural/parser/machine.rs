@@ -540,6 +540,11 @@ impl ParserMachine {
         match special::open(dialect, index, &mut ctx)? {
             Opened::Block(block) => self.mode = Mode::Block(block),
             Opened::Nothing => self.calls.raw.clear(),
+            Opened::Reasoning(ends) => {
+                self.calls.raw.clear();
+                self.emit.flush(out);
+                self.mode = Mode::Think(MarkerFinder::new(ends.iter().copied()));
+            }
             Opened::Closer => {
                 self.calls.raw.clear();
                 // Part of the run of calls: the space after it is held as

@@ -19,7 +19,8 @@ use crate::natural::dialect::Dialect;
 pub(super) fn markers(dialect: Dialect) -> &'static [&'static str] {
     match dialect {
         Dialect::Granite => &["<|tool_call|>"],
-        Dialect::Mistral => &["[TOOL_CALLS]"],
+        // Magistral writes its reasoning between `[THINK]` and `[/THINK]`.
+        Dialect::Mistral => &["[TOOL_CALLS]", "[THINK]"],
         Dialect::Harmony => harmony::MARKERS,
         // The section markers (plural, and the singular some checkpoints
         // write), the call marker, the section's end markers.
@@ -51,6 +52,8 @@ pub(super) enum Opened {
     Block(Block),
     /// Nothing: the marker is markup that vanishes.
     Nothing,
+    /// Reasoning, up to the first of these markers.
+    Reasoning(&'static [&'static str]),
     /// The end of a run of calls (`<|tool_calls_section_end|>`): dropped right
     /// after a call block, text anywhere else.
     Closer,
@@ -68,7 +71,8 @@ pub(super) fn open(
     };
     Ok(match (dialect, index) {
         (Dialect::Granite, _) => Opened::Block(Block::List(CallList::default())),
-        (Dialect::Mistral, _) => Opened::Block(Block::Mistral(Mistral::default())),
+        (Dialect::Mistral, 0) => Opened::Block(Block::Mistral(Mistral::default())),
+        (Dialect::Mistral, _) => Opened::Reasoning(&["[/THINK]"]),
         (Dialect::Harmony, _) => match Harmony::open(harmony::MARKERS[index]) {
             Some(header) => Opened::Block(Block::Harmony(header)),
             None => Opened::Nothing,

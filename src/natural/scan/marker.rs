@@ -3,12 +3,15 @@
 use memchr::memchr;
 
 /// Finds the first of a few literal markers, holding back a partial marker at
-/// the end of a piece. Every marker starts with `<` and holds no other `<`, so a
-/// partial match that fails never hides the start of another: the byte that broke
-/// it is looked at again, and nothing else is.
+/// the end of a piece. Every marker starts with the same byte (`<`, or `[` for
+/// Mistral's `[/THINK]`) and holds no other, so a partial match that fails never
+/// hides the start of another: the byte that broke it is looked at again, and
+/// nothing else is.
 #[derive(Debug)]
 pub(crate) struct MarkerFinder {
     markers: Vec<Box<str>>,
+    /// The byte every marker starts with.
+    first: u8,
     /// A marker begun at the end of a piece.
     partial: MarkerMatch,
 }
@@ -30,13 +33,15 @@ impl MarkerFinder {
         S: Into<Box<str>>,
     {
         let markers: Vec<Box<str>> = markers.into_iter().map(Into::into).collect();
+        let first = markers.first().map_or(b'<', |marker| marker.as_bytes()[0]);
         debug_assert!(
             markers
                 .iter()
-                .all(|m| m.starts_with('<') && !m[1..].contains('<'))
+                .all(|m| { m.as_bytes()[0] == first && !m.as_bytes()[1..].contains(&first) })
         );
         MarkerFinder {
             markers,
+            first,
             partial: MarkerMatch::default(),
         }
     }
@@ -56,7 +61,7 @@ impl MarkerFinder {
             }
         }
         let from = pos;
-        while let Some(offset) = memchr(b'<', &bytes[pos..]) {
+        while let Some(offset) = memchr(self.first, &bytes[pos..]) {
             let at = pos + offset;
             let rest = &bytes[at..];
             let mut partial = false;
