@@ -425,3 +425,48 @@ async fn natural_tools_hermes_describes_the_clients_tools_in_the_hermes_form() {
     assert!(system.contains(r#"{"name": "add""#), "{system}");
     assert!(!system.contains(r#"<tool_call name="add""#), "{system}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn natural_tools_model_reads_the_familys_own_markup() {
+    let reply = json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1,
+        "model": "up", "choices": [{"index": 0, "finish_reason": "stop",
+        "message": {"role": "assistant", "content": "[TOOL_CALLS]add[ARGS]{\"a\": 1}"}}]});
+    let upstream = Server::start(vec![Answer::ok(
+        "application/json",
+        reply.to_string().as_bytes(),
+        &[usize::MAX],
+    )])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        &dir,
+        &format!(
+            "[models.devstral]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"mistralai/Devstral-Small-2507\"\nnatural_tools = \"model\"\nretry = false\n",
+            upstream.base_url()
+        ),
+    );
+    let serving = serve(&["--config", &config]);
+    let add = lmstack::ToolSpec::new(
+        "add",
+        "Adds",
+        json!({"type": "object", "properties": {"a": {"type": "integer"}}}),
+    );
+    let request = ChatRequest::new(vec![Message::user("Add 1")]).tool(add);
+    let said = openai(&serving.base, "devstral")
+        .oneshot(request)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let calls: Vec<_> = said.iter().flat_map(|m| m.calls().to_vec()).collect();
+    assert_eq!(calls.len(), 1, "{said:?}");
+    assert_eq!(
+        (calls[0].name.as_str(), &calls[0].arguments),
+        ("add", &json!({"a": 1}))
+    );
+    // Prompted in the tagged form (the transformer writes no Mistral form).
+    let sent = &upstream.requests()[0].1;
+    let system = sent["messages"][0]["content"].as_str().unwrap();
+    assert!(system.contains(r#"<tool_call name="add""#), "{system}");
+}

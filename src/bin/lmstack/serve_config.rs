@@ -95,6 +95,8 @@ pub enum ProviderName {
 pub enum NaturalTools {
     Tagged,
     Hermes,
+    /// Picked from the upstream model's name (`NaturalToolUse::for_model`).
+    Model,
 }
 
 fn default_concurrency() -> usize {
@@ -135,11 +137,10 @@ impl Model {
         for url in &self.mcp_urls {
             sources.push(mcp_arg::connect(options.http(url)?).await?);
         }
-        let natural = self.natural_tools.map(|dialect| {
-            NaturalToolUse::new().dialect(match dialect {
-                NaturalTools::Tagged => RenderDialect::Tagged,
-                NaturalTools::Hermes => RenderDialect::Hermes,
-            })
+        let natural = self.natural_tools.map(|dialect| match dialect {
+            NaturalTools::Tagged => NaturalToolUse::new().dialect(RenderDialect::Tagged),
+            NaturalTools::Hermes => NaturalToolUse::new().dialect(RenderDialect::Hermes),
+            NaturalTools::Model => NaturalToolUse::for_model(self.model.as_deref().unwrap_or(name)),
         });
         if sources.is_empty() {
             let stack = ServiceBuilder::new()
