@@ -34,7 +34,7 @@ impl CallList {
                     Err(step) => return Ok(step),
                 };
                 if bytes[pos] != b'[' {
-                    return Ok(not_a_call(pos, ctx));
+                    return Ok(ctx.not_a_call(pos, None));
                 }
                 *self.start.insert(ctx.pos(pos))
             }
@@ -53,11 +53,11 @@ impl CallList {
         match step {
             Scanned::More => Ok(BlockStep::More),
             // A list that held no call (`[]`, `[1, 2]`) is text.
-            Scanned::Done(used) if self.fields.begun == 0 => Ok(not_a_call(pos + used, ctx)),
+            Scanned::Done(used) if self.fields.begun == 0 => Ok(ctx.not_a_call(pos + used, None)),
             Scanned::Done(used) => Ok(BlockStep::Done(pos + used)),
             Scanned::Stray(at) | Scanned::Invalid(at, _) if self.fields.begun == 0 => {
                 // Not a list of calls: the marker and the list so far are text.
-                Ok(not_a_call(pos + at, ctx))
+                Ok(ctx.not_a_call(pos + at, None))
             }
             Scanned::Stray(at) | Scanned::Invalid(at, _) if !ctx.in_call() => {
                 // Broken between calls: the calls before it stand, the rest is
@@ -110,16 +110,7 @@ impl CallList {
 pub(super) fn skip_space(bytes: &[u8], ctx: &BlockContext<'_>) -> Result<usize, BlockStep> {
     match bytes.iter().position(|&b| !is_space(b)) {
         Some(offset) => Ok(offset),
-        None if ctx.pos(bytes.len()) > PENDING_LIMIT => Err(not_a_call(bytes.len(), ctx)),
+        None if ctx.pos(bytes.len()) > PENDING_LIMIT => Err(ctx.not_a_call(bytes.len(), None)),
         None => Err(BlockStep::More),
-    }
-}
-
-/// What follows the marker is not what it opens: the block's raw text up to
-/// byte `at` of the piece is text, and the piece from `at` on is prose.
-pub(super) fn not_a_call(at: usize, ctx: &BlockContext<'_>) -> BlockStep {
-    BlockStep::NotACall {
-        at,
-        replay_from: ctx.pos(at),
     }
 }

@@ -5,12 +5,13 @@
 //! byte after the marker decides: `[` a list, a name character a named call.
 //! A named call's arguments end when their object closes; prose follows.
 
-use super::call_list::{CallList, not_a_call, skip_space};
+use super::call_list::{CallList, skip_space};
 use super::calls::{BlockContext, BlockStep};
 use super::json_block::{close_arguments, with_args};
 use crate::natural::scan::is_space;
 use crate::natural::scan::json::{Scanned, Verbatim};
 use crate::natural::scan::marker::{MarkerMatch, Matched};
+use crate::natural::scan::tag::name_byte;
 use crate::{Error, InvalidCallKind};
 
 /// The control tokens after a call's name: its arguments, or its id first.
@@ -51,13 +52,13 @@ impl Mistral {
                         *self = Mistral::List(CallList::default());
                         self.feed(input, ctx)
                     }
-                    byte if is_name_byte(byte) => {
+                    byte if name_byte(byte) => {
                         let mut call = NamedCall::default();
                         let step = call.feed(input, pos, ctx);
                         *self = Mistral::Named(call);
                         step
                     }
-                    _ => Ok(not_a_call(pos, ctx)),
+                    _ => Ok(ctx.not_a_call(pos, None)),
                 }
             }
         }
@@ -120,12 +121,9 @@ impl NamedCall {
                     } else {
                         &mut self.name
                     };
-                    let run = bytes[pos..]
-                        .iter()
-                        .take_while(|&&b| is_name_byte(b))
-                        .count();
+                    let run = bytes[pos..].iter().take_while(|&&b| name_byte(b)).count();
                     if field.len() + run > NAME_LIMIT {
-                        return Ok(not_a_call(pos + run, ctx));
+                        return Ok(ctx.not_a_call(pos + run, None));
                     }
                     field.push_str(&input[pos..pos + run]);
                     pos += run;
@@ -142,7 +140,7 @@ impl NamedCall {
                             pos += 1;
                         }
                         // A name without `[ARGS]`: it is text.
-                        Some(_) => return Ok(not_a_call(pos, ctx)),
+                        Some(_) => return Ok(ctx.not_a_call(pos, None)),
                     }
                 }
                 Named::Token {
@@ -236,9 +234,4 @@ impl NamedCall {
         ctx.end(ctx.raw_end())?;
         Ok(true)
     }
-}
-
-/// True for the bytes of a tool's name or a call's id.
-fn is_name_byte(byte: u8) -> bool {
-    byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-' | b'.' | b':')
 }

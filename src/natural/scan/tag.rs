@@ -86,8 +86,9 @@ pub(crate) fn may_open(byte: u8) -> bool {
     name_start(char::from(byte)) || byte == b'/'
 }
 
-/// [`name_char`] for one byte: names are ASCII.
-fn name_byte(byte: u8) -> bool {
+/// A byte of a tag's name (names are ASCII), also of a Mistral tool's name or
+/// call id.
+pub(crate) fn name_byte(byte: u8) -> bool {
     byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-' | b'.' | b':')
 }
 
