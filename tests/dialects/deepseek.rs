@@ -102,15 +102,6 @@ fn a_tool_named_function_in_the_v31_form() {
 }
 
 #[test]
-fn the_tagged_form_is_read_too() {
-    let text = "<tool_call name=\"now\">{}</tool_call>";
-    assert_eq!(
-        calls(&parse(DEEPSEEK, text)),
-        vec![call("call_1", "now", json!({}))]
-    );
-}
-
-#[test]
 fn an_unknown_tool_and_bad_arguments_are_faults() {
     let text = section(&[
         v3("nope", "{}"),

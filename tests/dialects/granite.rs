@@ -39,15 +39,6 @@ fn text_after_the_list_and_a_second_marker_are_read() {
 }
 
 #[test]
-fn the_tagged_form_is_read_too() {
-    let text = "<tool_call name=\"now\">{}</tool_call>";
-    assert_eq!(
-        calls(&parse(GRANITE, text)),
-        vec![call("call_1", "now", json!({}))]
-    );
-}
-
-#[test]
 fn an_unknown_tool_and_bad_arguments_are_faults() {
     let text = "<|tool_call|>[{\"name\": \"nope\", \"arguments\": {}}, {\"name\": \"get_weather\", \"arguments\": {\"city\": 3}}]";
     let messages = checked(&marking(GRANITE), text);

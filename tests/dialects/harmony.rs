@@ -131,15 +131,6 @@ fn tool_syntax_in_reasoning_is_not_a_call_and_the_tagged_form_in_text_is() {
 }
 
 #[test]
-fn the_tagged_form_is_read_too() {
-    let text = "<tool_call name=\"now\">{}</tool_call>";
-    assert_eq!(
-        calls(&parse(HARMONY, text)),
-        vec![call("call_1", "now", json!({}))]
-    );
-}
-
-#[test]
 fn an_unknown_tool_is_a_fault_or_text() {
     let text = "<|start|>assistant<|channel|>commentary to=functions.nope <|constrain|>json<|message|>{}<|call|>";
     assert_eq!(

@@ -83,15 +83,6 @@ fn a_call_inside_a_broken_object_is_found_however_the_text_is_cut() {
 }
 
 #[test]
-fn the_tagged_form_is_read_too() {
-    let text = "<tool_call name=\"now\">{}</tool_call>";
-    assert_eq!(
-        calls(&parse(LLAMA, text)),
-        vec![call("call_1", "now", json!({}))]
-    );
-}
-
-#[test]
 fn an_unknown_tool_and_bad_arguments_are_faults() {
     let text = "{\"name\": \"nope\", \"parameters\": {}}; {\"name\": \"get_weather\", \"parameters\": {\"city\": 3}}";
     assert_eq!(

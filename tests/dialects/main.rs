@@ -15,3 +15,47 @@ mod llama3_json;
 mod minimax;
 mod mistral;
 mod pythonic;
+
+use lmstack::Message;
+use lmstack::natural::Dialect;
+use serde_json::json;
+
+/// Every family's dialect also reads the tagged form, which `NaturalToolUse`
+/// shows a model it prompts, with the text around it kept.
+#[test]
+fn every_family_reads_the_tagged_form_too() {
+    let families = Dialect::ALL
+        .into_iter()
+        .filter(|&d| d != Dialect::Tagged && d.reads(Dialect::Tagged) && d != Dialect::Auto);
+    let text =
+        "Checking.\n<tool_call name=\"get_weather\">{\"city\": \"Zürich\"}</tool_call>\nDone.";
+    let mut read = Vec::new();
+    for dialect in families {
+        assert_eq!(
+            harness::parse(dialect, text),
+            vec![
+                Message::assistant("Checking.\n"),
+                Message::tool_calls(vec![harness::call(
+                    "call_1",
+                    "get_weather",
+                    json!({"city": "Zürich"})
+                )]),
+                Message::assistant("\nDone."),
+            ],
+            "{dialect}"
+        );
+        read.push(dialect.name());
+    }
+    assert_eq!(
+        read,
+        [
+            "mistral",
+            "llama3-json",
+            "pythonic",
+            "kimi-k2",
+            "deepseek",
+            "harmony",
+            "granite"
+        ]
+    );
+}

@@ -134,15 +134,6 @@ fn a_call_id_before_args_is_read_and_kept_in_transcript_mode() {
 }
 
 #[test]
-fn the_tagged_form_is_read_too() {
-    let text = "<tool_call name=\"now\">{}</tool_call>";
-    assert_eq!(
-        calls(&parse(MISTRAL, text)),
-        vec![call("call_1", "now", json!({}))]
-    );
-}
-
-#[test]
 fn an_unknown_tool_is_a_fault_in_either_form() {
     for text in [
         "[TOOL_CALLS]nope[ARGS]{\"a\": 1}",

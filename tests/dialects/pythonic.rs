@@ -76,15 +76,6 @@ fn a_broken_element_after_a_call_is_text() {
 }
 
 #[test]
-fn the_tagged_form_is_read_too() {
-    let text = "<tool_call name=\"now\">{}</tool_call>";
-    assert_eq!(
-        calls(&parse(PYTHONIC, text)),
-        vec![call("call_1", "now", json!({}))]
-    );
-}
-
-#[test]
 fn unknown_tools_positional_and_bad_arguments_are_faults() {
     let text =
         "[nope(a=1), get_weather(city=3), get_weather('Paris'), get_weather(city=Paris), now()]";
