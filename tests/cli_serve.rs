@@ -381,56 +381,14 @@ async fn gemini_thought_signatures_survive_a_client_that_drops_unknown_fields() 
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn natural_tools_hermes_describes_the_clients_tools_in_the_hermes_form() {
+/// `lmstack serve` with one model, `[models.NAME]` of upstream `model` and
+/// `natural_tools = "NATURAL"`, on a loopback upstream whose every answer says
+/// `content`; an OpenAI client asks it to use `add`. What the client got, and
+/// the system prompt the upstream was sent.
+async fn serve_natural_tools(model: &str, natural: &str, content: &str) -> (Vec<Message>, String) {
     let reply = json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1,
         "model": "up", "choices": [{"index": 0, "finish_reason": "stop",
-        "message": {"role": "assistant", "content": "No tool needed."}}]});
-    let upstream = Server::start(vec![Answer::ok(
-        "application/json",
-        reply.to_string().as_bytes(),
-        &[usize::MAX],
-    )])
-    .await;
-    let dir = tempfile::tempdir().unwrap();
-    // A model name that does not look like Qwen: the file's word decides.
-    let config = write_config(
-        &dir,
-        &format!(
-            "[models.plain]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"some-llama\"\nnatural_tools = \"hermes\"\nretry = false\n",
-            upstream.base_url()
-        ),
-    );
-    let serving = serve(&["--config", &config]);
-    let add = lmstack::ToolSpec::new(
-        "add",
-        "Adds",
-        json!({"type": "object", "properties": {"a": {"type": "integer"}}}),
-    );
-    let request = ChatRequest::new(vec![Message::user("Hi")]).tool(add);
-    let said = openai(&serving.base, "plain")
-        .oneshot(request)
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    assert_eq!(text(&said), "No tool needed.");
-    let sent = &upstream.requests()[0].1;
-    assert!(
-        sent.get("tools").is_none(),
-        "tools go in the prompt: {sent}"
-    );
-    let system = sent["messages"][0]["content"].as_str().unwrap();
-    assert!(system.contains(r#"{"name": "add""#), "{system}");
-    assert!(!system.contains(r#"<tool_call name="add""#), "{system}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn natural_tools_model_reads_the_familys_own_markup() {
-    let reply = json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1,
-        "model": "up", "choices": [{"index": 0, "finish_reason": "stop",
-        "message": {"role": "assistant", "content": "[TOOL_CALLS]add[ARGS]{\"a\": 1}"}}]});
+        "message": {"role": "assistant", "content": content}}]});
     let upstream = Server::start(vec![Answer::ok(
         "application/json",
         reply.to_string().as_bytes(),
@@ -441,7 +399,7 @@ async fn natural_tools_model_reads_the_familys_own_markup() {
     let config = write_config(
         &dir,
         &format!(
-            "[models.devstral]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"mistralai/Devstral-Small-2507\"\nnatural_tools = \"model\"\nretry = false\n",
+            "[models.served]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"{model}\"\nnatural_tools = \"{natural}\"\nretry = false\n",
             upstream.base_url()
         ),
     );
@@ -452,13 +410,36 @@ async fn natural_tools_model_reads_the_familys_own_markup() {
         json!({"type": "object", "properties": {"a": {"type": "integer"}}}),
     );
     let request = ChatRequest::new(vec![Message::user("Add 1")]).tool(add);
-    let said = openai(&serving.base, "devstral")
+    let said = openai(&serving.base, "served")
         .oneshot(request)
         .await
         .unwrap()
         .collect()
         .await
         .unwrap();
+    let sent = &upstream.requests()[0].1;
+    assert!(
+        sent.get("tools").is_none(),
+        "tools go in the prompt: {sent}"
+    );
+    let system = sent["messages"][0]["content"].as_str().unwrap().to_owned();
+    (said, system)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn natural_tools_hermes_describes_the_clients_tools_in_the_hermes_form() {
+    // A model name that does not look like Qwen: the file's word decides.
+    let (said, system) = serve_natural_tools("some-llama", "hermes", "No tool needed.").await;
+    assert_eq!(text(&said), "No tool needed.");
+    assert!(system.contains(r#"{"name": "add""#), "{system}");
+    assert!(!system.contains(r#"<tool_call name="add""#), "{system}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn natural_tools_model_reads_the_familys_own_markup() {
+    let devstral = "mistralai/Devstral-Small-2507";
+    let (said, system) =
+        serve_natural_tools(devstral, "model", "[TOOL_CALLS]add[ARGS]{\"a\": 1}").await;
     let calls: Vec<_> = said.iter().flat_map(|m| m.calls().to_vec()).collect();
     assert_eq!(calls.len(), 1, "{said:?}");
     assert_eq!(
@@ -466,7 +447,5 @@ async fn natural_tools_model_reads_the_familys_own_markup() {
         ("add", &json!({"a": 1}))
     );
     // Prompted in the tagged form (the transformer writes no Mistral form).
-    let sent = &upstream.requests()[0].1;
-    let system = sent["messages"][0]["content"].as_str().unwrap();
     assert!(system.contains(r#"<tool_call name="add""#), "{system}");
 }
