@@ -4,36 +4,17 @@
 use lmstack::natural::{Dialect, NaturalToolUseParser, OnInvalid};
 use lmstack::service::{Machine, Output};
 use lmstack::testing::{Chunking, ScriptedModel, collect_both};
-use lmstack::{ChatRequest, Error, Event, InvalidCallKind, Joiner, Message, ToolCall, ToolSpec};
+use lmstack::{ChatRequest, Error, Event, InvalidCallKind, Joiner, Message};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use tower::Layer;
 
-fn tools() -> Vec<ToolSpec> {
-    vec![
-        ToolSpec::new(
-            "get_weather",
-            "Current weather",
-            json!({"type": "object", "properties": {
-                "city": {"type": "string"}, "days": {"type": "integer"}, "units": {"type": "string"}
-            }, "required": ["city"]}),
-        ),
-        ToolSpec::new(
-            "write_file",
-            "Writes a file",
-            json!({"type": "object", "properties": {
-                "path": {"type": "string"}, "content": {"type": "string"},
-                "mode": {"type": "integer"}, "tags": {"type": "array"}, "options": {"type": "object"},
-                "force": {"type": "boolean"}
-            }, "required": ["path"]}),
-        ),
-        ToolSpec::new(
-            "now",
-            "The time",
-            json!({"type": "object", "properties": {}}),
-        ),
-    ]
-}
+// The tools and checks the families' dialect tests use too.
+#[path = "dialects/harness.rs"]
+#[allow(dead_code)] // this file uses part of them
+mod harness;
+
+use harness::{assert_deltas_concatenate, call, calls, text_of, tools};
 
 fn parser() -> NaturalToolUseParser {
     NaturalToolUseParser::new()
@@ -59,18 +40,6 @@ fn stream_with(
 
 fn whole(text: &str) -> Vec<Message> {
     parser().parse(text, &tools()).unwrap()
-}
-
-fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
-    ToolCall::new(id, name, arguments)
-}
-
-fn calls(messages: &[Message]) -> Vec<ToolCall> {
-    messages.iter().flat_map(|m| m.calls().to_vec()).collect()
-}
-
-fn text_of(messages: &[Message]) -> String {
-    messages.iter().filter_map(Message::as_text).collect()
 }
 
 /// Checks that every chunking gives the whole-text result, and that each call's
@@ -99,34 +68,6 @@ fn assert_chunking_invariant(parser: &NaturalToolUseParser, text: &str) -> Vec<M
         }
     }
     want.unwrap_or_default()
-}
-
-#[track_caller]
-fn assert_deltas_concatenate(events: &[Event], messages: &[Message]) {
-    let mut by_index: std::collections::BTreeMap<u32, (String, String)> = Default::default();
-    for event in events {
-        if let Event::ToolCallDelta(delta) = event {
-            let entry = by_index.entry(delta.index).or_default();
-            if let Some(id) = delta.id() {
-                entry.0 = id.to_owned();
-            }
-            entry.1.push_str(&delta.arguments_delta);
-        }
-    }
-    for call in calls(messages) {
-        let (_, text) = by_index
-            .values()
-            .find(|(id, _)| *id == call.id)
-            .expect("streamed call");
-        if call.invalid.is_none() {
-            let streamed: Value = if text.trim().is_empty() {
-                json!({})
-            } else {
-                serde_json::from_str(text).unwrap()
-            };
-            assert_eq!(streamed, call.arguments, "deltas of {}", call.id);
-        }
-    }
 }
 
 // ---- dialects -------------------------------------------------------------
