@@ -389,14 +389,15 @@ async fn a_turn_that_calls_the_gateways_tool_and_the_clients_keeps_both_results(
     assert_eq!(second[aggregate + 2].results()[0].call_id, "call_weather");
 }
 
-/// A model that says nothing for `silence`, then one word.
-fn slow_to_answer(
-    silence: Duration,
+/// A model that says `words` words, each after `pause`.
+fn paced(
+    pause: Duration,
+    words: usize,
 ) -> impl lmstack::service::ChatService<Future: Send> + Clone + Send + Sync + 'static {
     tower::service_fn(move |_request: ChatRequest| async move {
-        let events = futures::stream::once(async move {
-            tokio::time::sleep(silence).await;
-            Ok::<_, Error>(Event::text("Finally."))
+        let events = futures::stream::iter(0..words).then(move |_| async move {
+            tokio::time::sleep(pause).await;
+            Ok::<_, Error>(Event::text("word "))
         });
         Ok::<_, Error>(Reply::from_stream(events))
     })
@@ -405,14 +406,14 @@ fn slow_to_answer(
 #[tokio::test]
 async fn a_silent_stream_gets_keep_alives_that_clients_skip() {
     let gateway = Gateway::new()
-        .model(
-            "slow",
-            "scripted",
-            slow_to_answer(Duration::from_millis(300)),
-            4,
-        )
+        .model("slow", "scripted", paced(Duration::from_millis(300), 1), 4)
         .keep_alive(Some(Duration::from_millis(50)));
     let base = serve(gateway).await;
+    // A model never silent for a whole interval (with room for a busy machine).
+    let chatty = Gateway::new()
+        .model("slow", "scripted", paced(Duration::from_millis(5), 60), 4)
+        .keep_alive(Some(Duration::from_millis(200)));
+    let chatty = serve(chatty).await;
     for (path, body, keep_alive) in [
         (
             "/v1/chat/completions",
@@ -429,8 +430,14 @@ async fn a_silent_stream_gets_keep_alives_that_clients_skip() {
         assert_eq!(status, 200, "{path}");
         let text = text.as_str().unwrap();
         let first_keep_alive = text.find(keep_alive).expect("a keep-alive");
-        assert!(first_keep_alive < text.find("Finally.").unwrap(), "{text}");
+        assert!(first_keep_alive < text.find("word").unwrap(), "{text}");
         assert!(text.matches(keep_alive).count() >= 2, "{path}: {text}");
+        // A stream that is never silent for a whole interval gets none.
+        let (status, text) = post(&chatty, path, &[], body).await;
+        assert_eq!(status, 200, "{path}");
+        let text = text.as_str().unwrap();
+        assert_eq!(text.matches("word").count(), 60, "{text}");
+        assert!(!text.contains(keep_alive), "{path}: {text}");
     }
     // lmstack's own clients read through them.
     let request = ChatRequest::new(vec![Message::user("Hi")]).streaming(true);
@@ -438,15 +445,9 @@ async fn a_silent_stream_gets_keep_alives_that_clients_skip() {
         messages.iter().filter_map(Message::as_text).collect()
     };
     let reply = openai(&base, "slow").oneshot(request.clone());
-    assert_eq!(
-        text(reply.await.unwrap().collect().await.unwrap()),
-        "Finally."
-    );
+    assert_eq!(text(reply.await.unwrap().collect().await.unwrap()), "word ");
     let reply = anthropic(&base, "slow").oneshot(request);
-    assert_eq!(
-        text(reply.await.unwrap().collect().await.unwrap()),
-        "Finally."
-    );
+    assert_eq!(text(reply.await.unwrap().collect().await.unwrap()), "word ");
 }
 
 #[tokio::test]

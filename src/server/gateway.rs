@@ -166,8 +166,9 @@ impl Gateway {
         self
     }
 
-    /// Sends a keep-alive on a stream that has been silent for `every` — while
-    /// the upstream thinks, or the gateway's tools run — so that proxies and
+    /// Sends a keep-alive on a stream that has been silent for `every` (checked
+    /// every `every`, so after between one and two of them) — while the
+    /// upstream thinks, or the gateway's tools run — so that proxies and
     /// clients with idle timeouts keep the connection: an SSE comment
     /// (`: keep-alive`) in the OpenAI format, Anthropic's own `ping` event in
     /// the Anthropic format; clients skip both. `None` sends none.
@@ -373,20 +374,30 @@ async fn run<F: Format>(
         // so a client that goes away drops the reply and frees the place.
         let body = async_stream::stream! {
             let _answer = answer;
+            // One timer for the stream, not one per frame: a tick that finds
+            // no frame since the one before sends a keep-alive.
+            let mut ticks = keep_alive.map(|every| {
+                let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                ticks
+            });
+            let mut framed = false;
             loop {
-                // `next` loses nothing when dropped: a silent stream gets a
-                // keep-alive and is waited on again.
-                let next = match keep_alive {
-                    Some(every) => match tokio::time::timeout(every, encoded.next()).await {
-                        Ok(next) => next,
-                        Err(_) => {
-                            yield Ok(Bytes::from_static(F::KEEP_ALIVE));
+                // `next` loses nothing when a tick wins: it is asked again.
+                let next = match ticks.as_mut() {
+                    Some(ticks) => tokio::select! {
+                        next = encoded.next() => next,
+                        _ = ticks.tick() => {
+                            if !std::mem::take(&mut framed) {
+                                yield Ok(Bytes::from_static(F::KEEP_ALIVE));
+                            }
                             continue;
                         }
                     },
                     None => encoded.next().await,
                 };
                 let Some(item) = next else { break };
+                framed = true;
                 match item {
                     Ok(bytes) => yield Ok::<Bytes, Error>(bytes),
                     Err(error) => {
