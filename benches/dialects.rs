@@ -16,7 +16,7 @@ use criterion::{
 };
 use lmstack::natural::{Dialect, NaturalToolUseParser};
 use lmstack::testing::Chunking;
-use lmstack_benches::{CITIES, Tools, lmstack_calls, peer_calls_dyn, ready};
+use lmstack_benches::{CITIES, Tools, event_floor, lmstack_calls, peer_calls_dyn, ready};
 use serde_json::{Value, json};
 use tool_parser::{
     DeepSeekParser, Glm4MoeParser, KimiK2Parser, LlamaParser, MinimaxM2Parser, MistralParser,
@@ -297,6 +297,9 @@ fn bench_text(
     ];
     for (cut, pieces) in cuts {
         let param = format!("{id}, {cut}");
+        g.bench_with_input(BenchmarkId::new("event floor", &param), &pieces, |b, p| {
+            b.iter(|| event_floor(p))
+        });
         g.bench_with_input(BenchmarkId::new("lmstack", &param), &pieces, |b, p| {
             b.iter(|| assert_eq!(lmstack_calls(&parser, &tools.lmstack, p), want))
         });

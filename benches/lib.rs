@@ -104,6 +104,30 @@ pub fn lmstack_calls(parser: &NaturalToolUseParser, tools: &[ToolSpec], pieces: 
     calls
 }
 
+/// The floor of lmstack's event API: each piece goes in as a `TextDelta` (its
+/// `String` allocated) and comes out as the same event, taken and dropped — what
+/// any machine costs per piece before it does any work.
+pub fn event_floor(pieces: &[&str]) {
+    struct Identity;
+    impl Machine for Identity {
+        type In = Event;
+        type Out = Event;
+        fn push(&mut self, event: Event, out: &mut Output) -> Result<(), lmstack::Error> {
+            out.push(event);
+            Ok(())
+        }
+    }
+    let mut out = Output::new();
+    for piece in pieces {
+        Identity
+            .push(Event::text(*piece), &mut out)
+            .expect("no error");
+        while let Some(event) = out.pop() {
+            black_box(&event);
+        }
+    }
+}
+
 /// Streams `pieces` through a peer parser; returns the number of tool calls.
 pub fn peer_calls(mut parser: impl ToolParser, tools: &[Tool], pieces: &[&str]) -> usize {
     peer_calls_dyn(&mut parser, tools, pieces)

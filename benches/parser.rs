@@ -15,11 +15,9 @@ use criterion::{
     BenchmarkGroup, BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group,
     criterion_main,
 };
-use lmstack::Event;
 use lmstack::natural::{Dialect, NaturalToolUseParser};
-use lmstack::service::{Machine, Output};
 use lmstack::testing::Chunking;
-use lmstack_benches::{CITIES, Tools, lmstack_calls, peer_calls, ready, schemas};
+use lmstack_benches::{CITIES, Tools, event_floor, lmstack_calls, peer_calls, ready, schemas};
 use serde_json::Value;
 use tool_parser::{QwenParser, ToolParser};
 
@@ -126,30 +124,6 @@ fn plain_copy(pieces: &[&str], len: usize) -> Vec<u8> {
         copy.extend_from_slice(black_box(piece.as_bytes()));
     }
     copy
-}
-
-/// The floor of lmstack's event API: each piece goes in as a `TextDelta` (its
-/// `String` allocated) and comes out as the same event, taken and dropped — what
-/// any machine costs per piece before it does any work.
-fn event_floor(pieces: &[&str]) {
-    struct Identity;
-    impl Machine for Identity {
-        type In = Event;
-        type Out = Event;
-        fn push(&mut self, event: Event, out: &mut Output) -> Result<(), lmstack::Error> {
-            out.push(event);
-            Ok(())
-        }
-    }
-    let mut out = Output::new();
-    for piece in pieces {
-        Identity
-            .push(Event::text(*piece), &mut out)
-            .expect("no error");
-        while let Some(event) = out.pop() {
-            black_box(&event);
-        }
-    }
 }
 
 type Group<'a> = BenchmarkGroup<'a, WallTime>;

@@ -265,3 +265,27 @@ fn a_call_ends_at_any_terminator_and_calls_on_separate_lines_are_one_run() {
         ])]
     );
 }
+
+#[test]
+fn a_call_without_its_terminator_ends_at_the_next_header_which_is_read() {
+    // A transcript that dropped `<|call|>`: the next message's header, with
+    // the recipient in its role or a bare channel, ends the call and opens
+    // its own message.
+    let text = "<|channel|>commentary to=functions.now <|constrain|>json<|message|>{}<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Lyon\"}\n<|channel|>final<|message|>Sunny in Lyon.<|return|>";
+    assert_eq!(
+        parse(HARMONY, text),
+        vec![
+            Message::tool_calls(vec![
+                call("call_1", "now", json!({})),
+                call("call_2", "get_weather", json!({"city": "Lyon"})),
+            ]),
+            Message::assistant("Sunny in Lyon."),
+        ]
+    );
+    // Broken arguments before the next header are marked, and the header is
+    // still read.
+    let text = "<|channel|>commentary to=functions.get_weather<|message|>{\"city\": \"Lyon\"} oops<|start|>assistant<|channel|>final<|message|>Done.";
+    let messages = checked(&marking(HARMONY), text);
+    assert_eq!(faults(&messages), vec![InvalidCallKind::MalformedArguments]);
+    assert_eq!(text_of(&messages), "Done.");
+}

@@ -7,7 +7,8 @@
 //! A header is read as a block, bounded like a tag; what it opens follows the
 //! recipient, then the channel, as vLLM reads them:
 //! - `to=functions.F`, on any channel: a call of `F`, its body JSON arguments
-//!   ended by `<|call|>` (or `<|end|>`, `<|return|>`), kept as a block;
+//!   ended by `<|call|>` (or `<|end|>`, `<|return|>`, or the next message's
+//!   header where the terminator was left out), kept as a block;
 //! - `analysis` (also to a built-in tool, `browser.search`, `python`):
 //!   reasoning, streamed up to the next Harmony marker;
 //! - `commentary` (a preamble for the user), `final`: text, read as prose.
@@ -16,7 +17,7 @@
 //! line) is text exactly as written.
 
 use super::calls::{BlockContext, BlockStep, Body};
-use super::json_block::Tagged;
+use super::json_block::{Ends, Tagged};
 use crate::Error;
 use crate::natural::scan::marker::{MarkerMatch, Matched};
 use crate::natural::scan::tag::TAG_LIMIT;
@@ -33,8 +34,9 @@ pub(super) const MARKERS: &[&str] = &[CHANNEL, START, "<|end|>", "<|return|>", "
 /// The markers inside a header.
 const HEADER_MARKERS: &[&str] = &[CHANNEL, CONSTRAIN, MESSAGE];
 
-/// What ends a call's arguments.
-const CALL_ENDS: &[&str] = &["<|call|>", "<|end|>", "<|return|>"];
+/// What ends a call's arguments: its terminators, or the header of the next
+/// message where a terminator was left out (read again as prose).
+const CALL_ENDS: Ends = Ends::then(&["<|call|>", "<|end|>", "<|return|>", START, CHANNEL], 3);
 
 /// The channels a header may name.
 const CHANNELS: &[&str] = &["analysis", "commentary", "final"];
@@ -102,7 +104,7 @@ impl Harmony {
             },
             Read::Body(used, body) => BlockStep::Body { used, body },
             Read::Call(used) => {
-                *self = Harmony::Call(Tagged::closed_by(CALL_ENDS));
+                *self = Harmony::Call(Tagged::ended_by(CALL_ENDS));
                 ctx.base += used;
                 let step = self.feed(&input[used..], ctx);
                 ctx.base -= used;

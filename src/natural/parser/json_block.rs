@@ -12,7 +12,54 @@ use crate::natural::scan::marker::{Found, MarkerFinder};
 use crate::{Error, InvalidCallKind};
 
 /// What ends a tagged or Hermes block.
-const CLOSE: &[&str] = &["</tool_call>"];
+const CLOSE: Ends = Ends::own(&["</tool_call>"]);
+
+/// The markers that end a block's arguments: its own closing markers first,
+/// then markers that start what follows (Harmony's next header), which end the
+/// block and are read again as prose.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Ends {
+    markers: &'static [&'static str],
+    /// How many of `markers`, from the first, are the block's own.
+    own: usize,
+}
+
+impl Ends {
+    /// Closing markers, all the block's own.
+    pub(super) const fn own(markers: &'static [&'static str]) -> Self {
+        Ends {
+            markers,
+            own: markers.len(),
+        }
+    }
+
+    /// The first `own` of `markers` close the block; the others start what
+    /// follows it.
+    pub(super) const fn then(markers: &'static [&'static str], own: usize) -> Self {
+        Ends { markers, own }
+    }
+
+    /// The step after marker `index`, which ends at byte `end` of the piece:
+    /// the block is done with it, or ends before it (the call's markup ends
+    /// there too) and it is read again.
+    fn step(
+        self,
+        index: usize,
+        end: usize,
+        ctx: &mut BlockContext<'_>,
+    ) -> Result<BlockStep, Error> {
+        if index < self.own {
+            ctx.end(ctx.pos(end))?;
+            return Ok(BlockStep::Done(end));
+        }
+        let start = ctx.pos(end) - self.markers[index].len();
+        ctx.end(start)?;
+        Ok(BlockStep::Ended {
+            at: end,
+            replay_from: start,
+        })
+    }
+}
 
 /// Matches one of a few expected literals, byte by byte, across pieces.
 #[derive(Debug)]
@@ -38,6 +85,11 @@ impl Expect {
             index: 0,
             matched: 0,
         }
+    }
+
+    /// The literal matched so far (the one matched, after [`Expected::Done`]).
+    pub(super) fn literal(&self) -> usize {
+        self.index
     }
 
     pub(super) fn feed(&mut self, input: &str) -> Expected {
@@ -126,19 +178,19 @@ enum Tail {
 }
 
 impl Tail {
-    fn junk(ctx: &mut BlockContext<'_>, message: &str, closes: &[&str]) -> Tail {
+    fn junk(ctx: &mut BlockContext<'_>, message: &str, ends: Ends) -> Tail {
         ctx.fault(InvalidCallKind::MalformedArguments, message);
-        Tail::Junk(MarkerFinder::new(closes.iter().copied()))
+        Tail::Junk(MarkerFinder::new(ends.markers.iter().copied()))
     }
 
-    /// Reads the tail from byte `pos` of the piece, up to one of `closes`;
-    /// `Done` when the block closed.
+    /// Reads the tail from byte `pos` of the piece, up to one of `ends`;
+    /// `Done` (or `Ended`) when the block closed.
     fn feed(
         &mut self,
         input: &str,
         mut pos: usize,
         ctx: &mut BlockContext<'_>,
-        closes: &'static [&'static str],
+        ends: Ends,
         on_close: &mut dyn FnMut(&mut BlockContext<'_>) -> Result<(), Error>,
     ) -> Result<BlockStep, Error> {
         let bytes = input.as_bytes();
@@ -149,33 +201,27 @@ impl Tail {
                     Some(offset) => {
                         pos += offset;
                         *self = if bytes[pos] == b'<' {
-                            Tail::Close(Expect::new(closes))
+                            Tail::Close(Expect::new(ends.markers))
                         } else {
-                            Tail::junk(ctx, "unexpected text after the arguments", closes)
+                            Tail::junk(ctx, "unexpected text after the arguments", ends)
                         };
                     }
                 },
                 Tail::Close(expect) => match expect.feed(&input[pos..]) {
                     Expected::More => pos = bytes.len(),
                     Expected::Done(used) => {
-                        pos += used;
                         on_close(ctx)?;
-                        ctx.end(ctx.pos(pos))?;
-                        return Ok(BlockStep::Done(pos));
+                        return ends.step(expect.literal(), pos + used, ctx);
                     }
                     Expected::Mismatch(at) => {
                         pos += at;
-                        let message = format!("expected `{}`", closes[0]);
-                        *self = Tail::junk(ctx, &message, closes);
+                        let message = format!("expected `{}`", ends.markers[0]);
+                        *self = Tail::junk(ctx, &message, ends);
                     }
                 },
                 Tail::Junk(finder) => match finder.find(&input[pos..], &mut |_| {}) {
                     Found::More => pos = bytes.len(),
-                    Found::Marker { end, .. } => {
-                        pos += end;
-                        ctx.end(ctx.pos(pos))?;
-                        return Ok(BlockStep::Done(pos));
-                    }
+                    Found::Marker { index, end } => return ends.step(index, pos + end, ctx),
                 },
             }
         }
@@ -190,7 +236,7 @@ pub(super) struct Tagged {
     state: TaggedState,
     fenced: bool,
     /// The markers that close the block.
-    closes: &'static [&'static str],
+    ends: Ends,
 }
 
 #[derive(Debug)]
@@ -216,15 +262,20 @@ enum TaggedState {
 impl Tagged {
     /// The arguments of `<tool_call name="F">`, closed by `</tool_call>`.
     pub(super) fn new() -> Self {
-        Tagged::closed_by(CLOSE)
+        Tagged::ended_by(CLOSE)
     }
 
     /// JSON arguments closed by one of `closes`.
     pub(super) fn closed_by(closes: &'static [&'static str]) -> Self {
+        Tagged::ended_by(Ends::own(closes))
+    }
+
+    /// JSON arguments ended by one of `ends`.
+    pub(super) fn ended_by(ends: Ends) -> Self {
         Tagged {
             state: TaggedState::Start,
             fenced: false,
-            closes,
+            ends,
         }
     }
 
@@ -249,11 +300,13 @@ impl Tagged {
                             ticks: 0,
                             closing: false,
                         },
-                        b'<' if start => TaggedState::After(Tail::Close(Expect::new(self.closes))),
+                        b'<' if start => {
+                            TaggedState::After(Tail::Close(Expect::new(self.ends.markers)))
+                        }
                         _ => TaggedState::After(Tail::junk(
                             ctx,
                             "expected JSON arguments",
-                            self.closes,
+                            self.ends,
                         )),
                     };
                 }
@@ -274,7 +327,7 @@ impl Tagged {
                             TaggedState::After(Tail::Space)
                         }
                         (false, _) => {
-                            TaggedState::After(Tail::junk(ctx, "a broken code fence", self.closes))
+                            TaggedState::After(Tail::junk(ctx, "a broken code fence", self.ends))
                         }
                     };
                 }
@@ -295,11 +348,13 @@ impl Tagged {
                         Scanned::Stray(at) => {
                             pos += at;
                             let verbatim = std::mem::take(verbatim);
-                            self.state =
-                                TaggedState::Cut(verbatim, Tail::Close(Expect::new(self.closes)));
+                            self.state = TaggedState::Cut(
+                                verbatim,
+                                Tail::Close(Expect::new(self.ends.markers)),
+                            );
                         }
                         Scanned::Invalid(_, message) => {
-                            self.state = TaggedState::After(Tail::junk(ctx, &message, self.closes));
+                            self.state = TaggedState::After(Tail::junk(ctx, &message, self.ends));
                         }
                     }
                 }
@@ -318,13 +373,13 @@ impl Tagged {
                             Some(_) => {}
                         }
                     }
-                    return tail.feed(input, pos, ctx, self.closes, &mut |_| Ok(()));
+                    return tail.feed(input, pos, ctx, self.ends, &mut |_| Ok(()));
                 }
                 TaggedState::Cut(verbatim, tail) => {
                     let closers = verbatim.unclosed();
                     let mut repair =
                         |ctx: &mut BlockContext<'_>| close_arguments(closers.clone(), ctx);
-                    return tail.feed(input, pos, ctx, self.closes, &mut repair);
+                    return tail.feed(input, pos, ctx, self.ends, &mut repair);
                 }
             }
         }
@@ -511,7 +566,7 @@ impl Hermes {
                 }
                 Scanned::Stray(at) => {
                     pos = at;
-                    self.tail = Some(Tail::Close(Expect::new(CLOSE)));
+                    self.tail = Some(Tail::Close(Expect::new(CLOSE.markers)));
                 }
                 Scanned::Invalid(_, message) => self.tail = Some(Tail::junk(ctx, &message, CLOSE)),
             }
