@@ -1,24 +1,56 @@
 //! JSON Schema checks of tool arguments, with validators compiled once per tool
 //! and shared across requests.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use jsonschema::Validator;
+use serde::de::IgnoredAny;
 use serde_json::Value;
 
 use crate::{Error, ToolSpec};
 
-/// Compiled validators by tool name. A tool whose schema changes is compiled
-/// again; one whose schema is the same reuses its validator.
+/// Compiled schemas by tool name. A tool whose schema changes is compiled
+/// again; one whose schema is the same reuses its compiled form.
 #[derive(Debug, Default)]
 pub(crate) struct SchemaCache {
-    validators: Mutex<HashMap<String, (Value, Arc<Validator>)>>,
+    validators: Mutex<HashMap<String, (Value, Arc<Compiled>)>>,
+}
+
+/// A tool's parameters schema, compiled: its validator, and how it types each
+/// of its named parameters (for the dialects that write values as raw text).
+#[derive(Debug)]
+pub(crate) struct Compiled {
+    pub(crate) validator: Validator,
+    /// Each property's kind, sorted by name.
+    kinds: Vec<(String, ParamKind)>,
+}
+
+impl Compiled {
+    fn new(schema: &Value, validator: Validator) -> Self {
+        let mut kinds: Vec<(String, ParamKind)> = schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|properties| properties.keys())
+            .map(|name| (name.clone(), ParamKind::of(schema, name)))
+            .collect();
+        kinds.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Compiled { validator, kinds }
+    }
+
+    /// How the schema types `param` ([`ParamKind::of`], looked up).
+    pub(crate) fn kind(&self, param: &str) -> ParamKind {
+        self.kinds
+            .binary_search_by(|(name, _)| name.as_str().cmp(param))
+            .map_or(ParamKind::Unknown, |at| self.kinds[at].1)
+    }
 }
 
 impl SchemaCache {
-    /// The validator of `tool`'s parameters schema.
-    pub(crate) fn validator(&self, tool: &ToolSpec) -> Result<Arc<Validator>, Error> {
+    /// `tool`'s parameters schema, compiled.
+    pub(crate) fn compiled(&self, tool: &ToolSpec) -> Result<Arc<Compiled>, Error> {
         let mut validators = self
             .validators
             .lock()
@@ -34,12 +66,12 @@ impl SchemaCache {
                 tool.name
             ))
         })?;
-        let validator = Arc::new(validator);
+        let compiled = Arc::new(Compiled::new(&tool.parameters, validator));
         validators.insert(
             tool.name.clone(),
-            (tool.parameters.clone(), validator.clone()),
+            (tool.parameters.clone(), compiled.clone()),
         );
-        Ok(validator)
+        Ok(compiled)
     }
 }
 
@@ -110,15 +142,20 @@ impl ParamKind {
         }
     }
 
-    /// The JSON value for raw text of this kind.
-    pub(crate) fn value(self, raw: &str) -> Value {
-        if self != ParamKind::String
-            && let Ok(value) = serde_json::from_str::<Value>(raw.trim())
-            && (self == ParamKind::Json || !value.is_string())
-        {
-            return value;
+    /// The JSON text of raw text of this kind: the trimmed text itself when
+    /// it is JSON of this kind (a string is never JSON, unknown is JSON when
+    /// it is not a JSON string), else the text as a JSON string.
+    pub(crate) fn json(self, raw: &str) -> Cow<'_, str> {
+        let trimmed = raw.trim();
+        let json = match self {
+            ParamKind::String => false,
+            ParamKind::Json => true,
+            ParamKind::Unknown => !trimmed.starts_with('"'),
+        };
+        if json && serde_json::from_str::<IgnoredAny>(trimmed).is_ok() {
+            return Cow::Borrowed(trimmed);
         }
-        Value::String(raw.to_owned())
+        Cow::Owned(Value::String(raw.to_owned()).to_string())
     }
 }
 
@@ -127,14 +164,25 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The value [`ParamKind::json`] stands for, built the plain way.
+    fn value(kind: ParamKind, raw: &str) -> Value {
+        if kind != ParamKind::String
+            && let Ok(value) = serde_json::from_str::<Value>(raw.trim())
+            && (kind == ParamKind::Json || !value.is_string())
+        {
+            return value;
+        }
+        Value::String(raw.to_owned())
+    }
+
     #[test]
     fn validators_are_compiled_once_per_schema() {
         let cache = SchemaCache::default();
         let tool = ToolSpec::new("t", "", json!({"type": "object", "required": ["a"]}));
-        let first = cache.validator(&tool).unwrap();
-        assert!(Arc::ptr_eq(&first, &cache.validator(&tool).unwrap()));
+        let first = cache.compiled(&tool).unwrap();
+        assert!(Arc::ptr_eq(&first, &cache.compiled(&tool).unwrap()));
         let changed = ToolSpec::new("t", "", json!({"type": "object"}));
-        assert!(!Arc::ptr_eq(&first, &cache.validator(&changed).unwrap()));
+        assert!(!Arc::ptr_eq(&first, &cache.compiled(&changed).unwrap()));
     }
 
     #[test]
@@ -145,9 +193,9 @@ mod tests {
             "",
             json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n", "m"]}),
         );
-        let validator = cache.validator(&tool).unwrap();
-        assert!(check(&validator, "t", &json!({"n": 1, "m": 0})).is_ok());
-        let message = check(&validator, "t", &json!({"n": "x"})).unwrap_err();
+        let validator = &cache.compiled(&tool).unwrap().validator;
+        assert!(check(validator, "t", &json!({"n": 1, "m": 0})).is_ok());
+        let message = check(validator, "t", &json!({"n": "x"})).unwrap_err();
         assert!(
             message.contains("`/n`") && message.contains("\"m\""),
             "{message}"
@@ -159,7 +207,7 @@ mod tests {
         let cache = SchemaCache::default();
         let tool = ToolSpec::new("t", "", json!({"type": 12}));
         assert!(matches!(
-            cache.validator(&tool),
+            cache.compiled(&tool),
             Err(Error::InvalidRequest(_))
         ));
     }
@@ -179,10 +227,32 @@ mod tests {
             kinds,
             vec![String, Json, String, Unknown, String, Unknown, Unknown]
         );
-        assert_eq!(Json.value(" 42\n"), json!(42));
-        assert_eq!(Json.value("not json"), json!("not json"));
-        assert_eq!(Unknown.value("[1, 2]"), json!([1, 2]));
-        assert_eq!(Unknown.value("\"quoted\""), json!("\"quoted\""));
-        assert_eq!(String.value("42"), json!("42"));
+        // The compiled schema looks the same kinds up.
+        let compiled = SchemaCache::default()
+            .compiled(&ToolSpec::new("t", "", schema))
+            .unwrap();
+        let looked_up: Vec<ParamKind> = ["s", "n", "o", "m", "e", "x", "missing"]
+            .iter()
+            .map(|p| compiled.kind(p))
+            .collect();
+        assert_eq!(looked_up, kinds);
+        for (kind, raw) in [
+            (Json, " 42\n"),
+            (Json, "not json"),
+            (Json, "\"quoted\""),
+            (Json, "{\"a\": [1, 2.5]}"),
+            (Unknown, "[1, 2]"),
+            (Unknown, "\"quoted\""),
+            (Unknown, "two words"),
+            (String, "7"),
+        ] {
+            let json: Value = serde_json::from_str(&kind.json(raw)).unwrap();
+            assert_eq!(json, value(kind, raw), "{kind:?} {raw:?}");
+        }
+        assert_eq!(value(Json, " 42\n"), json!(42));
+        assert_eq!(value(Json, "not json"), json!("not json"));
+        assert_eq!(value(Unknown, "[1, 2]"), json!([1, 2]));
+        assert_eq!(value(Unknown, "\"quoted\""), json!("\"quoted\""));
+        assert_eq!(value(String, "42"), json!("42"));
     }
 }

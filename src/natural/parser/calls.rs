@@ -9,6 +9,7 @@ use super::tools::{Lookup, ToolTable};
 use crate::Error;
 use crate::message::ToolCallDelta;
 use crate::message::{Event, InvalidCall, InvalidCallKind, Message, Metadata, Role, TextMessage};
+use crate::schema::ParamKind;
 use crate::service::Output;
 
 /// The stage name in errors.
@@ -228,10 +229,13 @@ impl BlockContext<'_> {
         raw
     }
 
-    /// The schema of the current call's tool, when it has one.
-    pub(super) fn schema(&self) -> Option<&serde_json::Value> {
-        let tool = self.calls.current.as_ref()?.tool?;
-        Some(&self.tools.entry(tool).spec.parameters)
+    /// How the schema of the current call's tool types `param` (unknown
+    /// without a known tool).
+    pub(super) fn param_kind(&self, param: &str) -> ParamKind {
+        match self.calls.current.as_ref().and_then(|call| call.tool) {
+            Some(tool) => self.tools.param_kind(tool, param),
+            None => ParamKind::Unknown,
+        }
     }
 
     /// True when the current call has no argument text yet.

@@ -3,11 +3,10 @@
 
 use std::sync::Arc;
 
-use jsonschema::Validator;
 use serde_json::Value;
 
 use crate::message::InvalidCallKind;
-use crate::schema::SchemaCache;
+use crate::schema::{Compiled, ParamKind, SchemaCache};
 use crate::{Error, ToolChoice, ToolSpec};
 
 /// The tools of one request, and the calls its `tool_choice` allows.
@@ -17,11 +16,11 @@ pub(super) struct ToolTable {
     choice: Option<ToolChoice>,
 }
 
-/// One tool and its compiled validator.
+/// One tool and its compiled schema.
 #[derive(Debug)]
 pub(super) struct Entry {
     pub(super) spec: ToolSpec,
-    pub(super) validator: Option<Arc<Validator>>,
+    schema: Arc<Compiled>,
 }
 
 /// The result of looking a name up.
@@ -47,7 +46,7 @@ impl ToolTable {
             .iter()
             .map(|spec| {
                 Ok(Entry {
-                    validator: Some(cache.validator(spec)?),
+                    schema: cache.compiled(spec)?,
                     spec: spec.clone(),
                 })
             })
@@ -83,6 +82,11 @@ impl ToolTable {
         &self.entries[index]
     }
 
+    /// How the schema of the tool at index `tool` types `param`.
+    pub(super) fn param_kind(&self, tool: usize, param: &str) -> ParamKind {
+        self.entries[tool].schema.kind(param)
+    }
+
     /// Checks a call's arguments: JSON, an object, and — for a call of the
     /// tool at index `tool` — the tool's schema.
     pub(super) fn check(
@@ -109,11 +113,8 @@ impl ToolTable {
         let Some(entry) = tool.map(|tool| self.entry(tool)) else {
             return Ok(());
         };
-        match &entry.validator {
-            Some(validator) => crate::schema::check(validator, &entry.spec.name, &arguments)
-                .map_err(|message| (InvalidCallKind::SchemaViolation, message)),
-            None => Ok(()),
-        }
+        crate::schema::check(&entry.schema.validator, &entry.spec.name, &arguments)
+            .map_err(|message| (InvalidCallKind::SchemaViolation, message))
     }
 
     /// The tool names, for error messages.

@@ -100,6 +100,12 @@ pub(super) struct Xml {
     key: Option<String>,
     /// Reads the tags of the block; one reader, kept with its memory.
     tags: TagReader,
+    /// The raw text of a value typed other than string, converted when it
+    /// ends; kept with its memory, as is `held`.
+    buffer: String,
+    /// A value's `</parameter>` and the whitespace after it, until what
+    /// follows shows whether it ended the value.
+    held: String,
 }
 
 #[derive(Debug)]
@@ -125,8 +131,6 @@ enum State {
 struct Param {
     kind: ParamKind,
     scan: ValueScan,
-    /// Raw text of a value typed other than string, converted when it ends.
-    buffer: String,
 }
 
 impl Xml {
@@ -189,6 +193,8 @@ impl Xml {
             args_closed: false,
             key: None,
             tags: TagReader::default(),
+            buffer: String::new(),
+            held: String::new(),
         }
     }
 
@@ -348,12 +354,17 @@ impl Xml {
                     }
                 },
                 State::Param(param) => {
-                    let Param { kind, scan, buffer } = param;
+                    let Param { kind, scan } = param;
                     let kind = *kind;
+                    let buffer = &mut self.buffer;
                     let limit = ctx.calls.limit;
                     let mut failed = None;
-                    let step =
-                        scan.feed(&self.names, &mut self.tags, &input[pos..], &mut |piece| {
+                    let step = scan.feed(
+                        &self.names,
+                        &mut self.tags,
+                        &mut self.held,
+                        &input[pos..],
+                        &mut |piece| {
                             if failed.is_some() {
                                 return;
                             }
@@ -378,7 +389,8 @@ impl Xml {
                             if let Err(error) = result {
                                 failed = Some(error);
                             }
-                        });
+                        },
+                    );
                     if let Some(error) = failed {
                         return Err(error);
                     }
@@ -448,9 +460,7 @@ impl Xml {
                         format!("malformed parameter name in `{raw}`"),
                     );
                 }
-                let kind = ctx
-                    .schema()
-                    .map_or(ParamKind::Unknown, |schema| ParamKind::of(schema, param));
+                let kind = ctx.param_kind(param);
                 self.start_value(param, kind, ctx)?;
             } else if ends_block || (tag.closes(&names.call) && names.style != Style::Inline) {
                 self.end_call(raw_end, ctx)?;
@@ -468,12 +478,11 @@ impl Xml {
             return Ok(false);
         }
         if let Some(name) = names.name_of(tag, &names.call) {
-            let name = name.to_owned();
             self.space.clear();
             self.seen_call = true;
             self.end_call(raw_start, ctx)?;
             ctx.begin(raw_start);
-            ctx.name(&name);
+            ctx.name(name);
             self.state = State::InCall;
         } else if ends_block {
             self.space.clear();
@@ -502,9 +511,7 @@ impl Xml {
                 format!("malformed argument key before `{raw}`"),
             );
         }
-        let kind = ctx
-            .schema()
-            .map_or(ParamKind::Unknown, |schema| ParamKind::of(schema, key));
+        let kind = ctx.param_kind(key);
         self.start_value(key, kind, ctx)
     }
 
@@ -528,10 +535,10 @@ impl Xml {
         } else {
             "\": "
         })?;
+        self.buffer.clear();
         self.state = State::Param(Param {
             kind,
             scan: ValueScan::new(),
-            buffer: String::new(),
         });
         Ok(())
     }
@@ -543,8 +550,7 @@ impl Xml {
         if param.kind == ParamKind::String {
             return ctx.args("\"");
         }
-        let json = param.kind.value(&param.buffer).to_string();
-        ctx.args(&json)
+        ctx.args(&param.kind.json(&self.buffer))
     }
 
     /// The text ended inside the block; false when it held no call (it was not
@@ -645,7 +651,6 @@ enum ValueState {
     /// After `</parameter>`: whitespace so far, then maybe a tag (`tag`: one
     /// is being read).
     AfterClose {
-        held: String,
         tag: bool,
     },
 }
@@ -697,11 +702,13 @@ impl ValueScan {
     }
 
     /// Reads the value on in `input`, its tags with `tags` (the block's
-    /// reader: a structural tag that ends the value is left in it).
+    /// reader: a structural tag that ends the value is left in it), a
+    /// `</parameter>` and what follows it in `held`.
     fn feed(
         &mut self,
         names: &Names,
         tags: &mut TagReader,
+        held: &mut String,
         input: &str,
         out: &mut impl FnMut(&str),
     ) -> ValueStep {
@@ -733,10 +740,9 @@ impl ValueScan {
                         self.state = ValueState::Text;
                         let tag = tags.tag();
                         if tag.closes(&names.param) {
-                            self.state = ValueState::AfterClose {
-                                held: tags.raw().to_owned(),
-                                tag: false,
-                            };
+                            held.clear();
+                            held.push_str(tags.raw());
+                            self.state = ValueState::AfterClose { tag: false };
                         } else if Self::structural(names, tag) {
                             return ValueStep::End {
                                 used: pos,
@@ -747,7 +753,7 @@ impl ValueScan {
                         }
                     }
                 },
-                ValueState::AfterClose { held, tag: false } => {
+                ValueState::AfterClose { tag: false } => {
                     let spaces = bytes[pos..].iter().take_while(|&&b| is_space(b)).count();
                     held.push_str(&input[pos..pos + spaces]);
                     pos += spaces;
@@ -761,23 +767,20 @@ impl ValueScan {
                             *tag = true;
                         }
                     } else {
-                        let held = std::mem::take(held);
                         self.state = ValueState::Text;
-                        self.content(&held, out);
+                        self.content(held, out);
                     }
                 }
-                ValueState::AfterClose { held, tag: true } => match tags.feed(&input[pos..]) {
+                ValueState::AfterClose { tag: true } => match tags.feed(&input[pos..]) {
                     TagStep::More => return ValueStep::More,
                     TagStep::NotATag(at) => {
                         pos += at;
-                        let held = std::mem::take(held);
                         self.state = ValueState::Text;
-                        self.content(&held, out);
+                        self.content(held, out);
                         self.content(tags.raw(), out);
                     }
                     TagStep::Done(used) => {
                         pos += used;
-                        let held = std::mem::take(held);
                         self.state = ValueState::Text;
                         if Self::structural(names, tags.tag()) {
                             return ValueStep::End {
@@ -785,7 +788,7 @@ impl ValueScan {
                                 tag: true,
                             };
                         }
-                        self.content(&held, out);
+                        self.content(held, out);
                         self.content(tags.raw(), out);
                     }
                 },

@@ -75,6 +75,8 @@ pub(crate) struct TagReader {
     limit: usize,
     attr: String,
     value: String,
+    /// Emptied strings of earlier tags' attributes, reused for the next ones.
+    spare: Vec<String>,
 }
 
 fn name_start(c: char) -> bool {
@@ -107,6 +109,7 @@ impl Default for TagReader {
             limit: TAG_LIMIT,
             attr: String::new(),
             value: String::new(),
+            spare: Vec::new(),
         }
     }
 }
@@ -124,6 +127,7 @@ impl TagReader {
             limit,
             attr: String::new(),
             value: String::new(),
+            spare: Vec::new(),
         }
     }
 
@@ -133,8 +137,15 @@ impl TagReader {
         self.raw.push('<');
         self.tag.closing = false;
         self.tag.name.clear();
-        self.tag.attrs.clear();
-        self.tag.inline = None;
+        for (mut attr, mut value) in self.tag.attrs.drain(..) {
+            attr.clear();
+            value.clear();
+            self.spare.extend([attr, value]);
+        }
+        if let Some(mut inline) = self.tag.inline.take() {
+            inline.clear();
+            self.spare.push(inline);
+        }
         self.state = State::Open;
         self.attr.clear();
         self.value.clear();
@@ -247,8 +258,10 @@ impl TagReader {
                 (State::BeforeValue, c) if c.is_ascii_whitespace() => State::BeforeValue,
                 (State::BeforeValue, '"' | '\'') => State::Value(c as u8),
                 (State::Value(quote), c) if c as u32 == quote as u32 => {
-                    let attr = std::mem::take(&mut self.attr);
-                    let value = std::mem::take(&mut self.value);
+                    let attr =
+                        std::mem::replace(&mut self.attr, self.spare.pop().unwrap_or_default());
+                    let value =
+                        std::mem::replace(&mut self.value, self.spare.pop().unwrap_or_default());
                     self.tag.attrs.push((attr, value));
                     State::Space
                 }
@@ -257,7 +270,9 @@ impl TagReader {
                     self.state
                 }
                 (State::Inline, '>') => {
-                    self.tag.inline = Some(std::mem::take(&mut self.value));
+                    let value =
+                        std::mem::replace(&mut self.value, self.spare.pop().unwrap_or_default());
+                    self.tag.inline = Some(value);
                     self.raw.push(c);
                     return Some(TagStep::Done(at + 1));
                 }
