@@ -168,6 +168,9 @@ impl TagReader {
 
     /// Reads from `input`.
     pub(crate) fn feed(&mut self, input: &str) -> TagStep {
+        if let Some(step) = self.plain(input) {
+            return step;
+        }
         let bytes = input.as_bytes();
         let mut at = 0;
         while at < bytes.len() {
@@ -201,6 +204,29 @@ impl TagReader {
             at += c.len_utf8();
         }
         TagStep::More
+    }
+
+    /// A whole plain tag, `name>` or `/name>`, at the start of a new tag's
+    /// `input`, read at once (the common case: a tag streamed as one token).
+    fn plain(&mut self, input: &str) -> Option<TagStep> {
+        if self.state != State::Open || self.raw.len() != 1 {
+            return None;
+        }
+        let bytes = input.as_bytes();
+        let closing = bytes.first() == Some(&b'/');
+        let name = &bytes[usize::from(closing)..];
+        if !name.first().is_some_and(|&b| name_start(char::from(b))) {
+            return None;
+        }
+        let len = name.iter().position(|&b| !name_byte(b))?;
+        let end = usize::from(closing) + len;
+        if bytes[end] != b'>' || self.raw.len() + end + 1 > self.limit {
+            return None;
+        }
+        self.tag.closing = closing;
+        self.tag.name.push_str(&input[end - len..end]);
+        self.raw.push_str(&input[..=end]);
+        Some(TagStep::Done(end + 1))
     }
 
     /// How many bytes at the start of `bytes` leave the state as it is and
