@@ -520,21 +520,29 @@ fn cases(default: u32) -> ProptestConfig {
     ProptestConfig::with_cases(cases.unwrap_or(default))
 }
 
+/// Any dialect the transformer writes.
 fn dialect() -> impl Strategy<Value = RenderDialect> {
-    prop_oneof![Just(RenderDialect::Tagged), Just(RenderDialect::Hermes)]
+    prop::sample::select(RenderDialect::ALL.to_vec())
+}
+
+/// The parser that reads what `dialect` writes.
+fn reader(dialect: RenderDialect) -> NaturalToolUseParser {
+    NaturalToolUseParser::new().dialect(dialect.dialect())
 }
 
 fn consolidation() -> impl Strategy<Value = Consolidation> {
     prop_oneof![Just(Consolidation::Split), Just(Consolidation::Single)]
 }
 
-/// A transformer in any dialect and form, with or without ids.
-fn transformer() -> impl Strategy<Value = NaturalToolUseTransformer> {
+/// A transformer in any dialect and form, with or without ids, and its
+/// dialect.
+fn transformer() -> impl Strategy<Value = (RenderDialect, NaturalToolUseTransformer)> {
     (dialect(), consolidation(), any::<bool>()).prop_map(|(dialect, consolidation, ids)| {
-        NaturalToolUseTransformer::new()
+        let transformer = NaturalToolUseTransformer::new()
             .dialect(dialect)
             .consolidation(consolidation)
-            .call_ids(ids)
+            .call_ids(ids);
+        (dialect, transformer)
     })
 }
 
@@ -544,12 +552,12 @@ proptest! {
     #[test]
     fn read_history_of_render_gives_the_aggregates_back(
         aggregates in prop::collection::vec(aggregate(), 1..3),
-        transformer in transformer(),
+        (dialect, transformer) in transformer(),
     ) {
         let mut history = vec![Message::user("go")];
         history.extend(aggregates);
         let rendered = transformer.render(history.clone()).unwrap();
-        let read = NaturalToolUseParser::new().read_history(rendered.clone(), &[]).unwrap();
+        let read = reader(dialect).read_history(rendered.clone(), &[]).unwrap();
         prop_assert_eq!(read, history, "rendered: {:#?}", rendered);
     }
 
@@ -559,7 +567,7 @@ proptest! {
         before in "[ -~é\n]{0,20}",
         after in "[ -~é\n]{0,20}",
         seed in any::<u64>(),
-        transformer in transformer(),
+        (_, transformer) in transformer(),
     ) {
         let mut messages = Vec::new();
         if !before.is_empty() { messages.push(Message::assistant(before)); }
@@ -729,8 +737,12 @@ proptest! {
     #![proptest_config(cases(128))]
 
     #[test]
-    fn transcripts_read_the_same_in_any_chunking(aggregate in aggregate(), seed in any::<u64>()) {
-        let rendered = render(vec![aggregate]);
+    fn transcripts_read_the_same_in_any_chunking(
+        aggregate in aggregate(),
+        seed in any::<u64>(),
+        (dialect, transformer) in transformer(),
+    ) {
+        let rendered = transformer.render(vec![aggregate]).unwrap();
         let text: String = rendered
             .iter()
             .flat_map(|m| match m {
@@ -740,7 +752,7 @@ proptest! {
             })
             .collect::<Vec<_>>()
             .join("\n");
-        let parser = NaturalToolUseParser::new().transcript(true);
+        let parser = reader(dialect).transcript(true);
         let whole = parser.parse(&text, &[]).unwrap();
         let mut machine = parser.machine(&[], 0).unwrap();
         let mut out = lmstack::service::Output::new();
@@ -1126,6 +1138,7 @@ proptest! {
         want.extend(before.map(|text| Message::assistant(format!("{text}\n"))));
         want.extend(aggregates);
         want.extend(after.map(Message::assistant));
-        prop_assert_eq!(read(rendered.clone()), want, "rendered: {:#?}", rendered);
+        let read = reader(dialect).read_history(rendered.clone(), &[]).unwrap();
+        prop_assert_eq!(read, want, "rendered: {:#?}", rendered);
     }
 }

@@ -243,7 +243,7 @@ impl NaturalToolUseTransformer {
         TransformerMachine {
             style: Style {
                 dialect: self.dialect,
-                ids: self.call_ids,
+                ids: self.call_ids && self.dialect.writes_ids(),
             },
             consolidation: self.consolidation,
             call_limit: self.call_limit,
@@ -485,15 +485,11 @@ impl TransformerMachine {
         }
     }
 
-    /// Appends calls, separated by `---` lines, to the assistant text.
+    /// Appends calls, joined as the dialect joins several, to the assistant
+    /// text.
     fn append_calls(&mut self, calls: &[ToolCall], metadata: Metadata, out: &mut Output) {
         let mut text = String::new();
-        for (i, call) in calls.iter().enumerate() {
-            if i > 0 {
-                text.push_str(SEPARATOR);
-            }
-            format::write_call(&mut text, call, self.style.dialect, self.style.ids);
-        }
+        format::write_calls(&mut text, calls, self.style.dialect, self.style.ids);
         let metadata = self.with_ids(metadata, calls.iter().map(|call| &call.id));
         self.append(text, metadata, out);
     }
