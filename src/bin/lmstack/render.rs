@@ -15,8 +15,9 @@ use crate::show::print_json_line;
 /// Renders tool calls and results of canonical messages as natural text.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The dialect to write: tagged (`<tool_call name="F">`) or hermes (Qwen
-    /// family).
+    /// The dialect to write: tagged (`<tool_call name="F">`), hermes (Qwen
+    /// family), or a family's own call form: mistral, llama3-json, pythonic,
+    /// kimi-k2, deepseek, glm, harmony, minimax, granite.
     #[arg(long, default_value = "tagged")]
     dialect: RenderDialect,
     /// Where results go: split (the calls in an assistant message, the results
