@@ -423,6 +423,9 @@ fn json_value() -> impl Strategy<Value = Value> {
         any::<bool>().prop_map(Value::Bool),
         any::<i32>().prop_map(Value::from),
         "[ -~é°</>{}\\[\\]\"\\\\\n]{0,12}".prop_map(Value::from),
+        // Strings that read as other values, or lose a newline, in a raw form.
+        "(-?[0-9]{1,3}|true|null|\\[1\\]|\n[a-z]{0,3}|[a-z]{0,3}\n|</arg_value>|</parameter>)"
+            .prop_map(Value::from),
     ];
     leaf.prop_recursive(3, 16, 4, |inner| {
         prop_oneof![
@@ -433,8 +436,9 @@ fn json_value() -> impl Strategy<Value = Value> {
     })
 }
 
+/// Arguments; a key with `-` is no Python identifier.
 fn arguments() -> impl Strategy<Value = Value> {
-    prop::collection::btree_map("[a-z_]{1,8}", json_value(), 0..4)
+    prop::collection::btree_map("[a-z_][a-z_-]{0,7}", json_value(), 0..4)
         .prop_map(|m| Value::Object(m.into_iter().collect()))
 }
 
@@ -489,7 +493,8 @@ fn aggregate() -> impl Strategy<Value = Message> {
     prop::collection::vec(
         (
             id(),
-            "[A-Za-z_]{1,10}",
+            // Some names no family writes bare: they fall back to tagged.
+            "[A-Za-z_]([A-Za-z_.: -]{0,8}[A-Za-z_])?",
             arguments(),
             content(),
             any::<bool>(),

@@ -1,7 +1,8 @@
 //! The text form of tool calls and tool results: written by the transformer,
 //! read back by the parser. Both sides live here so that they cannot drift apart.
 //!
-//! A call, in the two dialects the transformer writes:
+//! A call, in the tagged and Hermes dialects (the families' own forms are
+//! listed at [`RenderDialect`]):
 //!
 //! ```text
 //! <tool_call name="get_weather" id="call_1">
@@ -198,9 +199,7 @@ impl RenderDialect {
                     && object.is_some_and(|args| args.keys().all(|key| identifier(key)))
             }
             RenderDialect::Mistral => {
-                bare_name(&call.name)
-                    && object.is_some()
-                    && (!ids || (bare_name(&call.id) && call.id.len() <= 256))
+                bare_name(&call.name) && object.is_some() && (!ids || bare_name(&call.id))
             }
             RenderDialect::KimiK2 | RenderDialect::DeepSeek | RenderDialect::Harmony => {
                 bare_name(&call.name) && object.is_some()
@@ -246,18 +245,23 @@ const KIMI_SECTION: (&str, &str) = ("<|tool_calls_section_begin|>", "<|tool_call
 /// DeepSeek's section markers.
 const DEEPSEEK_SECTION: (&str, &str) = ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>");
 
-/// A name a form writes bare: ASCII letters, digits, `_`, `-`, `.`.
+/// The longest name (or Mistral id) the parser reads bare.
+const NAME_LIMIT: usize = 256;
+
+/// A name a form writes bare: ASCII letters, digits, `_`, `-`, `.`, at most
+/// [`NAME_LIMIT`] bytes.
 fn bare_name(name: &str) -> bool {
-    !name.is_empty()
+    (1..=NAME_LIMIT).contains(&name.len())
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
 /// A Python keyword-argument or function name: ASCII letters, digits, `_`,
-/// not starting with a digit.
+/// not starting with a digit, at most [`NAME_LIMIT`] bytes.
 fn identifier(name: &str) -> bool {
-    name.bytes().next().is_some_and(|b| !b.is_ascii_digit())
+    name.len() <= NAME_LIMIT
+        && name.bytes().next().is_some_and(|b| !b.is_ascii_digit())
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
@@ -1258,7 +1262,13 @@ mod tests {
             );
         }
         let spaced = ToolCall::new("c 1", "get weather", json!({}));
-        for dialect in [RenderDialect::KimiK2, RenderDialect::Mistral] {
+        let long = ToolCall::new("c1", "f".repeat(NAME_LIMIT + 1), json!({}));
+        for dialect in [
+            RenderDialect::KimiK2,
+            RenderDialect::Mistral,
+            RenderDialect::Pythonic,
+        ] {
+            assert!(written(dialect, std::slice::from_ref(&long)).starts_with("<tool_call name="));
             assert!(
                 written(dialect, std::slice::from_ref(&spaced)).starts_with("<tool_call name=")
             );
@@ -1268,6 +1278,46 @@ mod tests {
             written(RenderDialect::Mistral, &[odd_id]),
             "<tool_call name=\"f\" id=\"call 1\">\n{}\n</tool_call>"
         );
+    }
+
+    #[test]
+    fn every_family_is_written_in_its_own_form() {
+        for (model, dialect) in [
+            ("Qwen/Qwen2.5-7B-Instruct", RenderDialect::Hermes),
+            ("Qwen/Qwen3-Coder-30B-A3B-Instruct", RenderDialect::Hermes),
+            ("NousResearch/Hermes-3-Llama-3.1-8B", RenderDialect::Hermes),
+            (
+                "mistralai/Mistral-Small-3.2-24B-Instruct-2506",
+                RenderDialect::Mistral,
+            ),
+            ("mistralai/Devstral-Small-2507", RenderDialect::Mistral),
+            ("mistralai/Magistral-Small-2509", RenderDialect::Mistral),
+            (
+                "meta-llama/Llama-3.1-8B-Instruct",
+                RenderDialect::Llama3Json,
+            ),
+            (
+                "meta-llama/Llama-3.3-70B-Instruct",
+                RenderDialect::Llama3Json,
+            ),
+            ("meta-llama/Llama-3.2-3B-Instruct", RenderDialect::Pythonic),
+            (
+                "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+                RenderDialect::Pythonic,
+            ),
+            ("moonshotai/Kimi-K2-Instruct-0905", RenderDialect::KimiK2),
+            ("deepseek-ai/DeepSeek-V3.1", RenderDialect::DeepSeek),
+            ("zai-org/GLM-4.6", RenderDialect::Glm),
+            ("openai/gpt-oss-20b", RenderDialect::Harmony),
+            ("MiniMaxAI/MiniMax-M2", RenderDialect::MiniMax),
+            (
+                "ibm-granite/granite-3.3-8b-instruct",
+                RenderDialect::Granite,
+            ),
+            ("HuggingFaceTB/SmolLM2-135M-Instruct", RenderDialect::Tagged),
+        ] {
+            assert_eq!(RenderDialect::for_model(model), dialect, "{model}");
+        }
     }
 
     #[test]
