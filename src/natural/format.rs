@@ -146,6 +146,17 @@ impl RenderDialect {
         }
     }
 
+    /// The parser's dialect to read this one with when the text may hold
+    /// other forms too: `auto` when it reads this form (tagged, Hermes, GLM,
+    /// MiniMax), else [`dialect`](Self::dialect).
+    pub fn read_by(self) -> Dialect {
+        if Dialect::Auto.reads(self.dialect()) {
+            Dialect::Auto
+        } else {
+            self.dialect()
+        }
+    }
+
     /// The CLI name: the name of the parser's dialect that reads it
     /// (`tagged`, `hermes`, `mistral`, `llama3-json`, `pythonic`, `kimi-k2`,
     /// `deepseek`, `glm`, `harmony`, `minimax`, `granite`).

@@ -113,17 +113,12 @@ impl NaturalToolUse {
     }
 
     /// The dialect the history and the prompt's examples are written in
-    /// (`Tagged` by default); the reply is then read by `auto` when it reads
-    /// that form (tagged, Hermes, GLM, MiniMax), else by the family's own
-    /// dialect. [`parser`](Self::parser) set after this one wins.
+    /// (`Tagged` by default); the reply is then read by
+    /// [`RenderDialect::read_by`]: `auto` when it reads that form, else the
+    /// family's own dialect. [`parser`](Self::parser) set after this one wins.
     pub fn dialect(mut self, dialect: RenderDialect) -> Self {
         self.transformer = self.transformer.dialect(dialect);
-        let read = if Dialect::Auto.reads(dialect.dialect()) {
-            Dialect::Auto
-        } else {
-            dialect.dialect()
-        };
-        self.parser = self.parser.dialect(read);
+        self.parser = self.parser.dialect(dialect.read_by());
         self
     }
 

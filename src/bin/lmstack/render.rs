@@ -31,8 +31,9 @@ pub struct Args {
     /// `--read` gives them back.
     #[arg(long)]
     no_ids: bool,
-    /// The reverse: read messages written in this format back into canonical
-    /// messages, calls and results paired into `tool_aggregate`s.
+    /// The reverse: read messages written in this format (in `--dialect`)
+    /// back into canonical messages, calls and results paired into
+    /// `tool_aggregate`s.
     #[arg(long)]
     read: bool,
     #[command(flatten)]
@@ -65,7 +66,9 @@ fn render(args: Args) -> Result<(), Error> {
         messages.push(message);
     }
     let messages = if args.read {
-        NaturalToolUseParser::new().read_history(messages, &[])?
+        NaturalToolUseParser::new()
+            .dialect(args.dialect.read_by())
+            .read_history(messages, &[])?
     } else {
         NaturalToolUseTransformer::new()
             .dialect(args.dialect)
