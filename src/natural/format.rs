@@ -112,24 +112,16 @@ impl RenderDialect {
     /// ```
     pub fn for_model(model: &str) -> Self {
         match Dialect::for_model(model) {
-            Dialect::Hermes | Dialect::Qwen3Coder => RenderDialect::Hermes,
-            Dialect::Mistral => RenderDialect::Mistral,
-            Dialect::Llama3Json => RenderDialect::Llama3Json,
-            Dialect::Pythonic => RenderDialect::Pythonic,
-            Dialect::KimiK2 => RenderDialect::KimiK2,
-            Dialect::DeepSeek => RenderDialect::DeepSeek,
-            Dialect::Glm => RenderDialect::Glm,
-            Dialect::Harmony => RenderDialect::Harmony,
-            Dialect::MiniMax => RenderDialect::MiniMax,
-            Dialect::Granite => RenderDialect::Granite,
-            Dialect::Auto | Dialect::Tagged | Dialect::ClaudeXml | Dialect::Json => {
-                RenderDialect::Tagged
-            }
+            Dialect::Qwen3Coder => RenderDialect::Hermes,
+            native => RenderDialect::ALL
+                .into_iter()
+                .find(|written| written.dialect() == native)
+                .unwrap_or_default(),
         }
     }
 
-    /// The parser's dialect that reads what this one writes (it also reads
-    /// the tagged form this one falls back to).
+    /// The parser's dialect that reads what this one writes (a family's
+    /// dialect also reads the tagged form its form falls back to).
     pub fn dialect(self) -> Dialect {
         match self {
             RenderDialect::Tagged => Dialect::Tagged,
@@ -180,8 +172,12 @@ impl RenderDialect {
             RenderDialect::Mistral | RenderDialect::Harmony => ("", "", ""),
             RenderDialect::Llama3Json | RenderDialect::Glm => ("", "\n", ""),
             RenderDialect::Pythonic => ("[", ", ", "]"),
-            RenderDialect::KimiK2 => (KIMI_SECTION.0, "", KIMI_SECTION.1),
-            RenderDialect::DeepSeek => (DEEPSEEK_SECTION.0, "", DEEPSEEK_SECTION.1),
+            RenderDialect::KimiK2 => (
+                "<|tool_calls_section_begin|>",
+                "",
+                "<|tool_calls_section_end|>",
+            ),
+            RenderDialect::DeepSeek => ("<｜tool▁calls▁begin｜>", "", "<｜tool▁calls▁end｜>"),
             RenderDialect::MiniMax => ("<minimax:tool_call>\n", "\n", "\n</minimax:tool_call>"),
             RenderDialect::Granite => ("<|tool_call|>[", ", ", "]"),
         }
@@ -249,12 +245,6 @@ impl std::str::FromStr for RenderDialect {
             })
     }
 }
-
-/// Kimi K2's section markers.
-const KIMI_SECTION: (&str, &str) = ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>");
-
-/// DeepSeek's section markers.
-const DEEPSEEK_SECTION: (&str, &str) = ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>");
 
 /// The longest name (or Mistral id) the parser reads bare.
 const NAME_LIMIT: usize = 256;
