@@ -174,6 +174,14 @@ fn render_writes_calls_and_results_as_text_and_read_reverses_it() {
     assert!(String::from_utf8(hermes.stdout).unwrap().contains(
         r#"{\"name\": \"add\", \"id\": \"call_1\", \"arguments\": {\"a\": 2, \"b\": 3}}"#
     ));
+
+    let (text, lines) = json_out(&["render", "--dialect", "pythonic"], HISTORY);
+    assert_eq!(lines[1]["text"], "[add(a=2, b=3)]");
+    let (_, read) = json_out(&["render", "--read", "--dialect", "pythonic"], &text);
+    assert_eq!(read, want);
+    let bad = lmstack_with_stdin(&["render", "--dialect", "auto"], HISTORY);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("minimax, granite"));
 }
 
 #[test]

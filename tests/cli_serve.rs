@@ -436,7 +436,16 @@ async fn natural_tools_hermes_describes_the_clients_tools_in_the_hermes_form() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn natural_tools_model_reads_the_familys_own_markup() {
+async fn natural_tools_takes_a_familys_form_by_name() {
+    let (said, system) = serve_natural_tools("some-model", "pythonic", "[add(a=1)]").await;
+    let calls: Vec<_> = said.iter().flat_map(|m| m.calls().to_vec()).collect();
+    assert_eq!(calls.len(), 1, "{said:?}");
+    assert_eq!(calls[0].arguments, json!({"a": 1}));
+    assert!(system.contains("Example:\n[add("), "{system}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn natural_tools_model_prompts_in_and_reads_the_familys_own_markup() {
     let devstral = "mistralai/Devstral-Small-2507";
     let (said, system) =
         serve_natural_tools(devstral, "model", "[TOOL_CALLS]add[ARGS]{\"a\": 1}").await;
@@ -446,6 +455,9 @@ async fn natural_tools_model_reads_the_familys_own_markup() {
         (calls[0].name.as_str(), &calls[0].arguments),
         ("add", &json!({"a": 1}))
     );
-    // Prompted in the tagged form (the transformer writes no Mistral form).
-    assert!(system.contains(r#"<tool_call name="add""#), "{system}");
+    // Prompted in Mistral's own form.
+    assert!(
+        system.contains("Example:\n[TOOL_CALLS]add[ARGS]{"),
+        "{system}"
+    );
 }

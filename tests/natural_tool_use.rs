@@ -242,17 +242,68 @@ async fn a_result_without_its_call_fails_the_request_before_the_model() {
     assert!(model.requests().is_empty());
 }
 
-/// `for_model`: each family is prompted in the form the transformer writes for
-/// it and answered in its own markup, through the whole tool loop.
+/// `for_model`: each family is prompted in its own call form (the example in
+/// the system prompt) and answered in it, through the whole tool loop.
 #[tokio::test]
 async fn for_model_prompts_in_the_written_form_and_reads_each_family_reply() {
     let add_call = r#"{"a": 2, "b": 3}"#;
+    let example = r#"{"a": 1, "b": 1}"#;
     let families = [
-        ("Qwen/Qwen2.5-7B-Instruct", "\"name\": \"add\"".to_owned(), format!("<tool_call>\n{{\"name\": \"add\", \"arguments\": {add_call}}}\n</tool_call>")),
-        ("mistralai/Devstral-Small-2507", "<tool_call name=\"add\"".to_owned(), format!("[TOOL_CALLS]add[ARGS]{add_call}")),
-        ("moonshotai/Kimi-K2-Instruct", "<tool_call name=\"add\"".to_owned(), format!("<|tool_calls_section_begin|><|tool_call_begin|>functions.add:0<|tool_call_argument_begin|>{add_call}<|tool_call_end|><|tool_calls_section_end|>")),
-        ("openai/gpt-oss-20b", "<tool_call name=\"add\"".to_owned(), format!("<|channel|>analysis<|message|>Add them.<|end|><|start|>assistant<|channel|>commentary to=functions.add <|constrain|>json<|message|>{add_call}<|call|>")),
-        ("zai-org/GLM-4.6", "<tool_call name=\"add\"".to_owned(), "<tool_call>add\n<arg_key>a</arg_key>\n<arg_value>2</arg_value>\n<arg_key>b</arg_key>\n<arg_value>3</arg_value>\n</tool_call>".to_owned()),
+        (
+            "Qwen/Qwen2.5-7B-Instruct",
+            format!("<tool_call>\n{{\"name\": \"add\", \"arguments\": {example}}}\n</tool_call>"),
+            format!("<tool_call>\n{{\"name\": \"add\", \"arguments\": {add_call}}}\n</tool_call>"),
+        ),
+        (
+            "mistralai/Devstral-Small-2507",
+            format!("[TOOL_CALLS]add[ARGS]{example}"),
+            format!("[TOOL_CALLS]add[ARGS]{add_call}"),
+        ),
+        (
+            "meta-llama/Llama-3.3-70B-Instruct",
+            format!("{{\"name\": \"add\", \"parameters\": {example}}}"),
+            format!("{{\"name\": \"add\", \"parameters\": {add_call}}}"),
+        ),
+        (
+            "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+            "[add(a=1, b=1)]".to_owned(),
+            "[add(a=2, b=3)]".to_owned(),
+        ),
+        (
+            "moonshotai/Kimi-K2-Instruct",
+            format!("<|tool_calls_section_begin|><|tool_call_begin|>functions.add:0<|tool_call_argument_begin|>{example}<|tool_call_end|><|tool_calls_section_end|>"),
+            format!("<|tool_calls_section_begin|><|tool_call_begin|>functions.add:0<|tool_call_argument_begin|>{add_call}<|tool_call_end|><|tool_calls_section_end|>"),
+        ),
+        (
+            "deepseek-ai/DeepSeek-V3.1",
+            format!("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>add<｜tool▁sep｜>{example}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"),
+            format!("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>add<｜tool▁sep｜>{add_call}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"),
+        ),
+        (
+            "openai/gpt-oss-20b",
+            format!("<|start|>assistant<|channel|>commentary to=functions.add <|constrain|>json<|message|>{example}<|call|>"),
+            format!("<|channel|>analysis<|message|>Add them.<|end|><|start|>assistant<|channel|>commentary to=functions.add <|constrain|>json<|message|>{add_call}<|call|>"),
+        ),
+        (
+            "zai-org/GLM-4.6",
+            "<tool_call>add\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>\n<arg_key>b</arg_key>\n<arg_value>1</arg_value>\n</tool_call>".to_owned(),
+            "<tool_call>add\n<arg_key>a</arg_key>\n<arg_value>2</arg_value>\n<arg_key>b</arg_key>\n<arg_value>3</arg_value>\n</tool_call>".to_owned(),
+        ),
+        (
+            "MiniMaxAI/MiniMax-M2",
+            "<minimax:tool_call>\n<invoke name=\"add\">\n<parameter name=\"a\">1</parameter>\n<parameter name=\"b\">1</parameter>\n</invoke>\n</minimax:tool_call>".to_owned(),
+            "<minimax:tool_call>\n<invoke name=\"add\">\n<parameter name=\"a\">2</parameter>\n<parameter name=\"b\">3</parameter>\n</invoke>\n</minimax:tool_call>".to_owned(),
+        ),
+        (
+            "ibm-granite/granite-3.3-8b-instruct",
+            format!("<|tool_call|>[{{\"name\": \"add\", \"arguments\": {example}}}]"),
+            format!("<|tool_call|>[{{\"name\": \"add\", \"arguments\": {add_call}}}]"),
+        ),
+        (
+            "HuggingFaceTB/SmolLM2-135M-Instruct",
+            "<tool_call name=\"add\">\n{\n  \"a\": 1,\n  \"b\": 1\n}\n</tool_call>".to_owned(),
+            format!("<tool_call name=\"add\">\n{add_call}\n</tool_call>"),
+        ),
     ];
     for (name, example, reply) in families {
         let model = ScriptedModel::new().reply(reply.as_str()).reply("5.");
@@ -271,7 +322,10 @@ async fn for_model_prompts_in_the_written_form_and_reads_each_family_reply() {
         assert_eq!(messages.last(), Some(&Message::assistant("5.")), "{name}");
         let sent = model.requests();
         let system = sent[0].messages[0].as_text().unwrap();
-        assert!(system.contains(&example), "{name}: {system}");
+        assert!(
+            system.contains(&format!("Example:\n{example}\n")),
+            "{name}: {system}"
+        );
         let answered = sent[1]
             .messages
             .iter()

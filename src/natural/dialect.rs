@@ -7,10 +7,10 @@ use std::str::FromStr;
 ///
 /// The XML-like dialects (`Tagged`, `Hermes`, `Qwen3Coder`, `ClaudeXml`, `Glm`,
 /// `MiniMax`) are read together by `Auto`. Each model family's own dialect
-/// (`Mistral`, `Llama3Json`, `Pythonic`, `KimiK2`, `DeepSeek`, `Harmony`,
-/// `Granite`) reads its family's markup and also the tagged form, which
-/// [`NaturalToolUse`](super::NaturalToolUse) shows the model when it prompts in
-/// tagged; [`Dialect::for_model`] picks one from a model's name.
+/// (`Mistral`, `Llama3Json`, `Pythonic`, `KimiK2`, `DeepSeek`, `Glm`, `Harmony`,
+/// `MiniMax`, `Granite`) reads its family's markup and also the tagged form,
+/// which the transformer falls back to for a call the family's form cannot
+/// carry; [`Dialect::for_model`] picks one from a model's name.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Dialect {
     /// The XML-like dialects at once (the default).
@@ -93,7 +93,8 @@ impl Dialect {
     }
 
     /// True when reading `self` includes reading `other`: `Auto` reads the
-    /// XML-like dialects, each family's own dialect also reads `Tagged`.
+    /// XML-like dialects, each family's own dialect (GLM and MiniMax included)
+    /// also reads `Tagged`.
     pub fn reads(self, other: Dialect) -> bool {
         self == other
             || match self {
@@ -102,10 +103,10 @@ impl Dialect {
                 | Dialect::Hermes
                 | Dialect::Qwen3Coder
                 | Dialect::ClaudeXml
-                | Dialect::Json
-                | Dialect::Glm
-                | Dialect::MiniMax => false,
-                Dialect::Mistral
+                | Dialect::Json => false,
+                Dialect::Glm
+                | Dialect::MiniMax
+                | Dialect::Mistral
                 | Dialect::Llama3Json
                 | Dialect::Pythonic
                 | Dialect::KimiK2
@@ -242,6 +243,8 @@ mod tests {
         assert!(!Dialect::Auto.reads(Dialect::Mistral));
         assert!(Dialect::Harmony.reads(Dialect::Tagged));
         assert!(!Dialect::Harmony.reads(Dialect::Hermes));
+        assert!(Dialect::Glm.reads(Dialect::Tagged));
+        assert!(Dialect::MiniMax.reads(Dialect::Tagged));
         assert!(!Dialect::Hermes.reads(Dialect::Tagged));
     }
 }

@@ -1,7 +1,8 @@
 //! The text form of tool calls and tool results: written by the transformer,
 //! read back by the parser. Both sides live here so that they cannot drift apart.
 //!
-//! A call, in the two dialects the transformer writes:
+//! A call, in the tagged and Hermes dialects (the families' own forms are
+//! listed at [`RenderDialect`]):
 //!
 //! ```text
 //! <tool_call name="get_weather" id="call_1">
@@ -49,7 +50,9 @@ pub(crate) const RESPONSE_CLOSE: &str = "</tool_response>";
 /// The line between consecutive calls, and between consecutive results.
 pub(crate) const SEPARATOR: &str = "\n---\n";
 
-/// The dialects the transformer writes calls and results in.
+/// The dialects the transformer writes calls in: the tagged form, and each
+/// model family's own call form. Results are always written in the tagged form
+/// (Hermes: its JSON form), which every family's reading takes back.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum RenderDialect {
     /// `<tool_call name="F" id="…">` + pretty JSON arguments;
@@ -59,38 +62,163 @@ pub enum RenderDialect {
     /// Hermes / Qwen2.5: `<tool_call>{"name": F, "id": …, "arguments": {…}}</tool_call>`;
     /// `<tool_response>{"name": F, "id": …, "content": …}</tool_response>`.
     Hermes,
+    /// Mistral tokenizer v11+: `[TOOL_CALLS]F[CALL_ID]id[ARGS]{…}`, one marker
+    /// per call.
+    Mistral,
+    /// Llama 3.x: `{"name": F, "parameters": {…}}`, one call per line.
+    Llama3Json,
+    /// Llama 4, Llama 3.2 1B/3B: `[f(a=1, b="x"), g()]`.
+    Pythonic,
+    /// Kimi K2: `<|tool_calls_section_begin|><|tool_call_begin|>functions.F:0<|tool_call_argument_begin|>{…}<|tool_call_end|><|tool_calls_section_end|>`.
+    KimiK2,
+    /// DeepSeek V3.1: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>F<｜tool▁sep｜>{…}<｜tool▁call▁end｜><｜tool▁calls▁end｜>`.
+    DeepSeek,
+    /// GLM-4.5/4.6: `<tool_call>F\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n</tool_call>`.
+    Glm,
+    /// gpt-oss: `<|start|>assistant<|channel|>commentary to=functions.F <|constrain|>json<|message|>{…}<|call|>`.
+    Harmony,
+    /// MiniMax-M2: `<minimax:tool_call>\n<invoke name="F">\n<parameter name="p">v</parameter>\n</invoke>\n</minimax:tool_call>`.
+    MiniMax,
+    /// Granite 3.x: `<|tool_call|>[{"name": F, "arguments": {…}}]`.
+    Granite,
 }
 
 impl RenderDialect {
-    /// The dialect a model was trained on, guessed from its name: Hermes for the
-    /// Qwen and Hermes families, else tagged (see [`Dialect::for_model`]).
+    /// Every dialect the transformer writes.
+    pub const ALL: [RenderDialect; 11] = [
+        RenderDialect::Tagged,
+        RenderDialect::Hermes,
+        RenderDialect::Mistral,
+        RenderDialect::Llama3Json,
+        RenderDialect::Pythonic,
+        RenderDialect::KimiK2,
+        RenderDialect::DeepSeek,
+        RenderDialect::Glm,
+        RenderDialect::Harmony,
+        RenderDialect::MiniMax,
+        RenderDialect::Granite,
+    ];
+
+    /// The form a model was trained on, guessed from its name
+    /// ([`Dialect::for_model`]): its family's own, Hermes for the Qwen family
+    /// (Qwen3-Coder included), tagged for models it does not know.
     ///
     /// ```
     /// use lmstack::natural::RenderDialect;
     /// assert_eq!(RenderDialect::for_model("Qwen/Qwen2.5-7B-Instruct"), RenderDialect::Hermes);
-    /// assert_eq!(RenderDialect::for_model("NousResearch/Hermes-3-Llama-3.1-8B"), RenderDialect::Hermes);
+    /// assert_eq!(RenderDialect::for_model("mistralai/Devstral-Small-2507"), RenderDialect::Mistral);
+    /// assert_eq!(RenderDialect::for_model("openai/gpt-oss-20b"), RenderDialect::Harmony);
     /// assert_eq!(RenderDialect::for_model("smollm2-135m"), RenderDialect::Tagged);
     /// ```
     pub fn for_model(model: &str) -> Self {
         match Dialect::for_model(model) {
-            Dialect::Hermes | Dialect::Qwen3Coder => RenderDialect::Hermes,
-            _ => RenderDialect::Tagged,
+            Dialect::Qwen3Coder => RenderDialect::Hermes,
+            native => RenderDialect::ALL
+                .into_iter()
+                .find(|written| written.dialect() == native)
+                .unwrap_or_default(),
         }
     }
 
-    /// The parser's dialect that reads what this one writes.
+    /// The parser's dialect that reads what this one writes (a family's
+    /// dialect also reads the tagged form its form falls back to).
     pub fn dialect(self) -> Dialect {
         match self {
             RenderDialect::Tagged => Dialect::Tagged,
             RenderDialect::Hermes => Dialect::Hermes,
+            RenderDialect::Mistral => Dialect::Mistral,
+            RenderDialect::Llama3Json => Dialect::Llama3Json,
+            RenderDialect::Pythonic => Dialect::Pythonic,
+            RenderDialect::KimiK2 => Dialect::KimiK2,
+            RenderDialect::DeepSeek => Dialect::DeepSeek,
+            RenderDialect::Glm => Dialect::Glm,
+            RenderDialect::Harmony => Dialect::Harmony,
+            RenderDialect::MiniMax => Dialect::MiniMax,
+            RenderDialect::Granite => Dialect::Granite,
         }
     }
 
-    /// The CLI name: `tagged` or `hermes`.
+    /// The parser's dialect to read this one with when the text may hold
+    /// other forms too: `auto` when it reads this form (tagged, Hermes, GLM,
+    /// MiniMax), else [`dialect`](Self::dialect).
+    pub fn read_by(self) -> Dialect {
+        if Dialect::Auto.reads(self.dialect()) {
+            Dialect::Auto
+        } else {
+            self.dialect()
+        }
+    }
+
+    /// The CLI name: the name of the parser's dialect that reads it
+    /// (`tagged`, `hermes`, `mistral`, `llama3-json`, `pythonic`, `kimi-k2`,
+    /// `deepseek`, `glm`, `harmony`, `minimax`, `granite`).
     pub fn name(self) -> &'static str {
+        self.dialect().name()
+    }
+
+    /// True when the form has a place for a call's id; the other forms keep
+    /// ids in the message's metadata, as `call_ids(false)` does.
+    pub(crate) fn writes_ids(self) -> bool {
+        matches!(
+            self,
+            RenderDialect::Tagged | RenderDialect::Hermes | RenderDialect::Mistral
+        )
+    }
+
+    /// What opens a run of calls, goes between two of them, and closes it.
+    fn joints(self) -> (&'static str, &'static str, &'static str) {
         match self {
-            RenderDialect::Tagged => "tagged",
-            RenderDialect::Hermes => "hermes",
+            RenderDialect::Tagged | RenderDialect::Hermes => ("", SEPARATOR, ""),
+            RenderDialect::Mistral | RenderDialect::Harmony => ("", "", ""),
+            RenderDialect::Llama3Json | RenderDialect::Glm => ("", "\n", ""),
+            RenderDialect::Pythonic => ("[", ", ", "]"),
+            RenderDialect::KimiK2 => (
+                "<|tool_calls_section_begin|>",
+                "",
+                "<|tool_calls_section_end|>",
+            ),
+            RenderDialect::DeepSeek => ("<｜tool▁calls▁begin｜>", "", "<｜tool▁calls▁end｜>"),
+            RenderDialect::MiniMax => ("<minimax:tool_call>\n", "\n", "\n</minimax:tool_call>"),
+            RenderDialect::Granite => ("<|tool_call|>[", ", ", "]"),
+        }
+    }
+
+    /// The tags around an XML form's parameter: before its key, between its
+    /// key and its value, after its value.
+    fn xml_tags(self) -> Option<(&'static str, &'static str, &'static str)> {
+        match self {
+            RenderDialect::Glm => Some(("<arg_key>", "</arg_key>\n<arg_value>", "</arg_value>")),
+            RenderDialect::MiniMax => Some(("<parameter name=\"", "\">", "</parameter>")),
+            _ => None,
+        }
+    }
+
+    /// True when this form writes `call` so that it reads back as itself: its
+    /// name (and id, when written) fit the form's bare text, and every value
+    /// reads back as the same value. Otherwise the call goes in the tagged form.
+    fn carries(self, call: &ToolCall, ids: bool) -> bool {
+        let object = call.arguments.as_object();
+        match self {
+            RenderDialect::Tagged | RenderDialect::Hermes => true,
+            RenderDialect::Llama3Json | RenderDialect::Granite => object.is_some(),
+            RenderDialect::Pythonic => {
+                identifier(&call.name)
+                    && object.is_some_and(|args| args.keys().all(|key| identifier(key)))
+            }
+            RenderDialect::Mistral => {
+                bare_name(&call.name) && object.is_some() && (!ids || bare_name(&call.id))
+            }
+            RenderDialect::KimiK2 | RenderDialect::DeepSeek | RenderDialect::Harmony => {
+                bare_name(&call.name) && object.is_some()
+            }
+            RenderDialect::Glm | RenderDialect::MiniMax => {
+                let close = self.xml_tags().map_or("", |(_, _, close)| close);
+                bare_name(&call.name)
+                    && object.is_some_and(|args| {
+                        args.iter()
+                            .all(|(key, value)| bare_name(key) && xml_value(value, close).is_some())
+                    })
+            }
         }
     }
 }
@@ -105,20 +233,67 @@ impl std::str::FromStr for RenderDialect {
     type Err = String;
 
     fn from_str(name: &str) -> Result<Self, Self::Err> {
-        match name {
-            "tagged" => Ok(RenderDialect::Tagged),
-            "hermes" => Ok(RenderDialect::Hermes),
-            _ => Err(format!(
-                "unknown dialect `{name}`; the transformer writes: tagged, hermes"
-            )),
-        }
+        RenderDialect::ALL
+            .into_iter()
+            .find(|dialect| dialect.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = RenderDialect::ALL.iter().map(|d| d.name()).collect();
+                format!(
+                    "unknown dialect `{name}`; the transformer writes: {}",
+                    names.join(", ")
+                )
+            })
     }
 }
 
-/// Writes one call; its id only when `ids` is set.
-pub(crate) fn write_call(out: &mut String, call: &ToolCall, dialect: RenderDialect, ids: bool) {
-    let id = ids.then_some(call.id.as_str());
-    write_call_parts(out, &call.name, id, &call.arguments, dialect);
+/// The longest name (or Mistral id) the parser reads bare.
+const NAME_LIMIT: usize = 256;
+
+/// A name a form writes bare: ASCII letters, digits, `_`, `-`, `.`, at most
+/// [`NAME_LIMIT`] bytes.
+fn bare_name(name: &str) -> bool {
+    (1..=NAME_LIMIT).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+/// A Python keyword-argument or function name: ASCII letters, digits, `_`,
+/// not starting with a digit, at most [`NAME_LIMIT`] bytes.
+fn identifier(name: &str) -> bool {
+    name.len() <= NAME_LIMIT
+        && name.bytes().next().is_some_and(|b| !b.is_ascii_digit())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// Writes calls in a row, joined as the dialect joins several calls of one
+/// message; a call its form cannot carry (see [`RenderDialect::carries`]) is
+/// written in the tagged form, apart from the others by `---` lines. Ids only
+/// when `ids` is set.
+pub(crate) fn write_calls(out: &mut String, calls: &[ToolCall], dialect: RenderDialect, ids: bool) {
+    let form = |call: &ToolCall| {
+        if dialect.carries(call, ids) {
+            dialect
+        } else {
+            RenderDialect::Tagged
+        }
+    };
+    for (i, run) in calls.chunk_by(|a, b| form(a) == form(b)).enumerate() {
+        if i > 0 {
+            out.push_str(SEPARATOR);
+        }
+        let form = form(&run[0]);
+        let (open, join, close) = form.joints();
+        out.push_str(open);
+        for (index, call) in run.iter().enumerate() {
+            if index > 0 {
+                out.push_str(join);
+            }
+            let id = ids.then_some(call.id.as_str());
+            write_call(out, &call.name, id, index, &call.arguments, form);
+        }
+        out.push_str(close);
+    }
 }
 
 /// A sample call with arguments `arguments`, as a model should write it (no id).
@@ -128,13 +303,21 @@ pub(crate) fn write_example(
     arguments: &Value,
     dialect: RenderDialect,
 ) {
-    write_call_parts(out, name, None, arguments, dialect);
+    write_calls(
+        out,
+        &[ToolCall::new("", name, arguments.clone())],
+        dialect,
+        false,
+    );
 }
 
-fn write_call_parts(
+/// Writes one call in `dialect`'s form, which carries it; `index` is its place
+/// in its run (Kimi K2's ids count calls).
+fn write_call(
     out: &mut String,
     name: &str,
     id: Option<&str>,
+    index: usize,
     arguments: &Value,
     dialect: RenderDialect,
 ) {
@@ -148,27 +331,171 @@ fn write_call_parts(
             }
             out.push_str(">\n");
             out.push_str(&pretty(arguments));
+            out.push_str("\n</tool_call>");
         }
         RenderDialect::Hermes => {
-            #[derive(Serialize)]
-            struct Wire<'a> {
-                name: &'a str,
-                #[serde(skip_serializing_if = "Option::is_none")]
-                id: Option<&'a str>,
-                arguments: &'a Value,
-            }
             out.push_str("<tool_call>\n");
-            out.push_str(&spaced(&Wire {
-                name,
-                id,
-                arguments,
-            }));
+            json_call(out, name, id, "arguments", arguments);
+            out.push_str("\n</tool_call>");
+        }
+        RenderDialect::Llama3Json => json_call(out, name, None, "parameters", arguments),
+        RenderDialect::Granite => json_call(out, name, None, "arguments", arguments),
+        RenderDialect::Mistral => {
+            out.push_str("[TOOL_CALLS]");
+            out.push_str(name);
+            if let Some(id) = id {
+                out.push_str("[CALL_ID]");
+                out.push_str(id);
+            }
+            out.push_str("[ARGS]");
+            out.push_str(&json(arguments));
+        }
+        RenderDialect::KimiK2 => {
+            out.push_str(&format!(
+                "<|tool_call_begin|>functions.{name}:{index}<|tool_call_argument_begin|>{}<|tool_call_end|>",
+                json(arguments)
+            ));
+        }
+        RenderDialect::DeepSeek => {
+            out.push_str(&format!(
+                "<｜tool▁call▁begin｜>{name}<｜tool▁sep｜>{}<｜tool▁call▁end｜>",
+                json(arguments)
+            ));
+        }
+        RenderDialect::Harmony => {
+            out.push_str(&format!(
+                "<|start|>assistant<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>{}<|call|>",
+                json(arguments)
+            ));
+        }
+        RenderDialect::Pythonic => {
+            out.push_str(name);
+            out.push('(');
+            for (i, (key, value)) in arguments.as_object().into_iter().flatten().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(key);
+                out.push('=');
+                python(out, value);
+            }
+            out.push(')');
+        }
+        RenderDialect::Glm => {
+            out.push_str("<tool_call>");
+            out.push_str(name);
+            out.push('\n');
+            write_params(out, arguments, dialect);
+            out.push_str("</tool_call>");
+        }
+        RenderDialect::MiniMax => {
+            out.push_str("<invoke name=\"");
+            out.push_str(name);
+            out.push_str("\">\n");
+            write_params(out, arguments, dialect);
+            out.push_str("</invoke>");
         }
     }
-    out.push_str("\n</tool_call>");
 }
 
-/// Writes one result; its call id only when `ids` is set. Its media blocks are
+/// `{"name": F, ["id": …, ]"KEY": {…}}`, one line.
+fn json_call(out: &mut String, name: &str, id: Option<&str>, key: &str, arguments: &Value) {
+    out.push_str("{\"name\": ");
+    out.push_str(&json(&Value::from(name)));
+    if let Some(id) = id {
+        out.push_str(", \"id\": ");
+        out.push_str(&json(&Value::from(id)));
+    }
+    out.push_str(&format!(", \"{key}\": {}}}", json(arguments)));
+}
+
+/// One-line JSON with `</` escaped as `<\/`, so that no tag can end it.
+fn json(value: &Value) -> String {
+    spaced(value).replace("</", "<\\/")
+}
+
+/// An XML form's parameters, one per line, each value as [`xml_value`] writes it.
+fn write_params(out: &mut String, arguments: &Value, dialect: RenderDialect) {
+    let Some((open, between, close)) = dialect.xml_tags() else {
+        return;
+    };
+    for (key, value) in arguments.as_object().into_iter().flatten() {
+        out.push_str(open);
+        out.push_str(key);
+        out.push_str(between);
+        out.push_str(&xml_value(value, close).unwrap_or_default());
+        out.push_str(close);
+        out.push('\n');
+    }
+}
+
+/// A value as the XML forms write it: a string raw, anything else as JSON (as
+/// the GLM and MiniMax templates do); `None` for a string that would not read
+/// back as itself whatever the schema says — one that reads as another JSON
+/// value, holds the closing tag `close`, or starts or ends with a newline (one
+/// wrapping newline is trimmed on reading).
+fn xml_value(value: &Value, close: &str) -> Option<String> {
+    let Value::String(text) = value else {
+        return Some(json(value));
+    };
+    let other_json = serde_json::from_str::<Value>(text.trim()).is_ok_and(|v| !v.is_string());
+    let unwrapped = text.starts_with('\n') || text.ends_with('\n');
+    (!other_json && !unwrapped && !text.contains(close)).then(|| text.clone())
+}
+
+/// A JSON value as a Python literal: `None`, `True`/`False`, numbers, strings
+/// in double quotes with Python's escapes, lists, dicts.
+fn python(out: &mut String, value: &Value) {
+    match value {
+        Value::Null => out.push_str("None"),
+        Value::Bool(true) => out.push_str("True"),
+        Value::Bool(false) => out.push_str("False"),
+        Value::Number(number) => out.push_str(&number.to_string()),
+        Value::String(text) => python_string(out, text),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                python(out, item);
+            }
+            out.push(']');
+        }
+        Value::Object(members) => {
+            out.push('{');
+            for (i, (key, item)) in members.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                python_string(out, key);
+                out.push_str(": ");
+                python(out, item);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// A Python string literal in double quotes.
+fn python_string(out: &mut String, text: &str) {
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// Writes one result — in Hermes's form for Hermes, in the tagged form for
+/// every other dialect; its call id only when `ids` is set. Its media blocks are
 /// numbered from `media.len() + 1` and pushed to `media`, each with the offset
 /// in `out` just after its placeholder line, where the block belongs.
 pub(crate) fn write_result(
@@ -180,21 +507,6 @@ pub(crate) fn write_result(
 ) {
     let id = ids.then_some(result.call_id.as_str());
     match dialect {
-        RenderDialect::Tagged => {
-            out.push_str("<tool_response name=");
-            push_attr(out, &result.name);
-            if let Some(id) = id {
-                out.push_str(" id=");
-                push_attr(out, id);
-            }
-            if result.is_error {
-                out.push_str(" is_error=\"true\"");
-            }
-            out.push_str(">\n");
-            write_body(out, &result.content, media);
-            out.push('\n');
-            out.push_str(RESPONSE_CLOSE);
-        }
         RenderDialect::Hermes => {
             let first = media.len();
             let content = match structured(&result.content) {
@@ -228,6 +540,21 @@ pub(crate) fn write_result(
             media[first..]
                 .iter_mut()
                 .for_each(|(offset, _)| *offset = at);
+            out.push_str(RESPONSE_CLOSE);
+        }
+        _ => {
+            out.push_str("<tool_response name=");
+            push_attr(out, &result.name);
+            if let Some(id) = id {
+                out.push_str(" id=");
+                push_attr(out, id);
+            }
+            if result.is_error {
+                out.push_str(" is_error=\"true\"");
+            }
+            out.push_str(">\n");
+            write_body(out, &result.content, media);
+            out.push('\n');
             out.push_str(RESPONSE_CLOSE);
         }
     }
@@ -746,20 +1073,261 @@ mod tests {
         );
     }
 
+    /// `calls` written in `dialect`, with ids where its form has a place.
+    fn written(dialect: RenderDialect, calls: &[ToolCall]) -> String {
+        let mut out = String::new();
+        write_calls(&mut out, calls, dialect, dialect.writes_ids());
+        out
+    }
+
+    /// The exact text of one call, and of two, in `dialect`.
+    fn check_form(dialect: RenderDialect, one: &str, two: &str) {
+        let weather = ToolCall::new("call_1", "get_weather", json!({"city": "Paris"}));
+        let add = ToolCall::new("call_2", "add", json!({"a": 1, "b": true}));
+        assert_eq!(
+            written(dialect, std::slice::from_ref(&weather)),
+            one,
+            "{dialect}"
+        );
+        assert_eq!(written(dialect, &[weather, add]), two, "{dialect}");
+    }
+
     #[test]
-    fn calls_in_both_dialects() {
-        let call = ToolCall::new("call_1", "get_weather", json!({"city": "Paris"}));
-        let mut out = String::new();
-        write_call(&mut out, &call, RenderDialect::Tagged, true);
-        assert_eq!(
-            out,
-            "<tool_call name=\"get_weather\" id=\"call_1\">\n{\n  \"city\": \"Paris\"\n}\n</tool_call>"
+    fn tagged_and_hermes_calls() {
+        let weather = "<tool_call name=\"get_weather\" id=\"call_1\">\n{\n  \"city\": \"Paris\"\n}\n</tool_call>";
+        check_form(
+            RenderDialect::Tagged,
+            weather,
+            &format!(
+                "{weather}\n---\n<tool_call name=\"add\" id=\"call_2\">\n{{\n  \"a\": 1,\n  \"b\": true\n}}\n</tool_call>"
+            ),
         );
-        let mut out = String::new();
-        write_call(&mut out, &call, RenderDialect::Hermes, true);
-        assert_eq!(
-            out,
-            "<tool_call>\n{\"name\": \"get_weather\", \"id\": \"call_1\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
+        let weather = "<tool_call>\n{\"name\": \"get_weather\", \"id\": \"call_1\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+        check_form(
+            RenderDialect::Hermes,
+            weather,
+            &format!(
+                "{weather}\n---\n<tool_call>\n{{\"name\": \"add\", \"id\": \"call_2\", \"arguments\": {{\"a\": 1, \"b\": true}}}}\n</tool_call>"
+            ),
         );
+    }
+
+    #[test]
+    fn mistral_calls_one_marker_each_with_their_ids() {
+        check_form(
+            RenderDialect::Mistral,
+            "[TOOL_CALLS]get_weather[CALL_ID]call_1[ARGS]{\"city\": \"Paris\"}",
+            "[TOOL_CALLS]get_weather[CALL_ID]call_1[ARGS]{\"city\": \"Paris\"}\
+             [TOOL_CALLS]add[CALL_ID]call_2[ARGS]{\"a\": 1, \"b\": true}",
+        );
+    }
+
+    #[test]
+    fn llama3_json_calls_one_per_line() {
+        check_form(
+            RenderDialect::Llama3Json,
+            "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+            "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}\n\
+             {\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": true}}",
+        );
+    }
+
+    #[test]
+    fn pythonic_calls_in_one_list() {
+        check_form(
+            RenderDialect::Pythonic,
+            "[get_weather(city=\"Paris\")]",
+            "[get_weather(city=\"Paris\"), add(a=1, b=True)]",
+        );
+    }
+
+    #[test]
+    fn kimi_k2_calls_in_one_section_numbered() {
+        check_form(
+            RenderDialect::KimiK2,
+            "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0\
+             <|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_calls_section_end|>",
+            "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0\
+             <|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|>\
+             <|tool_call_begin|>functions.add:1<|tool_call_argument_begin|>{\"a\": 1, \"b\": true}\
+             <|tool_call_end|><|tool_calls_section_end|>",
+        );
+    }
+
+    #[test]
+    fn deepseek_calls_in_one_section() {
+        check_form(
+            RenderDialect::DeepSeek,
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}\
+             <｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}\
+             <｜tool▁call▁end｜><｜tool▁call▁begin｜>add<｜tool▁sep｜>{\"a\": 1, \"b\": true}\
+             <｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        );
+    }
+
+    #[test]
+    fn glm_calls_one_block_each() {
+        check_form(
+            RenderDialect::Glm,
+            "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>",
+            "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>\n\
+             <tool_call>add\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>\n\
+             <arg_key>b</arg_key>\n<arg_value>true</arg_value>\n</tool_call>",
+        );
+    }
+
+    #[test]
+    fn harmony_calls_one_message_each() {
+        check_form(
+            RenderDialect::Harmony,
+            "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json\
+             <|message|>{\"city\": \"Paris\"}<|call|>",
+            "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json\
+             <|message|>{\"city\": \"Paris\"}<|call|>\
+             <|start|>assistant<|channel|>commentary to=functions.add <|constrain|>json\
+             <|message|>{\"a\": 1, \"b\": true}<|call|>",
+        );
+    }
+
+    #[test]
+    fn minimax_calls_as_invokes_of_one_block() {
+        check_form(
+            RenderDialect::MiniMax,
+            "<minimax:tool_call>\n<invoke name=\"get_weather\">\n\
+             <parameter name=\"city\">Paris</parameter>\n</invoke>\n</minimax:tool_call>",
+            "<minimax:tool_call>\n<invoke name=\"get_weather\">\n\
+             <parameter name=\"city\">Paris</parameter>\n</invoke>\n<invoke name=\"add\">\n\
+             <parameter name=\"a\">1</parameter>\n<parameter name=\"b\">true</parameter>\n\
+             </invoke>\n</minimax:tool_call>",
+        );
+    }
+
+    #[test]
+    fn granite_calls_in_one_list() {
+        check_form(
+            RenderDialect::Granite,
+            "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]",
+            "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, \
+             {\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": true}}]",
+        );
+    }
+
+    #[test]
+    fn python_literals_and_xml_values() {
+        let call = ToolCall::new(
+            "c",
+            "f",
+            json!({"s": "a\"b\\c\nd\u{1}é", "n": null, "l": [1.5, false], "d": {"k": "v"}}),
+        );
+        assert_eq!(
+            written(RenderDialect::Pythonic, &[call]),
+            "[f(s=\"a\\\"b\\\\c\\nd\\u0001é\", n=None, l=[1.5, False], d={\"k\": \"v\"})]"
+        );
+        let call = ToolCall::new("c", "f", json!({"l": ["</arg_value>"], "s": "x y"}));
+        assert_eq!(
+            written(RenderDialect::Glm, &[call]),
+            "<tool_call>f\n<arg_key>l</arg_key>\n<arg_value>[\"<\\/arg_value>\"]</arg_value>\n\
+             <arg_key>s</arg_key>\n<arg_value>x y</arg_value>\n</tool_call>"
+        );
+    }
+
+    /// A call whose form cannot carry it goes in the tagged form, between the
+    /// runs of the others.
+    #[test]
+    fn calls_a_form_cannot_carry_are_tagged() {
+        let plain = ToolCall::new("c1", "f", json!({"s": "x"}));
+        for (dialect, awkward) in [
+            // Would read back as a number, or end the value early.
+            (RenderDialect::Glm, json!({"s": "1"})),
+            (RenderDialect::Glm, json!({"s": "a</arg_value>b"})),
+            (RenderDialect::MiniMax, json!({"s": "true"})),
+            (RenderDialect::MiniMax, json!({"s": "a</parameter>b"})),
+            (RenderDialect::MiniMax, json!({"s": "\nx"})),
+            (RenderDialect::Pythonic, json!({"not-an-identifier": 1})),
+            (RenderDialect::Llama3Json, json!("not an object")),
+        ] {
+            let odd = ToolCall::new("c2", "f", awkward);
+            let mut tagged = String::new();
+            write_calls(
+                &mut tagged,
+                std::slice::from_ref(&odd),
+                RenderDialect::Tagged,
+                false,
+            );
+            let own = written(dialect, std::slice::from_ref(&plain));
+            assert_eq!(
+                written(dialect, &[plain.clone(), odd, plain.clone()]),
+                format!("{own}{SEPARATOR}{tagged}{SEPARATOR}{own}"),
+                "{dialect}"
+            );
+        }
+        let spaced = ToolCall::new("c 1", "get weather", json!({}));
+        let long = ToolCall::new("c1", "f".repeat(NAME_LIMIT + 1), json!({}));
+        for dialect in [
+            RenderDialect::KimiK2,
+            RenderDialect::Mistral,
+            RenderDialect::Pythonic,
+        ] {
+            assert!(written(dialect, std::slice::from_ref(&long)).starts_with("<tool_call name="));
+            assert!(
+                written(dialect, std::slice::from_ref(&spaced)).starts_with("<tool_call name=")
+            );
+        }
+        let odd_id = ToolCall::new("call 1", "f", json!({}));
+        assert_eq!(
+            written(RenderDialect::Mistral, &[odd_id]),
+            "<tool_call name=\"f\" id=\"call 1\">\n{}\n</tool_call>"
+        );
+    }
+
+    #[test]
+    fn every_family_is_written_in_its_own_form() {
+        for (model, dialect) in [
+            ("Qwen/Qwen2.5-7B-Instruct", RenderDialect::Hermes),
+            ("Qwen/Qwen3-Coder-30B-A3B-Instruct", RenderDialect::Hermes),
+            ("NousResearch/Hermes-3-Llama-3.1-8B", RenderDialect::Hermes),
+            (
+                "mistralai/Mistral-Small-3.2-24B-Instruct-2506",
+                RenderDialect::Mistral,
+            ),
+            ("mistralai/Devstral-Small-2507", RenderDialect::Mistral),
+            ("mistralai/Magistral-Small-2509", RenderDialect::Mistral),
+            (
+                "meta-llama/Llama-3.1-8B-Instruct",
+                RenderDialect::Llama3Json,
+            ),
+            (
+                "meta-llama/Llama-3.3-70B-Instruct",
+                RenderDialect::Llama3Json,
+            ),
+            ("meta-llama/Llama-3.2-3B-Instruct", RenderDialect::Pythonic),
+            (
+                "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+                RenderDialect::Pythonic,
+            ),
+            ("moonshotai/Kimi-K2-Instruct-0905", RenderDialect::KimiK2),
+            ("deepseek-ai/DeepSeek-V3.1", RenderDialect::DeepSeek),
+            ("zai-org/GLM-4.6", RenderDialect::Glm),
+            ("openai/gpt-oss-20b", RenderDialect::Harmony),
+            ("MiniMaxAI/MiniMax-M2", RenderDialect::MiniMax),
+            (
+                "ibm-granite/granite-3.3-8b-instruct",
+                RenderDialect::Granite,
+            ),
+            ("HuggingFaceTB/SmolLM2-135M-Instruct", RenderDialect::Tagged),
+        ] {
+            assert_eq!(RenderDialect::for_model(model), dialect, "{model}");
+        }
+    }
+
+    #[test]
+    fn dialects_are_named_as_the_parser_names_them() {
+        for dialect in RenderDialect::ALL {
+            assert_eq!(dialect.name(), dialect.dialect().name());
+            assert_eq!(dialect.name().parse::<RenderDialect>(), Ok(dialect));
+        }
+        let error = "claude-xml".parse::<RenderDialect>().unwrap_err();
+        assert!(error.ends_with("tagged, hermes, mistral, llama3-json, pythonic, kimi-k2, deepseek, glm, harmony, minimax, granite"), "{error}");
     }
 }

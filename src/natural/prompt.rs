@@ -13,7 +13,8 @@ const START: &str = "# Tools\n\nYou can call tools to help you answer.";
 const END: &str = "Call a tool only when you need it; otherwise answer directly.";
 
 /// The section for `tools`: each tool's name, description, JSON Schema and one
-/// example call in `dialect`, then how calls and results go.
+/// example call in `dialect`, then how calls and results go (in words that fit
+/// every dialect: the examples show the form).
 pub(crate) fn section(
     tools: &[ToolSpec],
     choice: Option<&ToolChoice>,
@@ -39,8 +40,8 @@ pub(crate) fn section(
         text.push('\n');
     }
     text.push_str(
-        "\n## How to call tools\n\nTo call a tool, write a <tool_call> block as in the examples, \
-         with arguments that match its schema; to call several tools, write one block after \
+        "\n## How to call tools\n\nTo call a tool, write the call exactly as in the examples, \
+         with arguments that match its schema; to call several tools, write one call after \
          another. Then stop: the results come back in <tool_response> blocks in the next \
          message.",
     );
@@ -176,6 +177,8 @@ fn resolve<'a>(root: &'a Value, target: &str) -> Option<&'a Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ToolCall;
+    use crate::natural::{Dialect, NaturalToolUseParser};
     use serde_json::json;
 
     #[test]
@@ -196,6 +199,50 @@ mod tests {
             example(&schema, &schema, 0),
             json!({"city": "text", "unit": "celsius", "days": 1, "at": {"x": 1.5}})
         );
+    }
+
+    /// Each family's own reply parser reads the example the prompt shows it.
+    #[test]
+    fn each_family_reads_its_example_call() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+            "required": ["city", "days"]
+        });
+        let tools = [ToolSpec::new("get_weather", "Forecast.", schema)];
+        for model in [
+            "Qwen/Qwen2.5-7B-Instruct",
+            "mistralai/Magistral-Small-2509",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+            "moonshotai/Kimi-K2-Instruct-0905",
+            "deepseek-ai/DeepSeek-V3.1",
+            "zai-org/GLM-4.5",
+            "openai/gpt-oss-120b",
+            "MiniMaxAI/MiniMax-M2",
+            "ibm-granite/granite-3.3-8b-instruct",
+            "HuggingFaceTB/SmolLM2-135M-Instruct",
+        ] {
+            let text = section(&tools, None, RenderDialect::for_model(model));
+            let (_, rest) = text.split_once("Example:\n").unwrap();
+            let (example, _) = rest.split_once("\n\n## How").unwrap();
+            let read = NaturalToolUseParser::new()
+                .dialect(Dialect::for_model(model))
+                .parse(example, &tools)
+                .unwrap();
+            // Kimi K2's id is the one its form writes.
+            let id = read[0]
+                .calls()
+                .first()
+                .map(|c| c.id.clone())
+                .unwrap_or_default();
+            let call = ToolCall::new(id, "get_weather", json!({"city": "text", "days": 1}));
+            assert_eq!(
+                read,
+                vec![Message::tool_calls(vec![call])],
+                "{model}: {example}"
+            );
+        }
     }
 
     #[test]

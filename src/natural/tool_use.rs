@@ -68,11 +68,12 @@ impl NaturalToolUse {
     }
 
     /// The layer for `model`, by its name: the history and the prompt's
-    /// examples in Hermes for the Qwen and Hermes families (their trained
-    /// form), in tagged for every other (the transformer writes these two);
-    /// the reply read in the family's own dialect ([`Dialect::for_model`]),
-    /// which also reads tagged, or by `auto` when the family's dialect would
-    /// not read the prompted form (Qwen3-Coder, GLM, MiniMax, unknown models).
+    /// examples in the family's own call form ([`RenderDialect::for_model`]:
+    /// Hermes for the Qwen family, tagged for models it does not know), the
+    /// reply read in the family's own dialect ([`Dialect::for_model`]), which
+    /// also reads the tagged form the writer falls back to, or by `auto` when
+    /// that dialect would not read the form written (Qwen3-Coder, unknown
+    /// models).
     ///
     /// ```
     /// use lmstack::natural::NaturalToolUse;
@@ -82,17 +83,19 @@ impl NaturalToolUse {
     /// use tower::{Layer, ServiceExt};
     ///
     /// # futures::executor::block_on(async {
-    /// // A Granite model answers in its own format although prompted in tagged.
+    /// // A Granite model is shown its own format, and answers in it.
     /// let model = ScriptedModel::new()
     ///     .reply(r#"<|tool_call|>[{"name": "add", "arguments": {"a": 2, "b": 3}}]"#);
     /// let add = ToolSpec::new("add", "Adds two integers", json!({"type": "object"}));
     /// let request = ChatRequest::new(vec![Message::user("2 + 3?")]).tool(add);
     /// let layer = NaturalToolUse::for_model("ibm-granite/granite-3.3-8b-instruct");
-    /// let reply = layer.layer(model).oneshot(request).await?;
+    /// let reply = layer.layer(model.clone()).oneshot(request).await?;
     /// assert_eq!(
     ///     reply.collect().await?,
     ///     vec![Message::tool_calls(vec![ToolCall::new("call_1", "add", json!({"a": 2, "b": 3}))])]
     /// );
+    /// let system = model.requests()[0].messages[0].as_text().unwrap().to_owned();
+    /// assert!(system.contains("Example:\n<|tool_call|>[{\"name\": \"add\", \"arguments\": {}}]"));
     /// # Ok::<(), lmstack::Error>(())
     /// # }).unwrap();
     /// ```
@@ -109,10 +112,13 @@ impl NaturalToolUse {
             .parser(NaturalToolUseParser::new().dialect(read))
     }
 
-    /// The dialect the history and the prompt's examples are written in:
-    /// `Tagged` (the default) or `Hermes` (for Qwen-family models).
+    /// The dialect the history and the prompt's examples are written in
+    /// (`Tagged` by default); the reply is then read by
+    /// [`RenderDialect::read_by`]: `auto` when it reads that form, else the
+    /// family's own dialect. [`parser`](Self::parser) set after this one wins.
     pub fn dialect(mut self, dialect: RenderDialect) -> Self {
         self.transformer = self.transformer.dialect(dialect);
+        self.parser = self.parser.dialect(dialect.read_by());
         self
     }
 

@@ -64,7 +64,7 @@ impl std::str::FromStr for Consolidation {
 
 /// Rewrites tool calls and their results as text, for models without native
 /// tool calling: `tool_aggregate` messages (and `tool_calls` / `tool_results`
-/// messages) become `<tool_call>` and `<tool_response>` blocks.
+/// messages) become calls in the chosen dialect and `<tool_response>` blocks.
 ///
 /// ```text
 /// <tool_call name="get_weather" id="call_1">
@@ -114,10 +114,17 @@ impl std::str::FromStr for Consolidation {
 /// It is 18°C and sunny.
 /// ```
 ///
+/// **Dialects** ([`RenderDialect`]). Tagged (above), Hermes, or a model
+/// family's own call form (`[TOOL_CALLS]F[ARGS]{…}`, `[f(a=1)]`, …); several
+/// calls are joined as the family joins them, a call the form cannot carry
+/// faithfully is written tagged, and results are always `<tool_response>`
+/// blocks (Hermes: its JSON form).
+///
 /// **Ids.** [`call_ids(false)`](NaturalToolUseTransformer::call_ids) writes calls
 /// and responses without their `id` (`<tool_call name="F">`; no `"id"` in
 /// Hermes), as a model writes them; each message then keeps the call id of its
-/// blocks, in order, under [`TOOL_CALL_IDS_KEY`].
+/// blocks, in order, under [`TOOL_CALL_IDS_KEY`]. Forms without a place for ids
+/// always do so.
 ///
 /// **Results.** Text as plain text; a result that is compact JSON of an object or
 /// array as pretty JSON; an error result carries `is_error="true"`. Image,
@@ -198,8 +205,9 @@ impl NaturalToolUseTransformer {
         }
     }
 
-    /// Which dialect to write: `Tagged` (the default) or `Hermes` (for
-    /// Qwen-family models).
+    /// Which dialect to write: `Tagged` (the default), `Hermes` (for
+    /// Qwen-family models) or a model family's own call form (see
+    /// [`RenderDialect`]).
     pub fn dialect(mut self, dialect: RenderDialect) -> Self {
         self.dialect = dialect;
         self
@@ -213,9 +221,10 @@ impl NaturalToolUseTransformer {
     }
 
     /// Whether calls and responses carry their call's `id` (on by default).
-    /// Off, they are written as a model would write them, in both dialects, and
+    /// Off, they are written as a model would write them, in every dialect, and
     /// the ids are kept under [`TOOL_CALL_IDS_KEY`] of each message, so that
-    /// `read_history` gives them back.
+    /// `read_history` gives them back. A family's form without a place for ids
+    /// (all but tagged, Hermes and Mistral) is always written so.
     pub fn call_ids(mut self, written: bool) -> Self {
         self.call_ids = written;
         self
@@ -243,7 +252,7 @@ impl NaturalToolUseTransformer {
         TransformerMachine {
             style: Style {
                 dialect: self.dialect,
-                ids: self.call_ids,
+                ids: self.call_ids && self.dialect.writes_ids(),
             },
             consolidation: self.consolidation,
             call_limit: self.call_limit,
@@ -485,15 +494,11 @@ impl TransformerMachine {
         }
     }
 
-    /// Appends calls, separated by `---` lines, to the assistant text.
+    /// Appends calls, joined as the dialect joins several, to the assistant
+    /// text.
     fn append_calls(&mut self, calls: &[ToolCall], metadata: Metadata, out: &mut Output) {
         let mut text = String::new();
-        for (i, call) in calls.iter().enumerate() {
-            if i > 0 {
-                text.push_str(SEPARATOR);
-            }
-            format::write_call(&mut text, call, self.style.dialect, self.style.ids);
-        }
+        format::write_calls(&mut text, calls, self.style.dialect, self.style.ids);
         let metadata = self.with_ids(metadata, calls.iter().map(|call| &call.id));
         self.append(text, metadata, out);
     }

@@ -10,7 +10,8 @@ use super::format::{
 use crate::message::{MultimodalMessage, TextMessage};
 use crate::{ContentBlock, Message, Metadata, Role, ToolCall, ToolResult};
 
-/// How calls and results are written: the dialect, and whether with their ids.
+/// How calls and results are written: the dialect, and whether with their ids
+/// (never in a form without a place for them).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Style {
     pub(super) dialect: RenderDialect,
@@ -92,7 +93,8 @@ impl Turn {
     ) {
         for (call, result) in calls.iter().zip(results) {
             self.open_block();
-            format::write_call(&mut self.text, call, style.dialect, style.ids);
+            let call = std::slice::from_ref(call);
+            format::write_calls(&mut self.text, call, style.dialect, style.ids);
             self.text.push('\n');
             self.write_result(result, style);
         }
@@ -104,11 +106,12 @@ impl Turn {
         self.keep_ids(calls.iter().flat_map(|c| [&c.id, &c.id]), style);
     }
 
-    /// Adds the calls of a `tool_calls` message.
+    /// Adds the calls of a `tool_calls` message, joined as the dialect joins
+    /// several calls.
     pub(super) fn calls(&mut self, calls: &[ToolCall], metadata: Metadata, style: Style) {
-        for call in calls {
+        if !calls.is_empty() {
             self.open_block();
-            format::write_call(&mut self.text, call, style.dialect, style.ids);
+            format::write_calls(&mut self.text, calls, style.dialect, style.ids);
             self.after_block = true;
         }
         self.tool_source(metadata, format::extras(calls, &[]));

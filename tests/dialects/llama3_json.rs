@@ -134,3 +134,26 @@ fn near_misses_are_kept_exactly() {
         assert_kept(LLAMA, text);
     }
 }
+
+/// A `---` line after a block, before a call at the start of the next line, is
+/// a separator (the transformer's); before JSON that is no call it is text.
+#[test]
+fn a_dashed_line_after_a_block_separates_it_from_the_next_call() {
+    let text =
+        "<tool_call name=\"now\">{}</tool_call>\n---\n{\"name\": \"now\", \"parameters\": {}}";
+    assert_eq!(
+        parse(LLAMA, text),
+        vec![Message::tool_calls(vec![
+            call("call_1", "now", json!({})),
+            call("call_2", "now", json!({})),
+        ])]
+    );
+    let text = "<tool_call name=\"now\">{}</tool_call>\n---\n{\"a\": 1}";
+    assert_eq!(
+        parse(LLAMA, text),
+        vec![
+            Message::tool_calls(vec![call("call_1", "now", json!({}))]),
+            Message::assistant("\n---\n{\"a\": 1}"),
+        ]
+    );
+}

@@ -20,8 +20,9 @@ use lmstack::Message;
 use lmstack::natural::Dialect;
 use serde_json::json;
 
-/// Every family's dialect also reads the tagged form, which `NaturalToolUse`
-/// shows a model it prompts, with the text around it kept.
+/// Every family's dialect also reads the tagged form, which the transformer
+/// falls back to for a call the family's form cannot carry, with the text
+/// around it kept.
 #[test]
 fn every_family_reads_the_tagged_form_too() {
     let families = Dialect::ALL
@@ -54,7 +55,9 @@ fn every_family_reads_the_tagged_form_too() {
             "pythonic",
             "kimi-k2",
             "deepseek",
+            "glm",
             "harmony",
+            "minimax",
             "granite"
         ]
     );

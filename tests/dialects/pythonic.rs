@@ -150,3 +150,26 @@ fn near_misses_are_kept_exactly() {
         assert_kept(PYTHONIC, text);
     }
 }
+
+/// A `---` line after a block, before a call list at the start of the next
+/// line, is a separator (the transformer's); before a list of no calls it is
+/// text.
+#[test]
+fn a_dashed_line_after_a_block_separates_it_from_the_next_list() {
+    let text = "[now()]\n---\n[now()]";
+    assert_eq!(
+        parse(PYTHONIC, text),
+        vec![Message::tool_calls(vec![
+            call("call_1", "now", json!({})),
+            call("call_2", "now", json!({})),
+        ])]
+    );
+    let text = "[now()]\n---\n[1, 2]";
+    assert_eq!(
+        parse(PYTHONIC, text),
+        vec![
+            Message::tool_calls(vec![call("call_1", "now", json!({}))]),
+            Message::assistant("\n---\n[1, 2]"),
+        ]
+    );
+}

@@ -57,11 +57,12 @@ pub struct Args {
     #[arg(long)]
     stream: bool,
     /// Let a model without native tool calling use the tools through text: the
-    /// tools are described in the system prompt, calls are read from the
-    /// model's `<tool_call>` text and results written back as `<tool_response>`
-    /// (in the Hermes dialect for Qwen and Hermes models); replies are also read
-    /// in the model family's own format (Mistral, Llama, Kimi K2, DeepSeek, GLM,
-    /// gpt-oss, MiniMax, Granite), picked from the model's name.
+    /// tools are described in the system prompt, with example calls in the
+    /// model family's own format (Mistral, Llama, Kimi K2, DeepSeek, GLM,
+    /// gpt-oss, MiniMax, Granite; Hermes for Qwen and Hermes models; tagged
+    /// `<tool_call>` for others), picked from the model's name; calls are read
+    /// from the model's text in that format, and results written back as
+    /// `<tool_response>` blocks.
     #[arg(long)]
     natural_tools: bool,
     /// The largest number of tokens to generate per round.

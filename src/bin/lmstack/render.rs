@@ -15,8 +15,9 @@ use crate::show::print_json_line;
 /// Renders tool calls and results of canonical messages as natural text.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The dialect to write: tagged (`<tool_call name="F">`) or hermes (Qwen
-    /// family).
+    /// The dialect to write: tagged (`<tool_call name="F">`), hermes (Qwen
+    /// family), or a family's own call form: mistral, llama3-json, pythonic,
+    /// kimi-k2, deepseek, glm, harmony, minimax, granite.
     #[arg(long, default_value = "tagged")]
     dialect: RenderDialect,
     /// Where results go: split (the calls in an assistant message, the results
@@ -30,8 +31,9 @@ pub struct Args {
     /// `--read` gives them back.
     #[arg(long)]
     no_ids: bool,
-    /// The reverse: read messages written in this format back into canonical
-    /// messages, calls and results paired into `tool_aggregate`s.
+    /// The reverse: read messages written in this format (in `--dialect`)
+    /// back into canonical messages, calls and results paired into
+    /// `tool_aggregate`s.
     #[arg(long)]
     read: bool,
     #[command(flatten)]
@@ -64,7 +66,9 @@ fn render(args: Args) -> Result<(), Error> {
         messages.push(message);
     }
     let messages = if args.read {
-        NaturalToolUseParser::new().read_history(messages, &[])?
+        NaturalToolUseParser::new()
+            .dialect(args.dialect.read_by())
+            .read_history(messages, &[])?
     } else {
         NaturalToolUseTransformer::new()
             .dialect(args.dialect)

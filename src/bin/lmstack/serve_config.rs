@@ -62,7 +62,8 @@ pub struct Model {
     /// local servers).
     pub api_key_env: Option<String>,
     /// For a model without native tool calling: the tools go in the system
-    /// prompt and calls are read from its text, `tagged` or `hermes`.
+    /// prompt and calls are read from its text, in a dialect the transformer
+    /// writes (`tagged`, `hermes`, `mistral`, …) or `model`.
     pub natural_tools: Option<NaturalTools>,
     /// Requests answered at once; one more is refused with 429.
     #[serde(default = "default_concurrency")]
@@ -91,12 +92,26 @@ pub enum ProviderName {
 
 /// The natural tool-use dialects the file names.
 #[derive(Clone, Copy, Debug, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(try_from = "String")]
 pub enum NaturalTools {
-    Tagged,
-    Hermes,
+    /// Written in this dialect, by its CLI name.
+    Dialect(RenderDialect),
     /// Picked from the upstream model's name (`NaturalToolUse::for_model`).
     Model,
+}
+
+impl TryFrom<String> for NaturalTools {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Self, String> {
+        match name.as_str() {
+            "model" => Ok(NaturalTools::Model),
+            _ => name
+                .parse()
+                .map(NaturalTools::Dialect)
+                .map_err(|error| format!("{error}; or model")),
+        }
+    }
 }
 
 fn default_concurrency() -> usize {
@@ -138,8 +153,7 @@ impl Model {
             sources.push(mcp_arg::connect(options.http(url)?).await?);
         }
         let natural = self.natural_tools.map(|dialect| match dialect {
-            NaturalTools::Tagged => NaturalToolUse::new().dialect(RenderDialect::Tagged),
-            NaturalTools::Hermes => NaturalToolUse::new().dialect(RenderDialect::Hermes),
+            NaturalTools::Dialect(dialect) => NaturalToolUse::new().dialect(dialect),
             NaturalTools::Model => NaturalToolUse::for_model(self.model.as_deref().unwrap_or(name)),
         });
         if sources.is_empty() {
@@ -207,5 +221,24 @@ impl WithWire for Upstream<'_> {
             .option_layer(retry)
             .service(provider);
         Ok(BoxCloneSyncService::new(stack))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn natural_tools_takes_every_written_dialect_or_model() {
+        for dialect in RenderDialect::ALL {
+            let read = NaturalTools::try_from(dialect.name().to_owned());
+            assert!(matches!(read, Ok(NaturalTools::Dialect(d)) if d == dialect));
+        }
+        assert!(matches!(
+            NaturalTools::try_from("model".to_owned()),
+            Ok(NaturalTools::Model)
+        ));
+        let error = NaturalTools::try_from("auto".to_owned()).unwrap_err();
+        assert!(error.contains("granite; or model"), "{error}");
     }
 }

@@ -241,7 +241,7 @@ impl ParserMachine {
         let mut idle = 0;
         while !input.is_empty() {
             let used = match self.mode {
-                Mode::Prose if self.after_block => self.space_after_block(input),
+                Mode::Prose if self.after_block => self.space_after_block(input)?,
                 Mode::Prose | Mode::Fence { .. } => self.prose(input, out)?,
                 Mode::Tag => self.tag(input, out)?,
                 Mode::Special(_) => self.special_marker(input, out)?,
@@ -261,9 +261,9 @@ impl ParserMachine {
     }
 
     /// Whitespace after a block, with at most one `---` line in it: held until a
-    /// tag shows whether another block follows (then it is a separator, and
-    /// dropped) or not (then it is text).
-    fn space_after_block(&mut self, input: &str) -> usize {
+    /// tag, or a candidate at the start of a line, shows whether another block
+    /// follows (then it is a separator, and dropped) or not (then it is text).
+    fn space_after_block(&mut self, input: &str) -> Result<usize, Error> {
         let space = &mut self.space;
         let bytes = input.as_bytes();
         let mut used = 0;
@@ -275,8 +275,21 @@ impl ParserMachine {
             used += 1;
         }
         let within = space.len() <= PENDING_LIMIT;
-        match bytes.get(used) {
+        let line_start = space.ends_with('\n');
+        Ok(match bytes.get(used) {
             None if within => used,
+            Some(&byte)
+                if within && line_start && Some(byte) == self.opener && separator_done(space) =>
+            {
+                // The space leads the candidate's raw text: dropped if it is a
+                // call, given back as text if not.
+                let space = std::mem::take(&mut self.space);
+                self.after_block = false;
+                self.calls.start_block(&space)?;
+                self.mode = Mode::Block(special::open_at_line(self.dialect));
+                self.line = LineState::MID_LINE;
+                used
+            }
             Some(b'<') if within && self.dialect != Dialect::Json && separator_done(space) => {
                 self.start_tag();
                 used + 1
@@ -290,7 +303,7 @@ impl ParserMachine {
                 self.release_space();
                 used
             }
-        }
+        })
     }
 
     /// The whitespace held after a block is text after all.
