@@ -1147,3 +1147,32 @@ proptest! {
         prop_assert_eq!(read, want, "rendered: {:#?}", rendered);
     }
 }
+
+/// A GLM or MiniMax value holding a tag that ends a value without its closing
+/// tag (the next parameter, the end of the call or block) reads back as itself.
+#[test]
+fn xml_values_holding_structural_tags_read_back() {
+    for (dialect, arguments) in [
+        (RenderDialect::Glm, json!({"s": "</tool_call>"})),
+        (RenderDialect::Glm, json!({"s": "a<arg_key>b</arg_key>", "t": 1})),
+        (RenderDialect::Glm, json!({"l": ["<arg_key>"], "t": 1})),
+        (RenderDialect::MiniMax, json!({"s": "a</invoke>"})),
+        (RenderDialect::MiniMax, json!({"s": "</minimax:tool_call> b"})),
+        (RenderDialect::MiniMax, json!({"d": {"k": "<parameter name='p'>"}, "t": 1})),
+        (RenderDialect::MiniMax, json!({"s": "a <b>c</b> <invoke>"})),
+    ] {
+        let history = vec![
+            Message::user("go"),
+            Message::tool_aggregate(
+                vec![ToolCall::new("call_1", "f", arguments)],
+                vec![ToolResult::text("call_1", "f", "ok")],
+            ),
+        ];
+        let rendered = NaturalToolUseTransformer::new()
+            .dialect(dialect)
+            .render(history.clone())
+            .unwrap();
+        let read = reader(dialect).read_history(rendered.clone(), &[]).unwrap();
+        assert_eq!(read, history, "{dialect}: {rendered:#?}");
+    }
+}

@@ -41,6 +41,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::dialect::Dialect;
+use super::parser::reads_raw_value;
 
 use crate::{ContentBlock, InvalidCall, Media, MediaSource, Metadata, ToolCall, ToolResult};
 
@@ -212,11 +213,10 @@ impl RenderDialect {
                 bare_name(&call.name) && object.is_some()
             }
             RenderDialect::Glm | RenderDialect::MiniMax => {
-                let close = self.xml_tags().map_or("", |(_, _, close)| close);
                 bare_name(&call.name)
                     && object.is_some_and(|args| {
                         args.iter()
-                            .all(|(key, value)| bare_name(key) && xml_value(value, close).is_some())
+                            .all(|(key, value)| bare_name(key) && xml_value(value, self).is_some())
                     })
             }
         }
@@ -423,24 +423,31 @@ fn write_params(out: &mut String, arguments: &Value, dialect: RenderDialect) {
         out.push_str(open);
         out.push_str(key);
         out.push_str(between);
-        out.push_str(&xml_value(value, close).unwrap_or_default());
+        out.push_str(&xml_value(value, dialect).unwrap_or_default());
         out.push_str(close);
         out.push('\n');
     }
 }
 
-/// A value as the XML forms write it: a string raw, anything else as JSON (as
-/// the GLM and MiniMax templates do); `None` for a string that would not read
-/// back as itself whatever the schema says — one that reads as another JSON
-/// value, holds the closing tag `close`, or starts or ends with a newline (one
-/// wrapping newline is trimmed on reading).
-fn xml_value(value: &Value, close: &str) -> Option<String> {
-    let Value::String(text) = value else {
-        return Some(json(value));
+/// A value as the XML forms (GLM, MiniMax) write it: a string raw, anything
+/// else as JSON (as their templates do); `None` for a value that would not
+/// read back as itself whatever the schema says — a string that reads as
+/// another JSON value or holds the closing tag (which this parser would read
+/// back, but a reader that takes the first closing tag would not), or a value
+/// the parser's scan would not give back whole ([`reads_raw_value`]: a tag in
+/// it that ends a value without the closing tag — the next parameter, the end
+/// of the call or block — or a wrapping newline).
+fn xml_value(value: &Value, dialect: RenderDialect) -> Option<String> {
+    let text = match value {
+        Value::String(text) => {
+            let other_json =
+                serde_json::from_str::<Value>(text.trim()).is_ok_and(|v| !v.is_string());
+            let close = dialect.xml_tags().map_or("", |(_, _, close)| close);
+            (!other_json && !text.contains(close)).then(|| text.clone())?
+        }
+        value => json(value),
     };
-    let other_json = serde_json::from_str::<Value>(text.trim()).is_ok_and(|v| !v.is_string());
-    let unwrapped = text.starts_with('\n') || text.ends_with('\n');
-    (!other_json && !unwrapped && !text.contains(close)).then(|| text.clone())
+    reads_raw_value(dialect == RenderDialect::Glm, &text).then_some(text)
 }
 
 /// A JSON value as a Python literal: `None`, `True`/`False`, numbers, strings
@@ -1244,6 +1251,14 @@ mod tests {
             (RenderDialect::MiniMax, json!({"s": "true"})),
             (RenderDialect::MiniMax, json!({"s": "a</parameter>b"})),
             (RenderDialect::MiniMax, json!({"s": "\nx"})),
+            // A tag that ends a value although its closing tag is not there:
+            // the next parameter, the end of the call or of the block.
+            (RenderDialect::Glm, json!({"s": "</tool_call>"})),
+            (RenderDialect::Glm, json!({"s": "a<arg_key>b</arg_key>"})),
+            (RenderDialect::Glm, json!({"l": ["<arg_key>"]})),
+            (RenderDialect::MiniMax, json!({"s": "a</invoke>"})),
+            (RenderDialect::MiniMax, json!({"s": "</minimax:tool_call> b"})),
+            (RenderDialect::MiniMax, json!({"d": {"k": "<parameter name='p'>"}})),
             (RenderDialect::Pythonic, json!({"not-an-identifier": 1})),
             (RenderDialect::Llama3Json, json!("not an object")),
         ] {

@@ -50,6 +50,26 @@ enum Style {
 const KEY: &str = "arg_key";
 
 impl Names {
+    /// MiniMax's: Claude-style invokes in a `<minimax:tool_call>` block.
+    fn minimax() -> Self {
+        Names {
+            call: "invoke".into(),
+            param: "parameter".into(),
+            block: "minimax:tool_call".into(),
+            style: Style::Attr,
+        }
+    }
+
+    /// GLM's: the call is the block; keyed values.
+    fn glm() -> Self {
+        Names {
+            call: "tool_call".into(),
+            param: "arg_value".into(),
+            block: "tool_call".into(),
+            style: Style::Keyed,
+        }
+    }
+
     fn name_of<'t>(&self, tag: &'t Tag, element: &str) -> Option<&'t str> {
         if !tag.opens(element) {
             return None;
@@ -161,24 +181,14 @@ impl Xml {
 
     /// A MiniMax block opened by `<minimax:tool_call>`: Claude-style invokes.
     pub(super) fn minimax() -> Self {
-        Self::with(Names {
-            call: "invoke".into(),
-            param: "parameter".into(),
-            block: "minimax:tool_call".into(),
-            style: Style::Attr,
-        })
+        Self::with(Names::minimax())
     }
 
     /// A GLM block whose `<tool_call>` was read and whose name starts here: the
     /// call has begun.
     pub(super) fn glm(ctx: &mut BlockContext<'_>) -> Self {
         ctx.begin(0);
-        let mut block = Self::with(Names {
-            call: "tool_call".into(),
-            param: "arg_value".into(),
-            block: "tool_call".into(),
-            style: Style::Keyed,
-        });
+        let mut block = Self::with(Names::glm());
         block.state = State::Name(String::new());
         block.seen_call = true;
         block
@@ -620,6 +630,25 @@ fn not_glm(at: usize, ctx: &mut BlockContext<'_>) -> BlockStep {
 /// A parameter name as the dialects write them: no spaces, quotes or markup.
 fn valid_name(name: &str) -> bool {
     !name.is_empty() && !name.contains(|c: char| c.is_whitespace() || "=<>\"'/".contains(c))
+}
+
+/// True when `text`, written as a GLM (`glm`) or MiniMax value and followed
+/// by its closing tag and the end of the call, is read as exactly `text`: no
+/// tag in it ends the value early and no wrapping newline is trimmed. The
+/// transformer writes a value raw only then, so that its writer and this
+/// reader cannot drift apart.
+pub(crate) fn reads_raw_value(glm: bool, text: &str) -> bool {
+    let names = if glm { Names::glm() } else { Names::minimax() };
+    let written = format!("{text}</{}>\n</{}>", names.param, names.call);
+    let mut read = String::new();
+    let step = ValueScan::new().feed(
+        &names,
+        &mut TagReader::default(),
+        &mut String::new(),
+        &written,
+        &mut |piece| read.push_str(piece),
+    );
+    matches!(step, ValueStep::End { used, tag: true } if used == written.len()) && read == text
 }
 
 /// What [`ValueScan::feed`] found.
