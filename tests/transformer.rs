@@ -1154,11 +1154,20 @@ proptest! {
 fn xml_values_holding_structural_tags_read_back() {
     for (dialect, arguments) in [
         (RenderDialect::Glm, json!({"s": "</tool_call>"})),
-        (RenderDialect::Glm, json!({"s": "a<arg_key>b</arg_key>", "t": 1})),
+        (
+            RenderDialect::Glm,
+            json!({"s": "a<arg_key>b</arg_key>", "t": 1}),
+        ),
         (RenderDialect::Glm, json!({"l": ["<arg_key>"], "t": 1})),
         (RenderDialect::MiniMax, json!({"s": "a</invoke>"})),
-        (RenderDialect::MiniMax, json!({"s": "</minimax:tool_call> b"})),
-        (RenderDialect::MiniMax, json!({"d": {"k": "<parameter name='p'>"}, "t": 1})),
+        (
+            RenderDialect::MiniMax,
+            json!({"s": "</minimax:tool_call> b"}),
+        ),
+        (
+            RenderDialect::MiniMax,
+            json!({"d": {"k": "<parameter name='p'>"}, "t": 1}),
+        ),
         (RenderDialect::MiniMax, json!({"s": "a <b>c</b> <invoke>"})),
     ] {
         let history = vec![

@@ -41,7 +41,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::dialect::Dialect;
-use super::parser::reads_raw_value;
+use super::scan::NAME_LIMIT;
+use super::scan::xml_value::reads_raw_value;
 
 use crate::{ContentBlock, InvalidCall, Media, MediaSource, Metadata, ToolCall, ToolResult};
 
@@ -245,9 +246,6 @@ impl std::str::FromStr for RenderDialect {
             })
     }
 }
-
-/// The longest name (or Mistral id) the parser reads bare.
-const NAME_LIMIT: usize = 256;
 
 /// A name a form writes bare: ASCII letters, digits, `_`, `-`, `.`, at most
 /// [`NAME_LIMIT`] bytes.
@@ -1257,8 +1255,14 @@ mod tests {
             (RenderDialect::Glm, json!({"s": "a<arg_key>b</arg_key>"})),
             (RenderDialect::Glm, json!({"l": ["<arg_key>"]})),
             (RenderDialect::MiniMax, json!({"s": "a</invoke>"})),
-            (RenderDialect::MiniMax, json!({"s": "</minimax:tool_call> b"})),
-            (RenderDialect::MiniMax, json!({"d": {"k": "<parameter name='p'>"}})),
+            (
+                RenderDialect::MiniMax,
+                json!({"s": "</minimax:tool_call> b"}),
+            ),
+            (
+                RenderDialect::MiniMax,
+                json!({"d": {"k": "<parameter name='p'>"}}),
+            ),
             (RenderDialect::Pythonic, json!({"not-an-identifier": 1})),
             (RenderDialect::Llama3Json, json!("not an object")),
         ] {

@@ -8,17 +8,14 @@
 use super::call_list::{CallList, skip_space};
 use super::calls::{BlockContext, BlockStep};
 use super::json_block::{close_arguments, with_args};
-use crate::natural::scan::is_space;
 use crate::natural::scan::json::{Scanned, Verbatim};
 use crate::natural::scan::marker::{MarkerMatch, Matched};
 use crate::natural::scan::tag::name_byte;
+use crate::natural::scan::{NAME_LIMIT, is_space};
 use crate::{Error, InvalidCallKind};
 
 /// The control tokens after a call's name: its arguments, or its id first.
 const TOKENS: [&str; 2] = ["[ARGS]", "[CALL_ID]"];
-
-/// The most bytes of a name or an id: a longer one is not a call.
-const NAME_LIMIT: usize = 256;
 
 /// What follows `[TOOL_CALLS]`.
 #[derive(Debug, Default)]

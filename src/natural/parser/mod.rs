@@ -37,7 +37,6 @@ use crate::{ChatRequest, Error, ToolChoice, ToolSpec};
 
 pub use self::calls::OnInvalid;
 pub use self::machine::ParserMachine;
-pub(crate) use self::xml_block::reads_raw_value;
 
 /// The natural tool use parser: turns `<tool_call>`-style text from the model
 /// into tool calls. It is the configuration (a [`MachineFactory`]) and a tower

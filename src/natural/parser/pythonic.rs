@@ -11,12 +11,9 @@
 
 use super::calls::{BlockContext, BlockStep, PENDING_LIMIT};
 use super::json_block::{Expect, Expected};
-use crate::natural::scan::is_space;
 use crate::natural::scan::python::{BadLiteral, PyLiteral, Read};
+use crate::natural::scan::{NAME_LIMIT, is_space};
 use crate::{Error, InvalidCallKind};
-
-/// The longest tool or argument name.
-const NAME_LIMIT: usize = 256;
 
 /// The marker that may close the list.
 const PYTHON_END: &str = "<|python_end|>";

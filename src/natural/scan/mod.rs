@@ -7,6 +7,7 @@ pub(crate) mod marker;
 pub(crate) mod python;
 pub(crate) mod string;
 pub(crate) mod tag;
+pub(crate) mod xml_value;
 
 /// The first `"` or `\\` in `bytes`: where a JSON string may end or escape.
 /// Token-sized pieces are scanned directly: for them the call into `memchr`
@@ -33,6 +34,10 @@ pub(crate) fn cut_points(input: &str, cuts: &[usize]) -> Vec<usize> {
     points.dedup();
     points
 }
+
+/// The longest name the dialects write bare — a tool's, a parameter's or
+/// key's, a Mistral call id: a longer one is not read as a name.
+pub(crate) const NAME_LIMIT: usize = 256;
 
 /// JSON's whitespace, which the dialects also skip around their markup.
 pub(crate) fn is_space(byte: u8) -> bool {
