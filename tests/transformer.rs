@@ -5,6 +5,7 @@ use lmstack::natural::{
     Consolidation, NaturalToolUseParser, NaturalToolUseTransformer, RenderDialect,
     TOOL_AGGREGATES_KEY, TOOL_CALL_IDS_KEY, TOOL_METADATA_KEY,
 };
+use lmstack::service::{Machine, Output};
 use lmstack::testing::{Chunking, ScriptedModel, collect_both};
 use lmstack::{
     ChatRequest, ContentBlock, Error, Event, InvalidCall, InvalidCallKind, Joiner, Media, Message,
@@ -1183,5 +1184,51 @@ fn xml_values_holding_structural_tags_read_back() {
             .unwrap();
         let read = reader(dialect).read_history(rendered.clone(), &[]).unwrap();
         assert_eq!(read, history, "{dialect}: {rendered:#?}");
+    }
+}
+
+#[test]
+fn kimi_ids_number_the_calls_of_the_whole_conversation() {
+    // Kimi K2's template numbers `functions.F:N` across the conversation, not
+    // within each message; a reply's calls follow the request's.
+    let round = |n: usize| {
+        Message::tool_aggregate(
+            vec![
+                ToolCall::new(format!("a{n}"), "now", json!({})),
+                ToolCall::new(format!("b{n}"), "now", json!({})),
+            ],
+            vec![
+                ToolResult::text(format!("a{n}"), "now", "noon"),
+                ToolResult::text(format!("b{n}"), "now", "noon"),
+            ],
+        )
+    };
+    for consolidation in [Consolidation::Split, Consolidation::Single] {
+        let kimi = NaturalToolUseTransformer::new()
+            .dialect(RenderDialect::KimiK2)
+            .consolidation(consolidation);
+        let text: String = kimi
+            .render(vec![Message::user("Time?"), round(0), round(1)])
+            .unwrap()
+            .iter()
+            .filter_map(Message::as_text)
+            .collect();
+        assert_eq!(text.matches("functions.now:").count(), 4, "{text}");
+        for n in 0..4 {
+            assert!(
+                text.contains(&format!("functions.now:{n}<")),
+                "{consolidation:?}: {text}"
+            );
+        }
+        let mut machine = kimi.machine(["a0", "b0", "a1"]);
+        let mut out = Output::new();
+        let call = Message::tool_calls(vec![ToolCall::new("c", "now", json!({}))]);
+        machine.push(Event::message(call), &mut out).unwrap();
+        machine.finish(&mut out).unwrap();
+        let written: String = Joiner::join(out.drain())
+            .iter()
+            .filter_map(Message::as_text)
+            .collect();
+        assert!(written.contains("functions.now:3<"), "{written}");
     }
 }

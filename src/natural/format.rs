@@ -257,18 +257,36 @@ fn bare_name(name: &str) -> bool {
 }
 
 /// A Python keyword-argument or function name: ASCII letters, digits, `_`,
-/// not starting with a digit, at most [`NAME_LIMIT`] bytes.
+/// not starting with a digit, at most [`NAME_LIMIT`] bytes, and not one of
+/// Python's keywords (which Python, and parsers built on its `ast`, refuse).
 fn identifier(name: &str) -> bool {
     name.len() <= NAME_LIMIT
         && name.bytes().next().is_some_and(|b| !b.is_ascii_digit())
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && !PYTHON_KEYWORDS.contains(&name)
 }
+
+/// Python's keywords (the soft ones, `match` or `type`, are names too).
+const PYTHON_KEYWORDS: [&str; 35] = [
+    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",
+    "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import",
+    "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while",
+    "with", "yield",
+];
 
 /// Writes calls in a row, joined as the dialect joins several calls of one
 /// message; a call its form cannot carry (see [`RenderDialect::carries`]) is
 /// written in the tagged form, apart from the others by `---` lines. Ids only
-/// when `ids` is set.
-pub(crate) fn write_calls(out: &mut String, calls: &[ToolCall], dialect: RenderDialect, ids: bool) {
+/// when `ids` is set; `first` is the number, in the conversation, of the first
+/// call (Kimi K2's ids count the conversation's calls).
+pub(crate) fn write_calls(
+    out: &mut String,
+    calls: &[ToolCall],
+    dialect: RenderDialect,
+    ids: bool,
+    first: usize,
+) {
+    let mut number = first;
     let form = |call: &ToolCall| {
         if dialect.carries(call, ids) {
             dialect
@@ -288,7 +306,8 @@ pub(crate) fn write_calls(out: &mut String, calls: &[ToolCall], dialect: RenderD
                 out.push_str(join);
             }
             let id = ids.then_some(call.id.as_str());
-            write_call(out, &call.name, id, index, &call.arguments, form);
+            write_call(out, &call.name, id, number, &call.arguments, form);
+            number += 1;
         }
         out.push_str(close);
     }
@@ -306,16 +325,17 @@ pub(crate) fn write_example(
         &[ToolCall::new("", name, arguments.clone())],
         dialect,
         false,
+        0,
     );
 }
 
-/// Writes one call in `dialect`'s form, which carries it; `index` is its place
-/// in its run (Kimi K2's ids count calls).
+/// Writes one call in `dialect`'s form, which carries it; `number` is its
+/// number in the conversation (Kimi K2's ids count calls).
 fn write_call(
     out: &mut String,
     name: &str,
     id: Option<&str>,
-    index: usize,
+    number: usize,
     arguments: &Value,
     dialect: RenderDialect,
 ) {
@@ -350,7 +370,7 @@ fn write_call(
         }
         RenderDialect::KimiK2 => {
             out.push_str(&format!(
-                "<|tool_call_begin|>functions.{name}:{index}<|tool_call_argument_begin|>{}<|tool_call_end|>",
+                "<|tool_call_begin|>functions.{name}:{number}<|tool_call_argument_begin|>{}<|tool_call_end|>",
                 json(arguments)
             ));
         }
@@ -1081,7 +1101,7 @@ mod tests {
     /// `calls` written in `dialect`, with ids where its form has a place.
     fn written(dialect: RenderDialect, calls: &[ToolCall]) -> String {
         let mut out = String::new();
-        write_calls(&mut out, calls, dialect, dialect.writes_ids());
+        write_calls(&mut out, calls, dialect, dialect.writes_ids(), 0);
         out
     }
 
@@ -1264,6 +1284,7 @@ mod tests {
                 json!({"d": {"k": "<parameter name='p'>"}}),
             ),
             (RenderDialect::Pythonic, json!({"not-an-identifier": 1})),
+            (RenderDialect::Pythonic, json!({"class": 1})),
             (RenderDialect::Llama3Json, json!("not an object")),
         ] {
             let odd = ToolCall::new("c2", "f", awkward);
@@ -1273,6 +1294,7 @@ mod tests {
                 std::slice::from_ref(&odd),
                 RenderDialect::Tagged,
                 false,
+                0,
             );
             let own = written(dialect, std::slice::from_ref(&plain));
             assert_eq!(

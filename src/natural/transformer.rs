@@ -249,7 +249,9 @@ impl NaturalToolUseTransformer {
         I: IntoIterator,
         I::Item: Into<String>,
     {
+        let known: HashSet<String> = known_calls.into_iter().map(Into::into).collect();
         TransformerMachine {
+            numbered: known.len(),
             style: Style {
                 dialect: self.dialect,
                 ids: self.call_ids && self.dialect.writes_ids(),
@@ -257,7 +259,7 @@ impl NaturalToolUseTransformer {
             consolidation: self.consolidation,
             call_limit: self.call_limit,
             position: 0,
-            known: known_calls.into_iter().map(Into::into).collect(),
+            known,
             held: None,
             turn: None,
             run: None,
@@ -304,6 +306,9 @@ pub struct TransformerMachine {
     position: usize,
     /// Ids of the calls seen so far.
     known: HashSet<String>,
+    /// How many calls the conversation holds before the next one written
+    /// (Kimi K2's ids number them).
+    numbered: usize,
     /// An assistant message that calls may still be appended to (split form).
     held: Option<Message>,
     /// The turn being written (single form).
@@ -370,23 +375,24 @@ impl TransformerMachine {
                     metadata,
                 } = aggregate;
                 let results = self.pair(&calls, results)?;
-                self.remember(&calls);
+                let first = self.remember(&calls);
                 if single {
-                    self.turn().pairs(&calls, &results, metadata, style);
+                    self.turn().pairs(&calls, &results, metadata, style, first);
                 } else {
-                    self.split_aggregate(&calls, &results, metadata, out);
+                    self.split_aggregate(&calls, &results, metadata, first, out);
                 }
             }
             Message::ToolCalls(message) => {
-                self.remember(&message.calls);
+                let first = self.remember(&message.calls);
                 if single {
-                    self.turn().calls(&message.calls, message.metadata, style);
+                    self.turn()
+                        .calls(&message.calls, message.metadata, style, first);
                 } else {
                     let mut metadata = message.metadata;
                     if let Some(extras) = format::extras(&message.calls, &[]) {
                         metadata.insert(TOOL_METADATA_KEY, extras);
                     }
-                    self.append_calls(&message.calls, metadata, out);
+                    self.append_calls(&message.calls, metadata, first, out);
                 }
             }
             Message::ToolResults(message) => {
@@ -428,9 +434,10 @@ impl TransformerMachine {
         calls: &[ToolCall],
         results: &[ToolResult],
         mut metadata: Metadata,
+        first: usize,
         out: &mut Output,
     ) {
-        self.append_calls(calls, metadata.clone(), out);
+        self.append_calls(calls, metadata.clone(), first, out);
         if let Some(extras) = format::extras(calls, results) {
             metadata.insert(TOOL_METADATA_KEY, extras);
         }
@@ -460,9 +467,13 @@ impl TransformerMachine {
         self.turn.get_or_insert_with(Turn::default)
     }
 
-    /// Notes the ids of calls, which later `tool_results` may answer.
-    fn remember(&mut self, calls: &[ToolCall]) {
+    /// Notes the ids of calls, which later `tool_results` may answer, and
+    /// numbers them: the number of the first in the conversation.
+    fn remember(&mut self, calls: &[ToolCall]) -> usize {
         self.known.extend(calls.iter().map(|call| call.id.clone()));
+        let first = self.numbered;
+        self.numbered += calls.len();
+        first
     }
 
     /// Orders an aggregate's results by its calls, or names the first that has
@@ -495,10 +506,16 @@ impl TransformerMachine {
     }
 
     /// Appends calls, joined as the dialect joins several, to the assistant
-    /// text.
-    fn append_calls(&mut self, calls: &[ToolCall], metadata: Metadata, out: &mut Output) {
+    /// text; `first` is the first call's number in the conversation.
+    fn append_calls(
+        &mut self,
+        calls: &[ToolCall],
+        metadata: Metadata,
+        first: usize,
+        out: &mut Output,
+    ) {
         let mut text = String::new();
-        format::write_calls(&mut text, calls, self.style.dialect, self.style.ids);
+        format::write_calls(&mut text, calls, self.style.dialect, self.style.ids, first);
         let metadata = self.with_ids(metadata, calls.iter().map(|call| &call.id));
         self.append(text, metadata, out);
     }

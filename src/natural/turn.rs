@@ -83,18 +83,20 @@ impl Turn {
     }
 
     /// Adds the pairs of an aggregate: each call directly followed by its
-    /// result (`results` are in call order).
+    /// result (`results` are in call order); `first` is the first call's number
+    /// in the conversation.
     pub(super) fn pairs(
         &mut self,
         calls: &[ToolCall],
         results: &[ToolResult],
         metadata: Metadata,
         style: Style,
+        first: usize,
     ) {
-        for (call, result) in calls.iter().zip(results) {
+        for (number, (call, result)) in (first..).zip(calls.iter().zip(results)) {
             self.open_block();
             let call = std::slice::from_ref(call);
-            format::write_calls(&mut self.text, call, style.dialect, style.ids);
+            format::write_calls(&mut self.text, call, style.dialect, style.ids, number);
             self.text.push('\n');
             self.write_result(result, style);
         }
@@ -107,11 +109,17 @@ impl Turn {
     }
 
     /// Adds the calls of a `tool_calls` message, joined as the dialect joins
-    /// several calls.
-    pub(super) fn calls(&mut self, calls: &[ToolCall], metadata: Metadata, style: Style) {
+    /// several calls; `first` is the first call's number in the conversation.
+    pub(super) fn calls(
+        &mut self,
+        calls: &[ToolCall],
+        metadata: Metadata,
+        style: Style,
+        first: usize,
+    ) {
         if !calls.is_empty() {
             self.open_block();
-            format::write_calls(&mut self.text, calls, style.dialect, style.ids);
+            format::write_calls(&mut self.text, calls, style.dialect, style.ids, first);
             self.after_block = true;
         }
         self.tool_source(metadata, format::extras(calls, &[]));
