@@ -155,7 +155,7 @@ impl ParamKind {
         if json && serde_json::from_str::<IgnoredAny>(trimmed).is_ok() {
             return Cow::Borrowed(trimmed);
         }
-        Cow::Owned(Value::String(raw.to_owned()).to_string())
+        Cow::Owned(serde_json::to_string(raw).expect("a string serialises"))
     }
 }
 
