@@ -248,6 +248,7 @@ async fn a_client_that_goes_away_mid_stream_cancels_the_upstream_request() {
     let serving = serve(&["--config", &config]);
     let response = reqwest::Client::new()
         .post(format!("{}/v1/chat/completions", serving.base))
+        .header("content-type", "application/json")
         .body(r#"{"model":"endless","stream":true,"messages":[{"role":"user","content":"Go on"}]}"#)
         .send()
         .await

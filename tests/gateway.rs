@@ -38,6 +38,7 @@ fn anthropic(base: &str, model: &str) -> Anthropic {
 async fn post(base: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, Value) {
     let mut request = reqwest::Client::new()
         .post(format!("{base}{path}"))
+        .header("content-type", "application/json")
         .body(body.to_owned());
     for (name, value) in headers {
         request = request.header(*name, *value);
@@ -242,6 +243,7 @@ async fn a_client_that_goes_away_cancels_its_reply_and_frees_its_place() {
     let body = r#"{"model":"slow","stream":true,"messages":[{"role":"user","content":"Count"}]}"#;
     let response = reqwest::Client::new()
         .post(format!("{base}/v1/chat/completions"))
+        .header("content-type", "application/json")
         .body(body)
         .send()
         .await

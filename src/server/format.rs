@@ -22,6 +22,19 @@ pub(crate) trait Format: Send + Sync + 'static {
     /// A client's request body → the canonical request.
     fn decode(body: &[u8]) -> Result<ChatRequest, Error>;
 
+    /// The model a request body names, read without decoding the rest (so
+    /// that the model's place is taken before the body is decoded); `None`
+    /// when it cannot be read so, and [`decode`](Self::decode) will say why.
+    fn model(body: &[u8]) -> Option<String> {
+        #[derive(serde::Deserialize)]
+        struct Named {
+            model: String,
+        }
+        serde_json::from_slice::<Named>(body)
+            .ok()
+            .map(|named| named.model)
+    }
+
     /// The encoder of the reply to `request`, answered by `model` at `now`.
     fn encoder(request: &ChatRequest, model: &str, now: SystemTime) -> Self::Encoder;
 

@@ -9,21 +9,34 @@
 //! - [`Metrics`]: what was served, in the Prometheus text format;
 //! - `Gateway` (feature `server`): stacks by model name, served over HTTP in
 //!   the OpenAI Chat Completions and Anthropic Messages formats, as an axum
-//!   router.
+//!   router;
+//! - `serve` (feature `server`): a router served on a listener within
+//!   [`ConnectionLimits`]: timeouts on request heads and idle connections, and
+//!   a cap on open connections.
 
+#[cfg(feature = "server")]
+mod admit;
+#[cfg(feature = "server")]
+mod answer;
 mod auth;
 #[cfg(feature = "server")]
 mod coalesce;
+#[cfg(feature = "server")]
+mod connections;
 #[cfg(feature = "server")]
 mod extras;
 #[cfg(feature = "server")]
 mod format;
 #[cfg(feature = "server")]
 mod gateway;
+#[cfg(feature = "server")]
+mod guard;
 mod metrics;
 pub mod sealed_ids;
 
 pub use auth::BearerToken;
+#[cfg(feature = "server")]
+pub use connections::{ConnectionLimits, serve};
 #[cfg(feature = "server")]
 pub use gateway::{Gateway, Stack};
 pub use metrics::{InFlight, Metrics};

@@ -3,6 +3,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
@@ -110,6 +111,15 @@ pub struct Serving {
     pub child: Child,
     /// Its base URL, `http://127.0.0.1:PORT`.
     pub base: String,
+    /// What it wrote on stderr so far, a line each.
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl Serving {
+    /// The lines it wrote on stderr so far.
+    pub fn stderr(&self) -> Vec<String> {
+        self.stderr.lock().unwrap().clone()
+    }
 }
 
 impl Drop for Serving {
@@ -134,18 +144,34 @@ pub fn serve(args: &[&str], token: Option<&str>) -> Serving {
         .spawn()
         .expect("the lmstack binary runs");
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    let base = line
-        .split("listening on ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_owned();
+    let mut lines = Vec::new();
+    let base = loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            panic!("no address in {lines:?}");
+        }
+        let address = line
+            .split("listening on ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(str::to_owned);
+        lines.push(line);
+        if let Some(address) = address {
+            break address;
+        }
+    };
+    let written = Arc::new(Mutex::new(lines));
+    let keep = written.clone();
     // Keep reading stderr, so that the process never blocks on a full pipe.
     std::thread::spawn(move || {
-        let mut sink = String::new();
-        while stderr.read_line(&mut sink).is_ok_and(|n| n > 0) {}
+        let mut line = String::new();
+        while stderr.read_line(&mut line).is_ok_and(|n| n > 0) {
+            keep.lock().unwrap().push(std::mem::take(&mut line));
+        }
     });
-    Serving { child, base }
+    Serving {
+        child,
+        base,
+        stderr: written,
+    }
 }

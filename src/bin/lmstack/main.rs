@@ -5,12 +5,17 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use lmstack::Error;
+use tracing_subscriber::filter::LevelFilter;
+
+use crate::logging::LogFormat;
 
 mod chat;
 mod conversation;
 mod demo;
+mod descriptors;
 mod input;
 mod lift;
+mod logging;
 mod lower;
 mod mcp;
 mod mcp_arg;
@@ -58,7 +63,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    match Cli::parse().command {
+    let command = Cli::parse().command;
+    match &command {
+        Command::Serve(args) => logging::init(args.log_format(), LevelFilter::INFO),
+        _ => logging::init(LogFormat::Text, LevelFilter::WARN),
+    }
+    match command {
         Command::Demo(args) => demo::run(args),
         Command::Parse(args) => parse::run(args),
         Command::Render(args) => render::run(args),

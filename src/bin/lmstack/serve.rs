@@ -8,12 +8,14 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use lmstack::server::{BearerToken, Gateway};
+use lmstack::server::{BearerToken, ConnectionLimits, Gateway, serve as serve_router};
 use lmstack::{ChatRequest, Error, Reply};
 use tower::{Service, ServiceExt};
 
 use crate::demo::{self, Workspace};
-use crate::serve_config::Config;
+use crate::descriptors;
+use crate::logging::LogFormat;
+use crate::serve_config::{Config, Seconds};
 
 /// Serves models over HTTP to OpenAI and Anthropic clients.
 ///
@@ -28,9 +30,11 @@ use crate::serve_config::Config;
 ///
 /// Clients must present the token in LMSTACK_SERVE_TOKEN (or the variable the
 /// configuration names) as `Authorization: Bearer` or `x-api-key`; with no
-/// token set, the gateway listens on loopback addresses only. SIGTERM or
-/// Ctrl-C stops taking requests and lets those in flight finish, up to --drain
-/// seconds.
+/// token set, the gateway listens on loopback addresses only, and answers no
+/// web page (see docs/serve.md). SIGTERM or Ctrl-C stops taking requests and
+/// lets those in flight finish, up to --drain seconds; a second one stops at
+/// once. One line per request is logged on stderr (RUST_LOG filters, `info`
+/// by default).
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The configuration: TOML naming the models (see docs/serve.md).
@@ -43,6 +47,10 @@ pub struct Args {
     /// How long requests in flight may run on after SIGTERM or Ctrl-C.
     #[arg(long, value_name = "SECS", default_value = "10")]
     drain: u64,
+    /// How the log lines on stderr are written: `text`, or `json` (one object
+    /// a line).
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t)]
+    log_format: LogFormat,
 }
 
 /// The model name of the offline demo.
@@ -50,6 +58,13 @@ const DEMO_MODEL: &str = "lmstack-demo";
 
 /// The variable that holds the clients' token when the configuration names none.
 const TOKEN_ENV: &str = "LMSTACK_SERVE_TOKEN";
+
+impl Args {
+    /// How the log lines are written.
+    pub fn log_format(&self) -> LogFormat {
+        self.log_format
+    }
+}
 
 pub fn run(args: Args) -> ExitCode {
     crate::block_on(serve(args))
@@ -60,13 +75,17 @@ async fn serve(args: Args) -> Result<(), Error> {
         Some(path) => Config::read(path)?,
         None => Config::default(),
     };
+    let server = &config.server;
     let listen = args
         .listen
-        .or(config.server.listen)
+        .or(server.listen)
         .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8080)));
-    let token_env = config.server.token_env.as_deref().unwrap_or(TOKEN_ENV);
+    let token_env = server.token_env.as_deref().unwrap_or(TOKEN_ENV);
+    // Trimmed as a presented token is, so that a stray space or newline in the
+    // variable does not lock every client out.
     let token = std::env::var(token_env)
         .ok()
+        .map(|token| token.trim().to_owned())
         .filter(|token| !token.is_empty());
     if token.is_none() && !listen.ip().is_loopback() {
         return Err(Error::InvalidRequest(format!(
@@ -74,16 +93,33 @@ async fn serve(args: Args) -> Result<(), Error> {
              loopback address"
         )));
     }
-    let mut gateway = Gateway::new();
-    if let Some(limit) = config.server.body_limit {
+    let mut gateway = Gateway::new()
+        .allowed_hosts(server.allowed_hosts.iter().cloned())
+        .allowed_origins(server.allowed_origins.iter().cloned());
+    if let Some(limit) = server.body_limit {
         gateway = gateway.body_limit(limit);
     }
-    if let Some(secs) = config.server.keep_alive_secs {
-        gateway = gateway.keep_alive((secs > 0).then(|| Duration::from_secs(secs)));
+    if let Some(budget) = server.body_budget {
+        gateway = gateway.body_budget(budget);
+    }
+    if let Some(Seconds(timeout)) = server.body_timeout_secs {
+        gateway = gateway.body_timeout(timeout);
+    }
+    if let Some(Seconds(every)) = server.keep_alive_secs {
+        gateway = gateway.keep_alive((!every.is_zero()).then_some(every));
     }
     if let Some(token) = &token {
         gateway = gateway.token(BearerToken::new(token));
     }
+    let mut limits = ConnectionLimits::default();
+    if let Some(Seconds(timeout)) = server.header_timeout_secs {
+        limits = limits.header_timeout(timeout);
+    }
+    if let Some(Seconds(timeout)) = server.idle_timeout_secs {
+        limits = limits.idle_timeout(timeout);
+    }
+    let wanted = server.max_connections.unwrap_or(limits.max_connections);
+    limits = limits.max_connections(descriptors::connections_within_limit(wanted));
     // Kept for as long as the demo is served: its tools read the scene there.
     let mut workspace = None;
     if config.models.is_empty() {
@@ -109,63 +145,76 @@ async fn serve(args: Args) -> Result<(), Error> {
             None => format!("no token set ({token_env}): loopback only"),
         }
     );
-    // Each SSE frame goes out as it is written: without TCP_NODELAY, Nagle's
-    // algorithm holds a stream's small frames back for the client's delayed ACK
-    // (some 40 ms each).
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::debug!("TCP_NODELAY not set: {error}");
-        }
-    });
-    let drain = Duration::from_secs(args.drain);
-    let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(listener, gateway.router()).with_graceful_shutdown(async move {
-        shutdown_signal().await;
-        eprintln!("lmstack serve: stopping; requests in flight have {drain:?} to finish");
-        let _ = stopping.send(());
-    });
-    let server = tokio::spawn(async move { server.await });
-    let finished = async {
-        server
-            .await
-            .map_err(|error| Error::stage("lmstack serve", error.to_string()))?
-            .map_err(|error| Error::stage("lmstack serve", error.to_string()))
+    let mut signals = Signals::new();
+    let (stop, stopping) = tokio::sync::oneshot::channel::<()>();
+    let stopping = async move {
+        let _ = stopping.await;
     };
-    tokio::pin!(finished);
+    let mut server = tokio::spawn(serve_router(listener, gateway.router(), limits, stopping));
     tokio::select! {
-        result = &mut finished => return result,
-        _ = stopped => {}
+        finished = &mut server => return served(finished),
+        () = signals.next() => {}
     }
-    match tokio::time::timeout(drain, finished).await {
-        Ok(result) => result,
-        Err(_) => {
-            eprintln!("lmstack serve: requests still in flight after {drain:?} were cut off");
+    let drain = Duration::from_secs(args.drain);
+    eprintln!(
+        "lmstack serve: stopping; requests in flight have {drain:?} to finish (a second signal \
+         stops at once)"
+    );
+    let _ = stop.send(());
+    tokio::select! {
+        finished = tokio::time::timeout(drain, &mut server) => match finished {
+            Ok(finished) => served(finished),
+            Err(_) => {
+                eprintln!("lmstack serve: requests still in flight after {drain:?} were cut off");
+                Ok(())
+            }
+        },
+        () = signals.next() => {
+            eprintln!("lmstack serve: stopped at once; requests in flight were cut off");
             Ok(())
         }
     }
 }
 
-/// SIGTERM, or Ctrl-C.
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
+/// The server task's outcome.
+fn served(finished: Result<std::io::Result<()>, tokio::task::JoinError>) -> Result<(), Error> {
+    let stage = |error: String| Error::stage("lmstack serve", error);
+    finished
+        .map_err(|error| stage(error.to_string()))?
+        .map_err(|error| stage(error.to_string()))
+}
+
+/// SIGTERM and Ctrl-C (SIGINT), as they come.
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut terminate) => {
-                tokio::select! {
-                    _ = interrupt => {}
-                    _ = terminate.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = interrupt.await;
-            }
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn new() -> Self {
+        Signals {
+            #[cfg(unix)]
+            terminate: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .ok(),
         }
     }
-    #[cfg(not(unix))]
-    {
-        let _ = interrupt.await;
+
+    /// The next signal.
+    async fn next(&mut self) {
+        let interrupt = async {
+            if tokio::signal::ctrl_c().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        #[cfg(unix)]
+        if let Some(terminate) = &mut self.terminate {
+            tokio::select! {
+                () = interrupt => {}
+                _ = terminate.recv() => {}
+            }
+            return;
+        }
+        interrupt.await;
     }
 }
 

@@ -43,8 +43,39 @@ pub struct Server {
     pub token_env: Option<String>,
     /// The most bytes of a request body.
     pub body_limit: Option<usize>,
+    /// The most bytes of request bodies read and decoded at once.
+    pub body_budget: Option<usize>,
     /// Seconds a stream may be silent before a keep-alive goes out (0: none).
-    pub keep_alive_secs: Option<u64>,
+    pub keep_alive_secs: Option<Seconds>,
+    /// Seconds for a request's head to arrive.
+    pub header_timeout_secs: Option<Seconds>,
+    /// Seconds for a request's whole body to arrive.
+    pub body_timeout_secs: Option<Seconds>,
+    /// Seconds a connection may sit idle, or leave its response unread.
+    pub idle_timeout_secs: Option<Seconds>,
+    /// The most connections open at once.
+    pub max_connections: Option<usize>,
+    /// Host names a gateway without a token answers besides loopback ones.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins that may call the gateway.
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+}
+
+/// A number of seconds, whole or not (`0.5`), as a duration.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(try_from = "f64")]
+pub struct Seconds(pub Duration);
+
+impl TryFrom<f64> for Seconds {
+    type Error = String;
+
+    fn try_from(seconds: f64) -> Result<Self, String> {
+        Duration::try_from_secs_f64(seconds)
+            .map(Seconds)
+            .map_err(|_| format!("{seconds} is not a number of seconds (0 or more)"))
+    }
 }
 
 /// One `[models.NAME]` table.
@@ -72,7 +103,10 @@ pub struct Model {
     #[serde(default = "yes")]
     pub retry: bool,
     /// The longest wait for the upstream's next bytes, in seconds.
-    pub read_timeout_secs: Option<u64>,
+    pub read_timeout_secs: Option<Seconds>,
+    /// The longest one attempt at a whole (non-streaming) reply may take, in
+    /// seconds.
+    pub request_timeout_secs: Option<Seconds>,
     /// MCP servers the gateway runs itself, by command line (stdio).
     #[serde(default)]
     pub mcp: Vec<String>,
@@ -206,9 +240,14 @@ impl WithWire for Upstream<'_> {
         if let Ok(key) = ApiKey::from_env(key_env) {
             config = config.api_key(key);
         }
-        if let Some(secs) = model.read_timeout_secs {
-            config = config.http(HttpConfig::default().read_timeout(Duration::from_secs(secs)));
+        let mut http = HttpConfig::default();
+        if let Some(Seconds(timeout)) = model.read_timeout_secs {
+            http = http.read_timeout(timeout);
         }
+        if let Some(Seconds(_timeout)) = model.request_timeout_secs {
+            // MERGE: http = http.request_timeout(timeout);
+        }
+        config = config.http(http);
         let provider = HttpProvider::new(config)?;
         let retry = model.retry.then(RetryLayer::default);
         // Clients name the gateway's model; the upstream is asked for its own.

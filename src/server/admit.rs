@@ -1,0 +1,180 @@
+//! Letting a request in: its access checked, its body read within the
+//! gateway's limits, its model found and one of the model's places taken —
+//! before the body is decoded, so that a model's `max_concurrent` bounds the
+//! memory its decoded requests hold.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, header};
+use bytes::Bytes;
+use futures::StreamExt;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::answer::Refusal;
+use super::extras::carry;
+use super::format::Format;
+use super::gateway::{Served, Shared};
+use super::guard::Route;
+use super::sealed_ids::open_request;
+use crate::{ChatRequest, Error};
+
+/// A request let in: decoded, its model found, a place taken.
+pub(super) struct Admitted {
+    pub(super) request: ChatRequest,
+    pub(super) name: String,
+    pub(super) served: Served,
+    pub(super) permit: OwnedSemaphorePermit,
+}
+
+/// Checks the access, reads the body, finds the model, takes one of its
+/// places and decodes the body; else the refusal to answer.
+pub(super) async fn admit<F: Format>(
+    shared: &Shared,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Admitted, Refusal> {
+    let gateway = &shared.gateway;
+    let early = Refusal::before_model;
+    gateway.guard.check(headers, Route::Chat).map_err(early)?;
+    let limits = BodyLimits {
+        bytes: gateway.body_limit,
+        timeout: gateway.body_timeout,
+    };
+    let (bytes, reading) = read_body(body, headers, limits, &shared.budget)
+        .await
+        .map_err(early)?;
+    // The model is read first, without decoding the rest; a body it cannot be
+    // read from is decoded whole, for the error that names the field at fault.
+    let (name, mut decoded) = match F::model(&bytes) {
+        Some(name) => (name, None),
+        None => {
+            let request = F::decode(&bytes).map_err(early)?;
+            let Some(name) = request.options.model.clone() else {
+                let error = Error::InvalidRequest("model: missing field `model`".into());
+                return Err(early(error));
+            };
+            (name, Some(request))
+        }
+    };
+    let Some(served) = gateway.models.get(&name) else {
+        let message = format!(
+            "the model `{}` is not served here (GET /v1/models lists those that are)",
+            shortened(&name)
+        );
+        return Err(early(refused(404, message)));
+    };
+    let refusal = |error| Refusal::for_model(&name, served, error);
+    let Ok(permit) = served.limit.clone().try_acquire_owned() else {
+        let message = format!(
+            "the model `{name}` is answering its limit of {} requests at once; try again shortly",
+            served.max_concurrent
+        );
+        return Err(refusal(refused(429, message)));
+    };
+    let mut request = match decoded.take() {
+        Some(request) => request,
+        None => F::decode(&bytes).map_err(refusal)?,
+    };
+    drop((bytes, reading));
+    let dropped = carry(&mut request.options.extra, F::NAME, &served.provider);
+    if !dropped.is_empty() {
+        tracing::warn!(
+            "options the `{}` upstream of `{name}` does not take were dropped: {}",
+            served.provider,
+            dropped.join(", ")
+        );
+    }
+    open_request(&mut request);
+    Ok(Admitted {
+        request,
+        served: served.clone(),
+        name,
+        permit,
+    })
+}
+
+pub(super) fn refused(status: u16, message: impl Into<String>) -> Error {
+    Error::Refused {
+        status,
+        message: message.into(),
+    }
+}
+
+/// At most the first 64 characters of a name a client sent, for a message.
+fn shortened(name: &str) -> String {
+    const SHOWN: usize = 64;
+    match name.char_indices().nth(SHOWN) {
+        Some((end, _)) => format!("{}…", &name[..end]),
+        None => name.to_owned(),
+    }
+}
+
+/// The limits on one request's body.
+#[derive(Clone, Copy, Debug)]
+struct BodyLimits {
+    bytes: usize,
+    timeout: Duration,
+}
+
+/// Reads a body whole within `limits` (413, 408), its bytes taken from the
+/// gateway's `budget` as they come (503 when it has no more): the body, and
+/// its bytes' hold on the budget.
+async fn read_body(
+    body: Body,
+    headers: &HeaderMap,
+    limits: BodyLimits,
+    budget: &Arc<Semaphore>,
+) -> Result<(Bytes, Option<OwnedSemaphorePermit>), Error> {
+    let limit = limits.bytes;
+    let too_large = || {
+        let message = format!("the request body is larger than the limit of {limit} bytes");
+        refused(413, message)
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|declared| declared > limit as u64) {
+        return Err(too_large());
+    }
+    let read = async {
+        let mut chunks = body.into_data_stream();
+        let capacity = declared.map_or(0, |declared| declared as usize);
+        let mut bytes = Vec::with_capacity(capacity);
+        let mut held: Option<OwnedSemaphorePermit> = None;
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(|error| {
+                refused(400, format!("the request body could not be read: {error}"))
+            })?;
+            if bytes.len() + chunk.len() > limit {
+                return Err(too_large());
+            }
+            let taken = u32::try_from(chunk.len())
+                .ok()
+                .and_then(|n| budget.clone().try_acquire_many_owned(n).ok())
+                .ok_or_else(|| {
+                    refused(
+                        503,
+                        "the gateway is reading as many request bodies as it holds at once; \
+                         try again shortly",
+                    )
+                })?;
+            match &mut held {
+                Some(held) => held.merge(taken),
+                None => held = Some(taken),
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok((Bytes::from(bytes), held))
+    };
+    tokio::time::timeout(limits.timeout, read)
+        .await
+        .unwrap_or_else(|_| {
+            let message = format!(
+                "the request body did not arrive within {:?}",
+                limits.timeout
+            );
+            Err(refused(408, message))
+        })
+}

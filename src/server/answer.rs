@@ -1,0 +1,432 @@
+//! Answering a request let in — its stack run, its reply written in the
+//! client's format, streamed or whole — or refused; and what each answer
+//! leaves behind: a count in the metrics and one log line.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use tokio::sync::OwnedSemaphorePermit;
+use tower::ServiceExt;
+use tracing::Instrument;
+
+use super::coalesce::Coalesce;
+use super::format::Format;
+use super::gateway::{Gateway, Served};
+use super::sealed_ids::SealCallIds;
+use super::{InFlight, Metrics};
+use crate::service::MachineStream;
+use crate::{ChatRequest, Error, Event, FinishReason, Message, Reply};
+
+/// A request refused before it ran.
+pub(super) struct Refusal {
+    /// The model it named and that model's upstream, when it is one served.
+    model: Option<(String, String)>,
+    error: Error,
+}
+
+impl Refusal {
+    /// Refused before a model served was known.
+    pub(super) fn before_model(error: Error) -> Self {
+        Refusal { model: None, error }
+    }
+
+    /// Refused for the model `name`, served by `served`.
+    pub(super) fn for_model(name: &str, served: &Served, error: Error) -> Self {
+        Refusal {
+            model: Some((name.to_owned(), served.provider.clone())),
+            error,
+        }
+    }
+
+    /// The answer in format `F`, counted and logged.
+    pub(super) fn respond<F: Format>(self, metrics: &Metrics, started: Instant) -> Response {
+        let (status, response) = error_response::<F>(&self.error);
+        let (model, upstream) = self.model.unwrap_or_default();
+        let took = started.elapsed();
+        metrics.answered(&model, F::NAME, status, took);
+        let log = Logged {
+            model: &model,
+            upstream: &upstream,
+            format: F::NAME,
+            stream: None,
+            status,
+            took,
+            tally: &Tally::default(),
+            error: Some(&self.error),
+        };
+        log.write();
+        response
+    }
+}
+
+/// What a reply said that the logs and metrics keep.
+#[derive(Debug, Default)]
+struct Tally {
+    input_tokens: u64,
+    output_tokens: u64,
+    finish: Option<FinishReason>,
+    /// The error that ended the reply, if one did.
+    error: Option<String>,
+}
+
+/// What is recorded when an answer ends (or its client goes away): the
+/// request counted and logged, its place freed, its span closed.
+pub(super) struct Answer {
+    metrics: Metrics,
+    model: String,
+    upstream: String,
+    format: &'static str,
+    stream: bool,
+    started: Instant,
+    span: tracing::Span,
+    tally: Arc<Mutex<Tally>>,
+    in_flight: Option<InFlight>,
+    permit: Option<OwnedSemaphorePermit>,
+    status: u16,
+}
+
+impl Answer {
+    /// The answer to `request` for the model `name` in format `F`, begun at
+    /// `started`.
+    pub(super) fn new<F: Format>(
+        gateway: &Gateway,
+        name: &str,
+        served: &Served,
+        request: &ChatRequest,
+        started: Instant,
+    ) -> Self {
+        let span = tracing::info_span!(
+            "chat",
+            otel.name = %format!("chat {name}"),
+            gen_ai.operation.name = "chat",
+            gen_ai.system = %served.provider,
+            gen_ai.request.model = %name,
+            lmstack.format = F::NAME,
+            gen_ai.request.stream = request.options.stream,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            gen_ai.response.finish_reasons = tracing::field::Empty,
+            http.response.status_code = tracing::field::Empty,
+        );
+        Answer {
+            metrics: gateway.metrics.clone(),
+            model: name.to_owned(),
+            upstream: served.provider.clone(),
+            format: F::NAME,
+            stream: request.options.stream,
+            started,
+            span,
+            tally: Arc::default(),
+            in_flight: Some(gateway.metrics.start(name)),
+            permit: None,
+            status: 200,
+        }
+    }
+
+    /// The request's span.
+    pub(super) fn span(&self) -> &tracing::Span {
+        &self.span
+    }
+
+    /// A tap on a reply's items: the tokens, the finish reason and an error
+    /// that ends it, for the span, the metrics and the log line.
+    fn observer(&self) -> impl FnMut(&Result<Event, Error>) + Send + 'static {
+        let span = self.span.clone();
+        let metrics = self.metrics.clone();
+        let model = self.model.clone();
+        let tally = self.tally.clone();
+        move |item| {
+            let tally = || tally.lock().unwrap_or_else(PoisonError::into_inner);
+            match item {
+                Ok(
+                    Event::Usage(usage)
+                    | Event::Message {
+                        message: Message::Usage(usage),
+                    },
+                ) => {
+                    span.record("gen_ai.usage.input_tokens", usage.input_tokens);
+                    span.record("gen_ai.usage.output_tokens", usage.output_tokens);
+                    metrics.tokens(&model, usage.input_tokens, usage.output_tokens);
+                    let mut tally = tally();
+                    tally.input_tokens += usage.input_tokens;
+                    tally.output_tokens += usage.output_tokens;
+                }
+                Ok(Event::Finish { reason }) => {
+                    let reasons = tracing::field::debug(reason);
+                    span.record("gen_ai.response.finish_reasons", reasons);
+                    tally().finish = Some(reason.clone());
+                }
+                Ok(_) => {}
+                Err(error) => tally().error = Some(error.to_string()),
+            }
+        }
+    }
+}
+
+impl Drop for Answer {
+    fn drop(&mut self) {
+        self.in_flight.take();
+        self.permit.take();
+        let took = self.started.elapsed();
+        self.span.record("http.response.status_code", self.status);
+        self.metrics
+            .answered(&self.model, self.format, self.status, took);
+        let tally = self.tally.lock().unwrap_or_else(PoisonError::into_inner);
+        let _entered = self.span.enter();
+        Logged {
+            model: &self.model,
+            upstream: &self.upstream,
+            format: self.format,
+            stream: Some(self.stream),
+            status: self.status,
+            took,
+            tally: &tally,
+            error: None,
+        }
+        .write();
+    }
+}
+
+/// The one log line of a request.
+struct Logged<'a> {
+    model: &'a str,
+    upstream: &'a str,
+    format: &'static str,
+    stream: Option<bool>,
+    status: u16,
+    took: Duration,
+    tally: &'a Tally,
+    error: Option<&'a Error>,
+}
+
+impl Logged<'_> {
+    fn write(&self) {
+        let error = self
+            .error
+            .map(ToString::to_string)
+            .or_else(|| self.tally.error.clone());
+        let finish = self.tally.finish.as_ref().map(tracing::field::debug);
+        tracing::info!(
+            target: "lmstack::gateway",
+            model = self.model,
+            upstream = self.upstream,
+            format = self.format,
+            stream = self.stream,
+            status = self.status,
+            duration_ms = self.took.as_secs_f64() * 1e3,
+            input_tokens = self.tally.input_tokens,
+            output_tokens = self.tally.output_tokens,
+            finish,
+            error,
+            "request"
+        );
+    }
+}
+
+/// A stack's call, boxed so that it can wait on inside a stream's body.
+type Call = futures::future::BoxFuture<'static, Result<Reply, Error>>;
+
+/// Runs the request and answers: a stream is sent as it comes, a whole reply
+/// once it is complete. The answer holds the model's place until it ends. (Run
+/// it in the answer's span: the stream's body, polled later, enters it where
+/// it logs.)
+pub(super) async fn answer<F: Format>(
+    request: ChatRequest,
+    name: String,
+    served: Served,
+    permit: OwnedSemaphorePermit,
+    keep_alive: Option<Duration>,
+    mut answering: Answer,
+) -> Response {
+    answering.permit = Some(permit);
+    let span = answering.span.clone();
+    let stream = request.options.stream;
+    let encoder = F::encoder(&request, &name, SystemTime::now());
+    let mut call: Call = Box::pin(served.stack.oneshot(request));
+    // A whole reply is waited for; a stream's headers go out once its reply
+    // has begun, or after one keep-alive interval, whichever comes first. An
+    // error before then keeps its own status.
+    let begun = match keep_alive.filter(|_| stream) {
+        Some(every) => tokio::time::timeout(every, &mut call).await.ok(),
+        None => Some((&mut call).await),
+    };
+    let begun = match begun {
+        Some(Ok(reply)) => Ok(reply),
+        Some(Err(error)) => {
+            tracing::warn!(parent: &span, "failed before the reply: {error}");
+            let (status, response) = error_response::<F>(&error);
+            answering.status = status;
+            return response;
+        }
+        None => Err(call),
+    };
+    match begun {
+        Ok(reply) if !stream => whole::<F>(reply, encoder, answering).await,
+        begun => {
+            let content_type = F::content_type(&encoder);
+            let body = streamed::<F>(begun, encoder, keep_alive, answering);
+            // Frames ready together (a burst from the upstream) go out as one
+            // chunk: one write and one chunk header instead of one per frame.
+            let body = Coalesce::new(body, STREAM_CHUNK_BYTES);
+            let mut response = Response::new(Body::from_stream(body));
+            let headers = response.headers_mut();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+            response
+        }
+    }
+}
+
+/// The most bytes of ready SSE frames joined into one chunk of a streamed
+/// body.
+const STREAM_CHUNK_BYTES: usize = 32 << 10;
+
+/// A reply's items, each passed on as an item (an `Err` too: the encoder
+/// writes it as the format's error).
+type Items = BoxStream<'static, Result<Result<Event, Error>, Error>>;
+
+/// The answer's bytes: a reply's items through the gateway's tap, the call
+/// ids' sealing and the format's encoder.
+type Encoded<E> = MachineStream<MachineStream<Items, SealCallIds>, E>;
+
+fn encode<F: Format>(reply: Reply, encoder: F::Encoder, answering: &Answer) -> Encoded<F::Encoder> {
+    let mut observe = answering.observer();
+    let items: Items = Box::pin(reply.map(move |item| {
+        observe(&item);
+        Ok(item)
+    }));
+    MachineStream::new(MachineStream::new(items, SealCallIds::new()), encoder)
+}
+
+/// A whole reply, written once complete.
+async fn whole<F: Format>(reply: Reply, encoder: F::Encoder, mut answering: Answer) -> Response {
+    let mut encoded = encode::<F>(reply, encoder, &answering);
+    let mut body = Vec::new();
+    while let Some(item) = encoded.next().await {
+        match item {
+            Ok(bytes) => body.extend_from_slice(&bytes),
+            Err(error) => {
+                let (status, response) = error_response::<F>(&error);
+                answering.status = status;
+                return response;
+            }
+        }
+    }
+    let encoder = encoded.machine();
+    answering.status = F::status(encoder);
+    json_response(answering.status, body.into(), F::content_type(encoder))
+}
+
+/// A stream's body: keep-alives until the reply begins (if it had not), then
+/// its frames, with a keep-alive whenever it is silent for an interval. The
+/// body owns the answer, so a client that goes away drops the reply and frees
+/// the place.
+fn streamed<F: Format>(
+    begun: Result<Reply, Call>,
+    encoder: F::Encoder,
+    keep_alive: Option<Duration>,
+    answering: Answer,
+) -> BoxStream<'static, Result<Bytes, Error>> {
+    Box::pin(async_stream::stream! {
+        let answering = answering;
+        let span = answering.span.clone();
+        // One timer for the stream, not one per frame: a tick that finds no
+        // frame since the one before sends a keep-alive.
+        let mut ticks = keep_alive.map(|every| {
+            let start = tokio::time::Instant::now() + every;
+            let mut ticks = tokio::time::interval_at(start, every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            ticks
+        });
+        let reply = match begun {
+            Ok(reply) => reply,
+            Err(mut call) => {
+                // One keep-alive interval has passed without a word.
+                yield Ok(Bytes::from_static(F::KEEP_ALIVE));
+                let begun = loop {
+                    let Some(ticks) = ticks.as_mut() else {
+                        break (&mut call).instrument(span.clone()).await;
+                    };
+                    tokio::select! {
+                        begun = (&mut call).instrument(span.clone()) => break begun,
+                        _ = ticks.tick() => yield Ok(Bytes::from_static(F::KEEP_ALIVE)),
+                    }
+                };
+                // The retry layer retries only before the first event, so
+                // this is the reply's end: the format's in-stream error.
+                begun.unwrap_or_else(|error| {
+                    tracing::warn!(parent: &span, "failed before the reply: {error}");
+                    Reply::from_error(error)
+                })
+            }
+        };
+        let mut encoded = encode::<F>(reply, encoder, &answering);
+        let mut framed = false;
+        loop {
+            // `next` loses nothing when a tick wins: it is asked again.
+            let next = match ticks.as_mut() {
+                Some(ticks) => tokio::select! {
+                    next = encoded.next() => next,
+                    _ = ticks.tick() => {
+                        if !std::mem::take(&mut framed) {
+                            yield Ok(Bytes::from_static(F::KEEP_ALIVE));
+                        }
+                        continue;
+                    }
+                },
+                None => encoded.next().await,
+            };
+            let Some(item) = next else { break };
+            framed = true;
+            match item {
+                Ok(bytes) => yield Ok::<Bytes, Error>(bytes),
+                Err(error) => {
+                    tracing::warn!(parent: &span, "the reply could not be written: {error}");
+                    break;
+                }
+            }
+        }
+    })
+}
+
+/// An error answer in format `F`: its status and the response (with
+/// `Retry-After` where the error gives one).
+pub(super) fn error_response<F: Format>(error: &Error) -> (u16, Response) {
+    let (status, body) = F::error(error);
+    let mut response = json_response(status, body.to_string().into(), "application/json");
+    set_retry_after(response.headers_mut(), error);
+    (status, response)
+}
+
+/// `headers`' `Retry-After`, from `error`: the upstream's wait, or a second for
+/// the gateway's own 429 and 503.
+fn set_retry_after(headers: &mut HeaderMap, error: &Error) {
+    let seconds = match error {
+        Error::Refused {
+            status: 429 | 503, ..
+        } => Some(1),
+        _ => error
+            .provider_error()
+            .and_then(|upstream| upstream.retry_after)
+            .map(|wait| wait.as_secs() + u64::from(wait.subsec_nanos() > 0)),
+    };
+    if let Some(seconds) = seconds {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+}
+
+pub(super) fn json_response(status: u16, body: Bytes, content_type: &'static str) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (
+        status,
+        [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))],
+        body,
+    )
+        .into_response()
+}
