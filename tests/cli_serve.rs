@@ -9,7 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::cli::{Serving, command};
+use common::cli::{Serving, command, write_config};
 use common::server::{Answer, Server};
 use lmstack::provider::anthropic::{Anthropic, AnthropicConfig};
 use lmstack::provider::openai::{OpenAi, OpenAiConfig};
@@ -54,12 +54,6 @@ async fn without_a_configuration_the_demo_answers_both_formats() {
         let said = text(&ask(anthropic(&serving.base, "lmstack-demo"), stream).await);
         assert!(said.contains("the red box frames the house"), "{said}");
     }
-}
-
-fn write_config(dir: &tempfile::TempDir, text: &str) -> String {
-    let path = dir.path().join("lmstack.toml");
-    std::fs::write(&path, text).unwrap();
-    path.to_str().unwrap().to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

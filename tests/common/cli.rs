@@ -132,6 +132,12 @@ impl Drop for Serving {
 /// Starts `lmstack serve` on a free loopback port with `args`, wanting `token`
 /// from its clients when given; waits for the line that says where it listens.
 pub fn serve(args: &[&str], token: Option<&str>) -> Serving {
+    start(serve_command(args, token))
+}
+
+/// The command `lmstack serve` on a free loopback port with `args`, wanting
+/// `token` from its clients when given.
+pub fn serve_command(args: &[&str], token: Option<&str>) -> Command {
     let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
     all.extend_from_slice(args);
     let mut command = command(&all);
@@ -139,6 +145,11 @@ pub fn serve(args: &[&str], token: Option<&str>) -> Serving {
         Some(token) => command.env("LMSTACK_SERVE_TOKEN", token),
         None => command.env_remove("LMSTACK_SERVE_TOKEN"),
     };
+    command
+}
+
+/// Starts a `serve_command`; waits for the line that says where it listens.
+pub fn start(mut command: Command) -> Serving {
     let mut child = command
         .stdin(Stdio::null())
         .spawn()
@@ -174,4 +185,11 @@ pub fn serve(args: &[&str], token: Option<&str>) -> Serving {
         base,
         stderr: written,
     }
+}
+
+/// Writes a configuration file `lmstack.toml` into `dir`; its path.
+pub fn write_config(dir: &tempfile::TempDir, text: &str) -> String {
+    let path = dir.path().join("lmstack.toml");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_owned()
 }
