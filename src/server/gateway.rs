@@ -335,23 +335,17 @@ async fn chat<F: Format>(
     }
 }
 
-/// Checks that a `GET` of what the gateway serves or counts may be answered;
-/// else the refusal, in the OpenAI format (the one these routes speak).
-fn read_access(shared: &Shared, headers: &HeaderMap) -> Result<(), Response> {
-    shared
-        .gateway
-        .guard
-        .check(headers, Route::Read)
-        .map_err(|error| {
-            let started = std::time::Instant::now();
-            Refusal::before_model(error)
-                .respond::<ChatCompletions>(&shared.gateway.metrics, started)
-        })
+/// The refusal of a `GET` of what the gateway serves or counts, if it is
+/// refused, in the OpenAI format (the one these routes speak).
+fn refuse_read(shared: &Shared, headers: &HeaderMap) -> Option<Response> {
+    let error = shared.gateway.guard.check(headers, Route::Read).err()?;
+    let started = std::time::Instant::now();
+    Some(Refusal::before_model(error).respond::<ChatCompletions>(&shared.gateway.metrics, started))
 }
 
 /// `GET /v1/models`, in the OpenAI format (which Anthropic's SDK does not ask).
 async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if let Err(refused) = read_access(&shared, &headers) {
+    if let Some(refused) = refuse_read(&shared, &headers) {
         return refused;
     }
     let models: Vec<(&str, u64)> = shared
@@ -365,7 +359,7 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
 
 /// `GET /metrics`.
 async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if let Err(refused) = read_access(&shared, &headers) {
+    if let Some(refused) = refuse_read(&shared, &headers) {
         return refused;
     }
     json_response(

@@ -31,6 +31,10 @@ pub fn connections_within_limit(wanted: usize) -> usize {
 /// The soft limit on open files, raised towards `need` as far as the hard
 /// limit allows; `None` where there is no such limit to read.
 #[cfg(unix)]
+#[allow(
+    clippy::unnecessary_cast,
+    reason = "rlim_t is u64 on Linux, but not on every unix"
+)]
 fn open_files_limit(need: u64) -> Option<u64> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
