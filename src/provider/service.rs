@@ -99,8 +99,9 @@ impl<W: Wire, T> Provider<W, T> {
             headers.extend(config.headers.clone());
         }
         let mut http_request = builder.body(Bytes::from(body)).map_err(|error| {
-            let message = format!("invalid request to {}", redact_url(&url));
-            TransportError::new(W::NAME, TransportErrorKind::Request, message).with_source(error)
+            TransportError::new(W::NAME, TransportErrorKind::Request, "invalid request")
+                .with_target(format!("POST {}", redact_url(&url)))
+                .with_source(error)
         })?;
         move_url_credentials(W::NAME, &mut http_request)?;
         Ok(http_request)

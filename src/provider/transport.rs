@@ -186,10 +186,7 @@ impl Service<HttpRequest> for HttpTransport {
         let provider = self.provider;
         let max_error_body = self.max_error_body;
         let client = self.client.clone();
-        let target = Target {
-            method: request.method().clone(),
-            uri: request.uri().clone(),
-        };
+        let target = Target::of(&request);
         let request = self.last_url.request(request);
         Box::pin(exchange(client, request, provider, target, max_error_body))
     }
@@ -199,6 +196,15 @@ impl Service<HttpRequest> for HttpTransport {
 struct Target {
     method: http::Method,
     uri: http::Uri,
+}
+
+impl Target {
+    fn of(request: &HttpRequest) -> Self {
+        Target {
+            method: request.method().clone(),
+            uri: request.uri().clone(),
+        }
+    }
 }
 
 impl fmt::Display for Target {
@@ -286,12 +292,9 @@ pub fn move_url_credentials(
         return Ok(());
     };
     let invalid = || -> Error {
-        TransportError::new(
-            provider,
-            TransportErrorKind::Request,
-            format!("invalid URL {}", redact_url(&request.uri().to_string())),
-        )
-        .into()
+        TransportError::new(provider, TransportErrorKind::Request, "invalid URL")
+            .with_target(Target::of(request).to_string())
+            .into()
     };
     let mut parts = request.uri().clone().into_parts();
     parts.authority = Some(host.parse().map_err(|_| invalid())?);
@@ -371,9 +374,11 @@ async fn exchange(
     })
 }
 
-/// The one way a reqwest error becomes an [`Error`]: `target` is the redacted
-/// method and URL; reqwest's own copy of the URL, which may hold credentials, is
-/// dropped before the error is read or kept.
+/// The one way a reqwest error becomes an [`Error`]. reqwest's own copy of the
+/// URL, which may hold credentials, is dropped before the error is read or
+/// kept; the redacted URL is the error's target, and the message does not name
+/// the host (a TLS error may), so that a server's client learns nothing of
+/// where its upstream lives ([`TransportError::client_message`]).
 fn transport_error(
     provider: &'static str,
     target: &Target,
@@ -402,7 +407,12 @@ fn transport_error(
     } else {
         causes.join(": ")
     };
-    TransportError::new(provider, kind, format!("{target}: {doing}: {detail}"))
+    let detail = match target.uri.host() {
+        Some(host) if !host.is_empty() => detail.replace(host, "the upstream host"),
+        _ => detail,
+    };
+    TransportError::new(provider, kind, format!("{doing}: {detail}"))
+        .with_target(target.to_string())
         .with_source(error)
         .into()
 }

@@ -1,7 +1,7 @@
 //! Credentials in URLs: a base URL may carry a user and password
 //! (`http://user:PASS@host/v1`) or a key in its query (`?key=…`), and a media
 //! URL a signature. None of them may show in an error, in `Debug` output or in
-//! a log line.
+//! a log line. Nor may, to a gateway's client, where the upstream lives.
 
 use crate::common::server::{Answer, Server};
 use lmstack::message::{ContentBlock, Media, ToolResult};
@@ -150,6 +150,58 @@ fn a_document_url_refused_by_the_lowering_shows_no_signature() {
         let error = lower(&ChatRequest::new(history.clone()), &options).unwrap_err();
         assert!(error.to_string().contains("bucket.example"), "{error}");
         assert_no_secret("the lowering error", &shown(&error));
+    }
+}
+
+#[tokio::test]
+async fn a_client_is_not_told_where_the_upstream_lives() {
+    // A host and a path to recognise; nothing listens there.
+    let listener = std::net::TcpListener::bind("127.0.0.7:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let base_url = format!("http://{addr}/internal-upstream/v1");
+    let error = OpenAi::new(OpenAiConfig::new(&base_url))
+        .unwrap()
+        .oneshot(request())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.transport_error().map(|error| error.kind),
+        Some(TransportErrorKind::Connect),
+        "{error}"
+    );
+    // The logs say where.
+    assert!(
+        error
+            .to_string()
+            .contains(&format!("POST {base_url}/chat/completions")),
+        "{error}"
+    );
+    let parts = [
+        "127.0.0.7",
+        &addr.port().to_string(),
+        "internal-upstream",
+        "chat/completions",
+        "POST",
+    ];
+    let bodies = [
+        lmstack::provider::openai::error_body(&error),
+        #[cfg(feature = "anthropic")]
+        lmstack::provider::anthropic::error_body(&error),
+    ];
+    for (status, body) in bodies {
+        assert_eq!(status, 502);
+        let body = body.to_string();
+        assert!(
+            body.contains("openai: could not connect: sending the request"),
+            "{body}"
+        );
+        for part in parts {
+            assert!(
+                !body.contains(part),
+                "the error body shows `{part}`: {body}"
+            );
+        }
     }
 }
 
