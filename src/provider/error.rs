@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 
+use super::redact::Secrets;
 use crate::BoxError;
 
 /// An error answered by the provider: an HTTP error status, or an error object
@@ -141,6 +142,19 @@ impl ProviderError {
             request_id: None,
             retry_after: None,
             should_retry: None,
+        }
+    }
+
+    /// Scrubs every text taken from the answer.
+    pub(super) fn scrub(&mut self, secrets: &Secrets) {
+        let fields = [
+            &mut self.error_type,
+            &mut self.code,
+            &mut self.param,
+            &mut self.request_id,
+        ];
+        for text in fields.into_iter().flatten().chain([&mut self.message]) {
+            secrets.scrub_in_place(text);
         }
     }
 
@@ -347,6 +361,16 @@ impl TransportError {
         }
         out.write_str(&self.message)
     }
+
+    /// Scrubs the texts that may hold an upstream's words.
+    pub(super) fn scrub(&mut self, secrets: &Secrets) {
+        for text in [Some(&mut self.message), self.target.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            secrets.scrub_in_place(text);
+        }
+    }
 }
 
 impl fmt::Display for TransportError {
@@ -407,6 +431,9 @@ impl crate::Error {
     /// only the server's operators need — the request a
     /// [`TransportError`] names (the upstream's URL:
     /// [`TransportError::client_message`]).
+    ///
+    /// A server also runs it through [`Secrets::scrub`] with every credential
+    /// it holds.
     ///
     /// ```
     /// use lmstack::provider::{TransportError, TransportErrorKind};

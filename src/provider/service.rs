@@ -12,7 +12,7 @@ use super::body::BodyDecoder;
 use super::config::ProviderConfig;
 use super::error::{TransportError, TransportErrorKind};
 use super::media;
-use super::redact::redact_url;
+use super::redact::{Secrets, redact_url};
 use super::transport::{
     ByteStream, HttpRequest, HttpResponse, HttpTransport, move_url_credentials,
 };
@@ -28,12 +28,18 @@ use crate::{ChatRequest, Error, Message, Reply};
 /// reply streams deltas; in non-streaming mode it resolves with the whole reply
 /// as complete messages. HTTP errors fail the call with [`Error::Provider`]; a
 /// stream that breaks ends the reply with [`Error::Transport`] (or `Provider`
-/// for an error object inside the stream). Wrap it in a
+/// for an error object inside the stream). Errors made of the upstream's words
+/// show none of the credentials of the configuration
+/// ([`ProviderConfig::secrets`], scrubbed from an error inside a reply; the
+/// [`HttpTransport`] scrubs those of each request from the errors it makes).
+/// Wrap it in a
 /// `lmstack::retry::RetryLayer` (feature `retry`) to retry calls that fail
 /// before their first event.
 #[derive(Clone, Debug)]
 pub struct Provider<W, T = HttpTransport> {
     config: Arc<ProviderConfig<W>>,
+    /// The configuration's credentials, scrubbed from the errors of replies.
+    secrets: Secrets,
     transport: T,
 }
 
@@ -49,6 +55,7 @@ impl<W: Wire, T> Provider<W, T> {
     /// The provider on the given transport (any `Service<HttpRequest>`).
     pub fn with_transport(config: ProviderConfig<W>, transport: T) -> Self {
         Provider {
+            secrets: config.secrets(),
             config: Arc::new(config),
             transport,
         }
@@ -128,6 +135,7 @@ where
             streaming,
             max_event_bytes: config.max_event_bytes,
             max_body_bytes: config.max_body_bytes,
+            secrets: self.secrets.clone(),
             lifter: config.wire.lifter(config.max_tool_calls),
         };
         match self.http_request(request) {
@@ -162,11 +170,13 @@ fn resolve_references(
 
 /// How a provider makes its reply of the HTTP response: the body, decoded as it
 /// arrives by the decoder its `Content-Type` calls for, within the limits, by
-/// the wire's lifter `L`. (Public only as a part of [`ReplyFuture`]'s type.)
+/// the wire's lifter `L`, the configuration's credentials scrubbed from its
+/// errors. (Public only as a part of [`ReplyFuture`]'s type.)
 pub struct ReadBody<L> {
     streaming: bool,
     max_event_bytes: usize,
     max_body_bytes: usize,
+    secrets: Secrets,
     lifter: L,
 }
 
@@ -180,7 +190,8 @@ impl<L: super::body::Lift> IntoEvents for ReadBody<L> {
             .get(CONTENT_TYPE)
             .and_then(|value| value.to_str().ok());
         let decoder = BodyDecoder::for_content_type(self.lifter, content_type, self.streaming)
-            .with_limits(self.max_event_bytes, self.max_body_bytes);
+            .with_limits(self.max_event_bytes, self.max_body_bytes)
+            .with_secrets(self.secrets);
         MachineStream::new(response.into_body(), decoder)
     }
 }

@@ -15,7 +15,10 @@
 //! - sends a URL's user and password (`http://user:pass@host/…`) as an
 //!   `Authorization: Basic` header ([`move_url_credentials`]), and shows URLs in
 //!   its errors redacted ([`redact_url`]): no credential reaches an error, a log
-//!   or reqwest and hyper, whose connection pool logs its keys.
+//!   or reqwest and hyper, whose connection pool logs its keys;
+//! - scrubs the credentials the request carried ([`Secrets::of_request`]) from
+//!   every error it makes of the answer, since an upstream may quote the key it
+//!   refuses, masked or whole.
 //!
 //! ```no_run
 //! use bytes::Bytes;
@@ -39,16 +42,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use base64::Engine as _;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::{BoxStream, Stream, StreamExt};
 use http::header::{AUTHORIZATION, HeaderValue};
-use percent_encoding::percent_decode_str;
 use tower::Service;
 
 use super::error::{ProviderError, TransportError, TransportErrorKind};
-use super::redact::redact_url;
+use super::redact::{Secrets, basic_token, redact_url};
 use crate::Error;
 
 /// A request to a provider: method, URL, headers and a body in memory.
@@ -183,12 +184,14 @@ impl Service<HttpRequest> for HttpTransport {
         if let Err(error) = move_url_credentials(self.provider, &mut request) {
             return Box::pin(futures::future::ready(Err(error)));
         }
-        let provider = self.provider;
-        let max_error_body = self.max_error_body;
-        let client = self.client.clone();
-        let target = Target::of(&request);
+        let exchange = Exchange {
+            provider: self.provider,
+            target: Target::of(&request),
+            secrets: Secrets::of_request(&request),
+            max_error_body: self.max_error_body,
+        };
         let request = self.last_url.request(request);
-        Box::pin(exchange(client, request, provider, target, max_error_body))
+        Box::pin(exchange.run(self.client.clone(), request))
     }
 }
 
@@ -300,12 +303,8 @@ pub fn move_url_credentials(
     parts.authority = Some(host.parse().map_err(|_| invalid())?);
     let uri = http::Uri::from_parts(parts).map_err(|_| invalid())?;
     if !request.headers().contains_key(AUTHORIZATION) {
-        let (user, password) = user_info.split_once(':').unwrap_or((user_info, ""));
-        let mut credentials: Vec<u8> = percent_decode_str(user).collect();
-        credentials.push(b':');
-        credentials.extend(percent_decode_str(password));
-        let encoded = base64::engine::general_purpose::STANDARD.encode(credentials);
-        let mut value = HeaderValue::try_from(format!("Basic {encoded}")).map_err(|_| invalid())?;
+        let token = basic_token(user_info);
+        let mut value = HeaderValue::try_from(format!("Basic {token}")).map_err(|_| invalid())?;
         value.set_sensitive(true);
         request.headers_mut().insert(AUTHORIZATION, value);
     }
@@ -313,106 +312,116 @@ pub fn move_url_credentials(
     Ok(())
 }
 
-async fn exchange(
-    client: reqwest::Client,
-    request: Result<reqwest::Request, reqwest::Error>,
+/// One request's exchange: what its errors are made with.
+struct Exchange {
     provider: &'static str,
     target: Target,
+    /// The credentials the request carries, scrubbed from the errors.
+    secrets: Secrets,
     max_error_body: usize,
-) -> Result<HttpResponse, Error> {
-    let request =
-        request.map_err(|error| transport_error(provider, &target, "reading the URL", error))?;
-    let mut response = client
-        .execute(request)
-        .await
-        .map_err(|error| transport_error(provider, &target, "sending the request", error))?;
-    let status = response.status();
-    if !status.is_success() {
-        let mut body = Vec::new();
-        while body.len() < max_error_body {
-            match response.chunk().await {
-                Ok(Some(chunk)) => body.extend_from_slice(&chunk),
-                // What arrived is enough to explain the error.
-                Ok(None) | Err(_) => break,
-            }
-        }
-        body.truncate(max_error_body);
-        let headers: Vec<(&str, &str)> = response
-            .headers()
-            .iter()
-            .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?)))
-            .collect();
-        // The answer's time, for a `Retry-After` given as a date: the IO side reads
-        // the clock, `from_response` does not.
-        let now = std::time::SystemTime::now();
-        return Err(
-            ProviderError::from_response(provider, status.as_u16(), &headers, &body, now).into(),
-        );
-    }
-    let mut builder = http::Response::builder()
-        .status(status)
-        .version(response.version());
-    if let Some(headers) = builder.headers_mut() {
-        headers.extend(
-            response
-                .headers()
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone())),
-        );
-    }
-    let body = response.bytes_stream().map(move |chunk| {
-        chunk.map_err(|error| transport_error(provider, &target, "reading the response", error))
-    });
-    builder.body(ByteStream::new(body)).map_err(|error| {
-        TransportError::new(
-            provider,
-            TransportErrorKind::Malformed,
-            "unusable response head",
-        )
-        .with_source(error)
-        .into()
-    })
 }
 
-/// The one way a reqwest error becomes an [`Error`]. reqwest's own copy of the
-/// URL, which may hold credentials, is dropped before the error is read or
-/// kept; the redacted URL is the error's target, and the message does not name
-/// the host (a TLS error may), so that a server's client learns nothing of
-/// where its upstream lives ([`TransportError::client_message`]).
-fn transport_error(
-    provider: &'static str,
-    target: &Target,
-    doing: &str,
-    error: reqwest::Error,
-) -> Error {
-    let error = error.without_url();
-    let kind = if error.is_timeout() {
-        TransportErrorKind::Timeout
-    } else if error.is_connect() {
-        TransportErrorKind::Connect
-    } else if error.is_builder() {
-        TransportErrorKind::Request
-    } else {
-        // The connection closed or broke before or while the response came.
-        TransportErrorKind::Interrupted
-    };
+impl Exchange {
+    async fn run(
+        self,
+        client: reqwest::Client,
+        request: Result<reqwest::Request, reqwest::Error>,
+    ) -> Result<HttpResponse, Error> {
+        let request = request.map_err(|error| self.error("reading the URL", error))?;
+        let mut response = client
+            .execute(request)
+            .await
+            .map_err(|error| self.error("sending the request", error))?;
+        let status = response.status();
+        if !status.is_success() {
+            let mut body = Vec::new();
+            while body.len() < self.max_error_body {
+                match response.chunk().await {
+                    Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+                    // What arrived is enough to explain the error.
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            body.truncate(self.max_error_body);
+            let headers: Vec<(&str, &str)> = response
+                .headers()
+                .iter()
+                .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?)))
+                .collect();
+            // The answer's time, for a `Retry-After` given as a date: the IO side
+            // reads the clock, `from_response` does not.
+            let now = std::time::SystemTime::now();
+            let error =
+                ProviderError::from_response(self.provider, status.as_u16(), &headers, &body, now);
+            return Err(self.secrets.scrub_error(error.into()));
+        }
+        let mut builder = http::Response::builder()
+            .status(status)
+            .version(response.version());
+        if let Some(headers) = builder.headers_mut() {
+            headers.extend(
+                response
+                    .headers()
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone())),
+            );
+        }
+        let provider = self.provider;
+        let body = response
+            .bytes_stream()
+            .map(move |chunk| chunk.map_err(|error| self.error("reading the response", error)));
+        builder.body(ByteStream::new(body)).map_err(|error| {
+            TransportError::new(
+                provider,
+                TransportErrorKind::Malformed,
+                "unusable response head",
+            )
+            .with_source(error)
+            .into()
+        })
+    }
+
+    /// The one way a reqwest error met while `doing` something becomes an
+    /// [`Error`]. reqwest's own copy of the URL, which
+    /// may hold credentials, is dropped before the error is read or kept; the
+    /// redacted URL is the error's target, and the message does not name the
+    /// host (a TLS error may), so that a server's client learns nothing of
+    /// where its upstream lives ([`TransportError::client_message`]).
+    fn error(&self, doing: &str, error: reqwest::Error) -> Error {
+        let error = error.without_url();
+        let kind = if error.is_timeout() {
+            TransportErrorKind::Timeout
+        } else if error.is_connect() {
+            TransportErrorKind::Connect
+        } else if error.is_builder() {
+            TransportErrorKind::Request
+        } else {
+            // The connection closed or broke before or while the response came.
+            TransportErrorKind::Interrupted
+        };
+        let detail = causes(&error);
+        let detail = match self.target.uri.host() {
+            Some(host) if !host.is_empty() => detail.replace(host, "the upstream host"),
+            _ => detail,
+        };
+        let error = TransportError::new(self.provider, kind, format!("{doing}: {detail}"))
+            .with_target(self.target.to_string())
+            .with_source(error);
+        self.secrets.scrub_error(error.into())
+    }
+}
+
+/// What `error` says, with its causes: reqwest's own words say little.
+fn causes(error: &reqwest::Error) -> String {
     let mut causes = Vec::new();
-    let mut cause: Option<&dyn std::error::Error> = std::error::Error::source(&error);
+    let mut cause: Option<&dyn std::error::Error> = std::error::Error::source(error);
     while let Some(inner) = cause {
         causes.push(inner.to_string());
         cause = inner.source();
     }
-    let detail = if causes.is_empty() {
+    if causes.is_empty() {
         error.to_string()
     } else {
         causes.join(": ")
-    };
-    let detail = match target.uri.host() {
-        Some(host) if !host.is_empty() => detail.replace(host, "the upstream host"),
-        _ => detail,
-    };
-    TransportError::new(provider, kind, format!("{doing}: {detail}"))
-        .with_target(target.to_string())
-        .with_source(error)
-        .into()
+    }
 }
