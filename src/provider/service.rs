@@ -14,7 +14,7 @@ use super::error::{TransportError, TransportErrorKind};
 use super::media;
 use super::redact::{Secrets, redact_url};
 use super::transport::{
-    ByteStream, HttpRequest, HttpResponse, HttpTransport, move_url_credentials,
+    ByteStream, HttpRequest, HttpResponse, HttpTransport, Streaming, move_url_credentials,
 };
 use super::wire::Wire;
 use crate::service::{IntoEvents, MachineStream, ReplyFuture};
@@ -69,9 +69,9 @@ impl<W: Wire, T> Provider<W, T> {
     }
 
     /// The HTTP request for `request`: lowered body, endpoint and headers (the
-    /// base URL's user and password moved to a header: [`move_url_credentials`]).
-    /// Media by reference is resolved first, through
-    /// [`ProviderConfig::media_store`].
+    /// base URL's user and password moved to a header: [`move_url_credentials`]),
+    /// marked [`Streaming`] in streaming mode. Media by reference is resolved
+    /// first, through [`ProviderConfig::media_store`].
     pub fn http_request(&self, mut request: ChatRequest) -> Result<HttpRequest, Error> {
         let config = &self.config;
         if request.options.model.is_none() {
@@ -111,6 +111,9 @@ impl<W: Wire, T> Provider<W, T> {
                 .with_source(error)
         })?;
         move_url_credentials(W::NAME, &mut http_request)?;
+        if request.options.stream {
+            http_request.extensions_mut().insert(Streaming);
+        }
         Ok(http_request)
     }
 }

@@ -28,6 +28,8 @@ pub struct Answer {
     /// The pieces are written again and again: the body never ends (until the
     /// client goes away).
     pub endless: bool,
+    /// A pause before each piece after the first: a body that trickles.
+    pub pace: Duration,
     /// When set, the body is made of the request's headers and its path and
     /// query, in one piece (an upstream that echoes what it was sent).
     pub echo: Option<fn(&HeaderMap, &str) -> Vec<u8>>,
@@ -51,6 +53,7 @@ impl Answer {
             break_after: false,
             stall: Duration::ZERO,
             endless: false,
+            pace: Duration::ZERO,
             echo: None,
         }
     }
@@ -194,6 +197,7 @@ fn async_stream_body(answer: Answer, script: Arc<Mutex<Script>>) -> Body {
         stall,
         break_after,
         endless,
+        pace,
         ..
     } = answer;
     let pieces: Vec<Bytes> = pieces.into_iter().map(Bytes::from).collect();
@@ -211,7 +215,11 @@ fn async_stream_body(answer: Answer, script: Arc<Mutex<Script>>) -> Body {
             }
             match pieces.next() {
                 Some(piece) => {
-                    tokio::task::yield_now().await;
+                    if first || pace.is_zero() {
+                        tokio::task::yield_now().await;
+                    } else {
+                        tokio::time::sleep(pace).await;
+                    }
                     Some((Ok::<_, std::io::Error>(piece), (pieces, false, guard)))
                 }
                 None if break_after => {
