@@ -286,6 +286,12 @@ async fn a_stalled_stream_times_out() {
         panic!("expected a timeout, got {result:?}");
     };
     assert_eq!(error.kind, TransportErrorKind::Timeout, "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("reading the response: no data within the read_timeout of 300ms"),
+        "{error}"
+    );
 }
 
 /// GLM-style multi-round tool calling over HTTP: round one streams the recorded

@@ -14,6 +14,7 @@
 use bytes::Bytes;
 use serde_json::Value;
 
+use super::redact::Secrets;
 use super::sse::{SseDecoder, SseEvent};
 use crate::Error;
 use crate::message::Event;
@@ -93,6 +94,7 @@ pub struct BodyDecoder<L> {
     /// The bytes taken so far, of any framing.
     read: usize,
     max_body_bytes: usize,
+    secrets: Secrets,
 }
 
 #[derive(Debug)]
@@ -146,6 +148,15 @@ impl<L: Lift> BodyDecoder<L> {
         self
     }
 
+    /// Sets the credentials scrubbed from the decoder's errors
+    /// ([`Secrets::scrub_error`]): an error object inside a response, such as a
+    /// stream's error event, may quote the request's key, as may a piece of a
+    /// response that could not be read. None by default.
+    pub fn with_secrets(mut self, secrets: Secrets) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
     fn new(framing: Framing, lifter: L) -> Self {
         BodyDecoder {
             framing,
@@ -153,22 +164,12 @@ impl<L: Lift> BodyDecoder<L> {
             events: Output::new(),
             read: 0,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            secrets: Secrets::new(),
         }
     }
 
-    fn lift_events(&mut self, out: &mut Output) -> Result<(), Error> {
-        while let Some(event) = self.events.pop() {
-            self.lifter.event(event, out)?;
-        }
-        Ok(())
-    }
-}
-
-impl<L: Lift> Machine for BodyDecoder<L> {
-    type In = Bytes;
-    type Out = Event;
-
-    fn push(&mut self, bytes: Bytes, out: &mut Output) -> Result<(), Error> {
+    /// [`Machine::push`], before its errors are scrubbed.
+    fn decode(&mut self, bytes: Bytes, out: &mut Output) -> Result<(), Error> {
         self.read = self.read.saturating_add(bytes.len());
         if self.read > self.max_body_bytes {
             return Err(Error::LimitExceeded {
@@ -184,7 +185,8 @@ impl<L: Lift> Machine for BodyDecoder<L> {
         self.lift_events(out)
     }
 
-    fn finish(&mut self, out: &mut Output) -> Result<(), Error> {
+    /// [`Machine::finish`], before its errors are scrubbed.
+    fn end(&mut self, out: &mut Output) -> Result<(), Error> {
         match &mut self.framing {
             Framing::Sse(sse) => {
                 sse.finish(&mut self.events)?;
@@ -196,6 +198,28 @@ impl<L: Lift> Machine for BodyDecoder<L> {
             }
         }
         self.lifter.finish(out)
+    }
+
+    fn lift_events(&mut self, out: &mut Output) -> Result<(), Error> {
+        while let Some(event) = self.events.pop() {
+            self.lifter.event(event, out)?;
+        }
+        Ok(())
+    }
+}
+
+impl<L: Lift> Machine for BodyDecoder<L> {
+    type In = Bytes;
+    type Out = Event;
+
+    fn push(&mut self, bytes: Bytes, out: &mut Output) -> Result<(), Error> {
+        self.decode(bytes, out)
+            .map_err(|error| self.secrets.scrub_error(error))
+    }
+
+    fn finish(&mut self, out: &mut Output) -> Result<(), Error> {
+        self.end(out)
+            .map_err(|error| self.secrets.scrub_error(error))
     }
 }
 

@@ -9,7 +9,7 @@ use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 
 use super::body::{DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TOOL_CALLS};
 use super::key::ApiKey;
-use super::redact::redact_url;
+use super::redact::{Secrets, redact_url};
 use super::sse::DEFAULT_MAX_EVENT_BYTES;
 use super::transport::HttpConfig;
 use super::wire::Wire;
@@ -142,6 +142,32 @@ impl<W> ProviderConfig<W> {
     pub fn wire(mut self, wire: W) -> Self {
         self.wire = wire;
         self
+    }
+
+    /// The credentials this configuration sends: the API key, the values of
+    /// the headers marked sensitive (as [`header`](Self::header) marks them)
+    /// and of the credential headers, and the credentials of the base URL — as
+    /// [`Secrets::of_request`] reads them from a request. A provider scrubs
+    /// them from the errors inside its replies; a server joins those of all its
+    /// upstreams to scrub what it tells its clients.
+    ///
+    /// ```
+    /// use lmstack::provider::openai::OpenAiConfig;
+    /// use lmstack::provider::ApiKey;
+    /// let config = OpenAiConfig::new("http://me:pa55word@10.0.0.7/v1").api_key(ApiKey::new("sk-abcdefgh"));
+    /// let secrets = config.secrets();
+    /// assert_eq!(secrets.scrub("sk-abcdefgh, pa55word"), "[redacted], [redacted]");
+    /// ```
+    pub fn secrets(&self) -> Secrets {
+        let mut secrets = Secrets::new();
+        if let Some(key) = &self.api_key {
+            secrets = secrets.key(key);
+        }
+        secrets.add_headers(&self.headers);
+        if let Ok(uri) = self.base_url.parse() {
+            secrets.add_uri(&uri);
+        }
+        secrets
     }
 
     /// `{base_url}{path}`: `path` joined to the base URL's path, its query (a

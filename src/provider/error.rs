@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 
+use super::redact::Secrets;
 use crate::BoxError;
 
 /// An error answered by the provider: an HTTP error status, or an error object
@@ -144,6 +145,19 @@ impl ProviderError {
         }
     }
 
+    /// Scrubs every text taken from the answer.
+    pub(super) fn scrub(&mut self, secrets: &Secrets) {
+        let fields = [
+            &mut self.error_type,
+            &mut self.code,
+            &mut self.param,
+            &mut self.request_id,
+        ];
+        for text in fields.into_iter().flatten().chain([&mut self.message]) {
+            secrets.scrub_in_place(text);
+        }
+    }
+
     /// True when the provider said it is overloaded (Anthropic's 529
     /// `overloaded_error`, Gemini's `UNAVAILABLE`, OpenAI's `server_is_overloaded`).
     pub fn is_overloaded(&self) -> bool {
@@ -241,14 +255,23 @@ fn raw_message(body: &[u8]) -> String {
 }
 
 /// A failure of the connection to a provider, or of the response stream.
+///
+/// Its `Display` names the request that failed, for logs:
+/// `openai: could not connect: POST http://10.0.0.7:8000/v1/chat/completions:
+/// sending the request: …`. What a server tells its client leaves that out
+/// ([`client_message`](Self::client_message)): where the upstream lives is the
+/// operator's business.
 #[derive(Debug)]
 pub struct TransportError {
     /// Which provider was being talked to.
     pub provider: &'static str,
     /// What kind of failure.
     pub kind: TransportErrorKind,
-    /// What happened, in words.
+    /// What happened, in words, without the request's URL.
     pub message: String,
+    /// The request that failed, as its method and URL
+    /// ([redacted](super::redact_url)), when the error is about one.
+    pub target: Option<String>,
     /// The underlying error, if any.
     pub source: Option<BoxError>,
 }
@@ -295,6 +318,7 @@ impl TransportError {
             provider,
             kind,
             message: message.into(),
+            target: None,
             source: None,
         }
     }
@@ -304,17 +328,54 @@ impl TransportError {
         self.source = Some(source.into());
         self
     }
+
+    /// Adds the request that failed: its method and redacted URL.
+    pub fn with_target(mut self, target: impl Into<String>) -> Self {
+        self.target = Some(target.into());
+        self
+    }
+
+    /// The error as a server tells its client: the `Display` without the
+    /// [`target`](Self::target).
+    ///
+    /// ```
+    /// use lmstack::provider::{TransportError, TransportErrorKind};
+    /// let error = TransportError::new("openai", TransportErrorKind::Connect, "sending the request: refused")
+    ///     .with_target("POST http://10.0.0.7:8000/v1/chat/completions");
+    /// assert_eq!(
+    ///     error.to_string(),
+    ///     "openai: could not connect: POST http://10.0.0.7:8000/v1/chat/completions: sending the request: refused"
+    /// );
+    /// assert_eq!(error.client_message(), "openai: could not connect: sending the request: refused");
+    /// ```
+    pub fn client_message(&self) -> String {
+        let mut message = String::new();
+        let _ = self.write(&mut message, false);
+        message
+    }
+
+    fn write(&self, out: &mut impl fmt::Write, with_target: bool) -> fmt::Result {
+        write!(out, "{}: {}: ", self.provider, self.kind.describe())?;
+        if let Some(target) = self.target.as_ref().filter(|_| with_target) {
+            write!(out, "{target}: ")?;
+        }
+        out.write_str(&self.message)
+    }
+
+    /// Scrubs the texts that may hold an upstream's words.
+    pub(super) fn scrub(&mut self, secrets: &Secrets) {
+        for text in [Some(&mut self.message), self.target.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            secrets.scrub_in_place(text);
+        }
+    }
 }
 
 impl fmt::Display for TransportError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}: {}: {}",
-            self.provider,
-            self.kind.describe(),
-            self.message
-        )
+        self.write(f, true)
     }
 }
 
@@ -363,6 +424,29 @@ impl crate::Error {
         match self {
             crate::Error::Transport(error) => error.downcast_ref(),
             _ => None,
+        }
+    }
+
+    /// The error's text as a server tells its client: its `Display`, less what
+    /// only the server's operators need — the request a
+    /// [`TransportError`] names (the upstream's URL:
+    /// [`TransportError::client_message`]).
+    ///
+    /// A server also runs it through [`Secrets::scrub`] with every credential
+    /// it holds.
+    ///
+    /// ```
+    /// use lmstack::provider::{TransportError, TransportErrorKind};
+    /// let error: lmstack::Error = TransportError::new("openai", TransportErrorKind::Timeout, "no data")
+    ///     .with_target("POST http://10.0.0.7:8000/v1/chat/completions")
+    ///     .into();
+    /// assert_eq!(error.client_message(), "openai: timed out: no data");
+    /// assert!(error.to_string().contains("10.0.0.7"));
+    /// ```
+    pub fn client_message(&self) -> String {
+        match self.transport_error() {
+            Some(error) => error.client_message(),
+            None => self.to_string(),
         }
     }
 

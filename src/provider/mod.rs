@@ -13,7 +13,9 @@
 //!   `transport_error()`);
 //! - [`ApiKey`]: a key from the environment or configuration that never prints;
 //!   [`redact_url`]: a URL as errors, logs and `Debug` output show it, without
-//!   the user-info, query and fragment that may hold credentials.
+//!   the user-info, query and fragment that may hold credentials; [`Secrets`]:
+//!   credentials scrubbed from any text, such as an upstream's error message
+//!   that quotes the key it refused.
 //!
 //! - [`Provider`]: the one HTTP provider service, generic over a [`Wire`] — a
 //!   provider's endpoint, auth header, lowering and lifter — with the settings
@@ -55,6 +57,6 @@ mod wire;
 pub use error::{ProviderError, TransportError, TransportErrorKind};
 pub use key::ApiKey;
 pub use media::ToolResultMedia;
-pub use redact::redact_url;
+pub use redact::{REDACTED, Secrets, redact_url};
 #[cfg(feature = "http")]
 pub use {config::ProviderConfig, service::Provider, service::ReadBody, wire::Wire};

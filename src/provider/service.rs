@@ -12,9 +12,9 @@ use super::body::BodyDecoder;
 use super::config::ProviderConfig;
 use super::error::{TransportError, TransportErrorKind};
 use super::media;
-use super::redact::redact_url;
+use super::redact::{Secrets, redact_url};
 use super::transport::{
-    ByteStream, HttpRequest, HttpResponse, HttpTransport, move_url_credentials,
+    ByteStream, HttpRequest, HttpResponse, HttpTransport, Streaming, move_url_credentials,
 };
 use super::wire::Wire;
 use crate::service::{IntoEvents, MachineStream, ReplyFuture};
@@ -28,12 +28,18 @@ use crate::{ChatRequest, Error, Message, Reply};
 /// reply streams deltas; in non-streaming mode it resolves with the whole reply
 /// as complete messages. HTTP errors fail the call with [`Error::Provider`]; a
 /// stream that breaks ends the reply with [`Error::Transport`] (or `Provider`
-/// for an error object inside the stream). Wrap it in a
+/// for an error object inside the stream). Errors made of the upstream's words
+/// show none of the credentials of the configuration
+/// ([`ProviderConfig::secrets`], scrubbed from an error inside a reply; the
+/// [`HttpTransport`] scrubs those of each request from the errors it makes).
+/// Wrap it in a
 /// `lmstack::retry::RetryLayer` (feature `retry`) to retry calls that fail
 /// before their first event.
 #[derive(Clone, Debug)]
 pub struct Provider<W, T = HttpTransport> {
     config: Arc<ProviderConfig<W>>,
+    /// The configuration's credentials, scrubbed from the errors of replies.
+    secrets: Secrets,
     transport: T,
 }
 
@@ -49,6 +55,7 @@ impl<W: Wire, T> Provider<W, T> {
     /// The provider on the given transport (any `Service<HttpRequest>`).
     pub fn with_transport(config: ProviderConfig<W>, transport: T) -> Self {
         Provider {
+            secrets: config.secrets(),
             config: Arc::new(config),
             transport,
         }
@@ -62,9 +69,9 @@ impl<W: Wire, T> Provider<W, T> {
     }
 
     /// The HTTP request for `request`: lowered body, endpoint and headers (the
-    /// base URL's user and password moved to a header: [`move_url_credentials`]).
-    /// Media by reference is resolved first, through
-    /// [`ProviderConfig::media_store`].
+    /// base URL's user and password moved to a header: [`move_url_credentials`]),
+    /// marked [`Streaming`] in streaming mode. Media by reference is resolved
+    /// first, through [`ProviderConfig::media_store`].
     pub fn http_request(&self, mut request: ChatRequest) -> Result<HttpRequest, Error> {
         let config = &self.config;
         if request.options.model.is_none() {
@@ -99,10 +106,14 @@ impl<W: Wire, T> Provider<W, T> {
             headers.extend(config.headers.clone());
         }
         let mut http_request = builder.body(Bytes::from(body)).map_err(|error| {
-            let message = format!("invalid request to {}", redact_url(&url));
-            TransportError::new(W::NAME, TransportErrorKind::Request, message).with_source(error)
+            TransportError::new(W::NAME, TransportErrorKind::Request, "invalid request")
+                .with_target(format!("POST {}", redact_url(&url)))
+                .with_source(error)
         })?;
         move_url_credentials(W::NAME, &mut http_request)?;
+        if request.options.stream {
+            http_request.extensions_mut().insert(Streaming);
+        }
         Ok(http_request)
     }
 }
@@ -127,6 +138,7 @@ where
             streaming,
             max_event_bytes: config.max_event_bytes,
             max_body_bytes: config.max_body_bytes,
+            secrets: self.secrets.clone(),
             lifter: config.wire.lifter(config.max_tool_calls),
         };
         match self.http_request(request) {
@@ -161,11 +173,13 @@ fn resolve_references(
 
 /// How a provider makes its reply of the HTTP response: the body, decoded as it
 /// arrives by the decoder its `Content-Type` calls for, within the limits, by
-/// the wire's lifter `L`. (Public only as a part of [`ReplyFuture`]'s type.)
+/// the wire's lifter `L`, the configuration's credentials scrubbed from its
+/// errors. (Public only as a part of [`ReplyFuture`]'s type.)
 pub struct ReadBody<L> {
     streaming: bool,
     max_event_bytes: usize,
     max_body_bytes: usize,
+    secrets: Secrets,
     lifter: L,
 }
 
@@ -179,7 +193,8 @@ impl<L: super::body::Lift> IntoEvents for ReadBody<L> {
             .get(CONTENT_TYPE)
             .and_then(|value| value.to_str().ok());
         let decoder = BodyDecoder::for_content_type(self.lifter, content_type, self.streaming)
-            .with_limits(self.max_event_bytes, self.max_body_bytes);
+            .with_limits(self.max_event_bytes, self.max_body_bytes)
+            .with_secrets(self.secrets);
         MachineStream::new(response.into_body(), decoder)
     }
 }

@@ -1,6 +1,6 @@
 //! A scripted HTTP server on loopback: each POST (to any path, such as
 //! `/v1/chat/completions`) takes the next scripted answer, whose body is written
-//! in the given pieces.
+//! in the given pieces (or made of the request: an echo).
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -28,6 +28,11 @@ pub struct Answer {
     /// The pieces are written again and again: the body never ends (until the
     /// client goes away).
     pub endless: bool,
+    /// A pause before each piece after the first: a body that trickles.
+    pub pace: Duration,
+    /// When set, the body is made of the request's headers and its path and
+    /// query, in one piece (an upstream that echoes what it was sent).
+    pub echo: Option<fn(&HeaderMap, &str) -> Vec<u8>>,
 }
 
 impl Answer {
@@ -48,6 +53,8 @@ impl Answer {
             break_after: false,
             stall: Duration::ZERO,
             endless: false,
+            pace: Duration::ZERO,
+            echo: None,
         }
     }
 
@@ -59,6 +66,15 @@ impl Answer {
             .headers
             .extend(headers.iter().map(|(k, v)| (*k, v.to_string())));
         answer
+    }
+
+    /// An error answer whose JSON body `echo` makes of the request's headers
+    /// and its path and query.
+    pub fn echo(status: u16, echo: fn(&HeaderMap, &str) -> Vec<u8>) -> Self {
+        Answer {
+            echo: Some(echo),
+            ..Answer::error(status, b"", &[])
+        }
     }
 }
 
@@ -131,18 +147,23 @@ async fn answer(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let answer = {
+    let mut answer = script
+        .lock()
+        .unwrap()
+        .answers
+        .pop_front()
+        .expect("a scripted answer for every request");
+    if let Some(echo) = answer.echo {
+        answer.pieces = vec![echo(&headers, &uri.to_string())];
+    }
+    {
         let mut script = script.lock().unwrap();
         script.uris.push(uri.to_string());
         script.requests.push((
             headers,
             serde_json::from_slice(&body).unwrap_or(Value::Null),
         ));
-        script
-            .answers
-            .pop_front()
-            .expect("a scripted answer for every request")
-    };
+    }
     let mut response = Response::builder().status(StatusCode::from_u16(answer.status).unwrap());
     for (name, value) in &answer.headers {
         response = response.header(*name, value);
@@ -176,6 +197,7 @@ fn async_stream_body(answer: Answer, script: Arc<Mutex<Script>>) -> Body {
         stall,
         break_after,
         endless,
+        pace,
         ..
     } = answer;
     let pieces: Vec<Bytes> = pieces.into_iter().map(Bytes::from).collect();
@@ -193,7 +215,11 @@ fn async_stream_body(answer: Answer, script: Arc<Mutex<Script>>) -> Body {
             }
             match pieces.next() {
                 Some(piece) => {
-                    tokio::task::yield_now().await;
+                    if first || pace.is_zero() {
+                        tokio::task::yield_now().await;
+                    } else {
+                        tokio::time::sleep(pace).await;
+                    }
                     Some((Ok::<_, std::io::Error>(piece), (pieces, false, guard)))
                 }
                 None if break_after => {

@@ -1,13 +1,15 @@
 //! Provider faults: a body past its limit whatever its content type and mode, a
-//! line that never ends, more tool calls than a reply may hold, and the retry
-//! layer's rule for streams that fail after their first event — over real HTTP
-//! on loopback where the fault lives in the exchange.
+//! line that never ends, more tool calls than a reply may hold, an answer that
+//! trickles, and the retry layer's rule for streams that fail after their first
+//! event — over real HTTP on loopback where the fault lives in the exchange.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use lmstack::provider::TransportErrorKind;
 use lmstack::provider::body::{BodyDecoder, DEFAULT_MAX_TOOL_CALLS};
 use lmstack::provider::openai::{Lifter, OpenAi, OpenAiConfig};
 use lmstack::provider::sse::DEFAULT_MAX_EVENT_BYTES;
+use lmstack::provider::transport::HttpConfig;
 use lmstack::{ChatRequest, Error, Joiner, Message};
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -49,6 +51,76 @@ async fn failure(config: OpenAiConfig, stream: bool) -> Error {
         Ok(Err(error)) => error,
         Err(_) => panic!("no end within {HANG_GUARD:?}: the reply hangs"),
     }
+}
+
+/// A read timeout that no pause of these answers reaches, and a request timeout
+/// that the whole of each passes.
+fn deadlines(server: &Server) -> OpenAiConfig {
+    let http = HttpConfig::default()
+        .read_timeout(Duration::from_secs(2))
+        .request_timeout(Duration::from_secs(1));
+    OpenAiConfig::new(server.base_url()).http(http)
+}
+
+#[tokio::test]
+async fn a_trickled_answer_stops_at_the_request_timeout() {
+    let body = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}]}"#;
+    // A byte every 200 ms: some 20 s for the whole.
+    let mut trickle = Answer::ok("application/json", body, &[1]);
+    trickle.pace = Duration::from_millis(200);
+    let server = Server::start(vec![trickle]).await;
+    let started = Instant::now();
+    let error = failure(deadlines(&server), false).await;
+    let elapsed = started.elapsed();
+    assert_eq!(
+        error.transport_error().map(|error| error.kind),
+        Some(TransportErrorKind::Timeout),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains("request_timeout of 1s"),
+        "{error}"
+    );
+    assert_eq!(error.http_status(), 504);
+    #[cfg(feature = "retry")]
+    assert!(lmstack::retry::is_retryable(&error));
+    assert!(
+        (Duration::from_secs(1)..Duration::from_millis(2500)).contains(&elapsed),
+        "failed after {elapsed:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_outlives_the_request_timeout() {
+    // A frame every 200 ms for 2 s.
+    let mut frames: Vec<Value> = (0..10).map(|_| chunk(json!({"content": "a"}))).collect();
+    frames.push(json!({"id": "c1", "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}));
+    let mut answer = Answer::ok("text/event-stream", b"", &[1]);
+    answer.pieces = frames
+        .iter()
+        .map(|frame| format!("data: {frame}\n\n").into_bytes())
+        .chain([b"data: [DONE]\n\n".to_vec()])
+        .collect();
+    answer.pace = Duration::from_millis(200);
+    let server = Server::start(vec![answer]).await;
+    let started = Instant::now();
+    let reply = OpenAi::new(deadlines(&server))
+        .unwrap()
+        .oneshot(request(true))
+        .await
+        .unwrap();
+    let messages = tokio::time::timeout(HANG_GUARD, reply.collect())
+        .await
+        .expect("the stream ends")
+        .unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    let text = serde_json::to_value(&messages).unwrap()[0]["text"].clone();
+    assert_eq!(text, "a".repeat(10), "the whole stream: {messages:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,9 +1,11 @@
 //! Credentials in URLs: a base URL may carry a user and password
 //! (`http://user:PASS@host/v1`) or a key in its query (`?key=…`), and a media
 //! URL a signature. None of them may show in an error, in `Debug` output or in
-//! a log line.
+//! a log line. Nor may a key that an upstream echoes back in its error, whole
+//! or masked; nor, to a gateway's client, where the upstream lives.
 
 use crate::common::server::{Answer, Server};
+use axum::http::HeaderMap;
 use lmstack::message::{ContentBlock, Media, ToolResult};
 use lmstack::provider::openai::{LowerOptions, OpenAi, OpenAiConfig, ToolResultMedia, lower};
 use lmstack::provider::{ApiKey, TransportErrorKind};
@@ -150,6 +152,240 @@ fn a_document_url_refused_by_the_lowering_shows_no_signature() {
         let error = lower(&ChatRequest::new(history.clone()), &options).unwrap_err();
         assert!(error.to_string().contains("bucket.example"), "{error}");
         assert_no_secret("the lowering error", &shown(&error));
+    }
+}
+
+/// The gateway's key to the upstream, as a test upstream echoes it back.
+const KEY: &str = "sk-proj-Q7mR2vT9wLk3ZpN8bYc4HdF6gJ1s";
+
+/// Fails when `text` shows any four characters in a row of `key`.
+fn assert_no_part_of(key: &str, what: &str, text: &str) {
+    for part in key.as_bytes().windows(4) {
+        let part = std::str::from_utf8(part).unwrap();
+        assert!(
+            !text.contains(part),
+            "{what} shows `{part}` of the key: {text}"
+        );
+    }
+}
+
+/// Every text of `error`: `shown`, and each field of a provider error.
+fn every_text(error: &Error) -> String {
+    let mut text = shown(error);
+    if let Some(error) = error.provider_error() {
+        let fields = [
+            &error.error_type,
+            &error.code,
+            &error.param,
+            &error.request_id,
+        ];
+        text.extend(
+            fields
+                .into_iter()
+                .flatten()
+                .map(|field| format!("\n{field}")),
+        );
+        text.push_str(&format!("\n{}", error.message));
+    }
+    text
+}
+
+/// The bearer token of the request's `Authorization` header.
+fn sent_key(headers: &HeaderMap) -> String {
+    let value = headers["authorization"].to_str().unwrap();
+    value.strip_prefix("Bearer ").unwrap().to_owned()
+}
+
+/// OpenAI's answer to a wrong key, quoting it as `quoted` makes of it, in every
+/// text field.
+fn refusal(quoted: &str) -> Vec<u8> {
+    json!({"error": {
+        "message": format!("Incorrect API key provided: {quoted}. You can find your API key at https://platform.openai.com/account/api-keys."),
+        "type": format!("invalid_request_error ({quoted})"),
+        "param": quoted,
+        "code": format!("invalid_api_key:{quoted}"),
+    }})
+    .to_string()
+    .into_bytes()
+}
+
+/// Asks an upstream that answers with `answer`, with [`KEY`], in either mode;
+/// the call's error, or the reply's.
+async fn refused(answer: fn() -> Answer, stream: bool) -> Error {
+    let server = Server::start(vec![answer()]).await;
+    let config = OpenAiConfig::new(server.base_url()).api_key(ApiKey::new(KEY));
+    let result = async {
+        let reply = OpenAi::new(config)?
+            .oneshot(request().streaming(stream))
+            .await?;
+        reply.collect().await
+    };
+    let error = result.await.unwrap_err();
+    assert_eq!(sent_key(&server.requests()[0].0), KEY);
+    error
+}
+
+#[tokio::test]
+async fn a_key_the_upstream_echoes_whole_is_scrubbed_from_its_error() {
+    // A misconfigured proxy: the whole `Authorization` header, and its token.
+    let echo = || {
+        Answer::echo(401, |headers, _| {
+            let sent = headers["authorization"].to_str().unwrap();
+            refusal(&format!("{sent} (token {})", sent_key(headers)))
+        })
+    };
+    for stream in [false, true] {
+        let error = refused(echo, stream).await;
+        let upstream = error.provider_error().expect("a provider error");
+        assert_eq!(upstream.status, 401);
+        assert!(
+            upstream
+                .message
+                .starts_with("Incorrect API key provided: [redacted] (token [redacted])."),
+            "{upstream}"
+        );
+        assert_no_part_of(KEY, "the error", &every_text(&error));
+    }
+}
+
+#[tokio::test]
+async fn a_key_the_upstream_echoes_masked_is_scrubbed_from_its_error() {
+    // OpenAI's way: the first 8 characters and the last 4 around stars.
+    let echo = || {
+        Answer::echo(401, |headers, _| {
+            let key = sent_key(headers);
+            refusal(&format!(
+                "{}{}{}",
+                &key[..8],
+                "*".repeat(24),
+                &key[key.len() - 4..]
+            ))
+        })
+    };
+    let error = refused(echo, false).await;
+    let upstream = error.provider_error().expect("a provider error");
+    assert!(
+        upstream
+            .message
+            .starts_with("Incorrect API key provided: [redacted]. You can find"),
+        "{upstream}"
+    );
+    assert_eq!(upstream.param.as_deref(), Some("[redacted]"));
+    assert_no_part_of(KEY, "the error", &every_text(&error));
+}
+
+#[tokio::test]
+async fn a_key_echoed_in_an_error_inside_a_reply_is_scrubbed() {
+    // An error object inside a 200 answer: a stream's error event, or the body.
+    fn inside(stream: bool) -> Answer {
+        let content_type = if stream {
+            "text/event-stream"
+        } else {
+            "application/json"
+        };
+        let mut answer = Answer::ok(content_type, b"", &[1]);
+        answer.echo = Some(if stream {
+            |headers, _| [b"data: ".as_slice(), &refusal(&sent_key(headers)), b"\n\n"].concat()
+        } else {
+            |headers, _| refusal(&sent_key(headers))
+        });
+        answer
+    }
+    for (stream, answer) in [
+        (false, (|| inside(false)) as fn() -> Answer),
+        (true, || inside(true)),
+    ] {
+        let error = refused(answer, stream).await;
+        let upstream = error.provider_error().expect("a provider error");
+        assert_eq!(upstream.status, 200, "inside the reply");
+        assert!(
+            upstream
+                .message
+                .starts_with("Incorrect API key provided: [redacted]."),
+            "{upstream}"
+        );
+        assert_no_part_of(KEY, "the error", &every_text(&error));
+    }
+}
+
+#[cfg(feature = "gemini")]
+#[tokio::test]
+async fn a_key_in_the_query_that_the_upstream_echoes_is_scrubbed() {
+    use lmstack::provider::gemini::{Gemini, GeminiConfig};
+    const GEMINI_KEY: &str = "AIzaSyB7mQ2vT9wLk3ZpN8bYc4HdF6gJ1sRt0uE";
+    let server = Server::start(vec![Answer::echo(400, |_, uri| {
+        let message = format!("API key not valid for {uri}. Please pass a valid API key.");
+        json!({"error": {"code": 400, "message": message, "status": format!("INVALID_ARGUMENT {uri}")}})
+            .to_string()
+            .into_bytes()
+    })])
+    .await;
+    let config = GeminiConfig::new(format!("{}?key={GEMINI_KEY}", server.base_url()))
+        .model("gemini-2.5-flash");
+    let error = Gemini::new(config)
+        .unwrap()
+        .oneshot(request())
+        .await
+        .unwrap_err();
+    assert!(
+        server.uris()[0].ends_with(&format!("&key={GEMINI_KEY}")),
+        "{:?}",
+        server.uris()
+    );
+    let upstream = error.provider_error().expect("a provider error");
+    assert!(upstream.message.starts_with("API key not valid for /v1/models/gemini-2.5-flash:streamGenerateContent?alt=sse&key=[redacted]."), "{upstream}");
+    assert_no_part_of(GEMINI_KEY, "the error", &every_text(&error));
+}
+
+#[tokio::test]
+async fn a_client_is_not_told_where_the_upstream_lives() {
+    // A host and a path to recognise; nothing listens there.
+    let listener = std::net::TcpListener::bind("127.0.0.7:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let base_url = format!("http://{addr}/internal-upstream/v1");
+    let error = OpenAi::new(OpenAiConfig::new(&base_url))
+        .unwrap()
+        .oneshot(request())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.transport_error().map(|error| error.kind),
+        Some(TransportErrorKind::Connect),
+        "{error}"
+    );
+    // The logs say where.
+    assert!(
+        error
+            .to_string()
+            .contains(&format!("POST {base_url}/chat/completions")),
+        "{error}"
+    );
+    let parts = [
+        "127.0.0.7",
+        &addr.port().to_string(),
+        "internal-upstream",
+        "chat/completions",
+        "POST",
+    ];
+    let bodies = [
+        lmstack::provider::openai::error_body(&error),
+        #[cfg(feature = "anthropic")]
+        lmstack::provider::anthropic::error_body(&error),
+    ];
+    for (status, body) in bodies {
+        assert_eq!(status, 502);
+        let body = body.to_string();
+        assert!(
+            body.contains("openai: could not connect: sending the request"),
+            "{body}"
+        );
+        for part in parts {
+            assert!(
+                !body.contains(part),
+                "the error body shows `{part}`: {body}"
+            );
+        }
     }
 }
 

@@ -347,7 +347,9 @@ fn content_block(block: Block, path: impl FnOnce() -> String) -> Result<ContentB
 /// for 400 and 422, `authentication_error` 401, `permission_error` 403,
 /// `not_found_error` 404, `request_too_large` 413, `rate_limit_error` 429,
 /// `overloaded_error` 503 and 529, `timeout_error` 504, `api_error` for the
-/// rest), the message is the error's text.
+/// rest), the message is the error's
+/// [`client_message`](Error::client_message): its text, without where the
+/// upstream lives.
 ///
 /// ```
 /// use lmstack::Error;
@@ -380,7 +382,7 @@ fn error_object(status: u16, error: &Error) -> ErrorBody {
         kind: "error".into(),
         error: ErrorObject {
             kind: kind.into(),
-            message: error.to_string(),
+            message: error.client_message(),
         },
         extra: Map::new(),
     }

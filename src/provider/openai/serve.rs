@@ -992,7 +992,8 @@ pub fn include_usage(request: &ChatRequest) -> bool {
 /// [`Error::http_status`]. The type follows the status
 /// (`invalid_request_error` for 400, 413 and 422, `rate_limit_error` for 429,
 /// `server_error` for 5xx); an upstream provider's own `param` and `code` are
-/// passed on.
+/// passed on. The message is the error's [`client_message`](Error::client_message):
+/// it does not say where the upstream lives.
 ///
 /// ```
 /// use lmstack::Error;
@@ -1016,7 +1017,7 @@ pub fn error_body(error: &Error) -> (u16, Value) {
     let upstream = error.provider_error();
     let message = match error {
         Error::InvalidRequest(message) | Error::Refused { message, .. } => message.clone(),
-        other => other.to_string(),
+        other => other.client_message(),
     };
     let body = ErrorBody {
         error: ErrorObject {
