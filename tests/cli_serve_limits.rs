@@ -233,3 +233,150 @@ async fn a_token_variable_with_a_stray_space_still_admits_its_clients() {
     let refused = client.get(&models).send().await.unwrap();
     assert_eq!(refused.status(), 401);
 }
+
+/// The upstream key of the secrets test: long enough that its pieces are
+/// unmistakable.
+const KEY: &str = "sk-proj-Abc123SecretKeyValue9876wxyz";
+
+/// Whether `text` holds any 8 characters in a row of [`KEY`].
+fn shows_the_key(text: &str) -> bool {
+    (0..=KEY.len() - 8).any(|start| text.contains(&KEY[start..start + 8]))
+}
+
+fn echo_in_full(headers: &axum::http::HeaderMap, _: &str) -> Vec<u8> {
+    let presented = headers["authorization"].to_str().unwrap();
+    json!({"error": {"message": format!("no access for `{presented}`"), "type": "invalid_request_error"}})
+        .to_string()
+        .into_bytes()
+}
+
+fn echo_masked(headers: &axum::http::HeaderMap, _: &str) -> Vec<u8> {
+    let key = headers["authorization"]
+        .to_str()
+        .unwrap()
+        .trim_start_matches("Bearer ");
+    let masked = format!("{}{}{}", &key[..12], "*".repeat(20), &key[key.len() - 4..]);
+    json!({"error": {"message": format!("Incorrect API key provided: {masked}."), "code": "invalid_api_key"}})
+        .to_string()
+        .into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_echoes_the_key_never_shows_it_to_a_client_or_a_log() {
+    let in_stream = format!(
+        "data: {}\n\n",
+        json!({"error": {"message": format!("proxy says: key {KEY} is revoked")}})
+    );
+    let upstream = Server::start(vec![
+        Answer::echo(401, echo_in_full),
+        Answer::echo(401, echo_masked),
+        Answer::ok("text/event-stream", in_stream.as_bytes(), &[usize::MAX]),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        &dir,
+        &format!(
+            "[models.up]\nprovider = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"LMSTACK_TEST_UPSTREAM_KEY\"\nretry = false\n\
+             [models.hidden]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:1/internal-upstream/v1\"\nretry = false\n",
+            upstream.base_url()
+        ),
+    );
+    let mut command = serve_command(&["--config", &config], None);
+    command.env("LMSTACK_TEST_UPSTREAM_KEY", KEY);
+    let serving = start(command);
+    let client = reqwest::Client::new();
+    let ask = |path: &str, model: &str, stream: bool| {
+        let body = json!({"model": model, "stream": stream, "max_tokens": 8,
+                          "messages": [{"role": "user", "content": "Hi"}]});
+        client
+            .post(format!("{}{path}", serving.base))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+    };
+    let mut answers = Vec::new();
+    for (path, stream) in [
+        ("/v1/chat/completions", false),
+        ("/v1/messages", true),
+        ("/v1/chat/completions", true),
+    ] {
+        let response = ask(path, "up", stream).await.unwrap();
+        let status = response.status().as_u16();
+        answers.push((status, response.text().await.unwrap()));
+    }
+    assert_eq!(upstream.requests().len(), 3);
+    assert_eq!(answers[0].0, 502, "{answers:?}");
+    assert_eq!(answers[1].0, 502, "{answers:?}");
+    assert_eq!(answers[2].0, 200, "an error inside the stream: {answers:?}");
+    assert!(
+        answers[0].1.contains("no access for `[redacted]`"),
+        "{answers:?}"
+    );
+    assert!(
+        answers[1]
+            .1
+            .contains("Incorrect API key provided: [redacted]"),
+        "{answers:?}"
+    );
+    assert!(answers[2].1.contains("is revoked"), "{answers:?}");
+    for (_, text) in &answers {
+        assert!(!shows_the_key(text), "{text}");
+    }
+    // An upstream that cannot be reached: where it lives is for the log only.
+    let response = ask("/v1/chat/completions", "hidden", false).await.unwrap();
+    assert_eq!(response.status(), 502);
+    let text = response.text().await.unwrap();
+    assert!(text.contains("could not connect"), "{text}");
+    assert!(
+        !text.contains("internal-upstream") && !text.contains(":1/"),
+        "{text}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let log = loop {
+        let log = serving.stderr().join("");
+        if log.matches("lmstack::gateway").count() >= 4 || Instant::now() > deadline {
+            break log;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        log.contains("internal-upstream"),
+        "the log says where: {log}"
+    );
+    assert!(log.contains("[redacted]"), "{log}");
+    assert!(!shows_the_key(&log), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickling_upstream_is_cut_at_the_request_timeout() {
+    let whole = json!({"id": "c", "object": "chat.completion", "created": 1, "model": "up",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": "Slowly, slowly."}}]});
+    let mut trickle = Answer::ok("application/json", whole.to_string().as_bytes(), &[1]);
+    trickle.pace = Duration::from_millis(200);
+    let upstream = Server::start(vec![trickle]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        &dir,
+        &format!(
+            "[models.slow]\nprovider = \"openai\"\nbase_url = \"{}\"\nretry = false\n\
+             read_timeout_secs = 5\nrequest_timeout_secs = 1\n",
+            upstream.base_url()
+        ),
+    );
+    let serving = serve(&["--config", &config], None);
+    let started = Instant::now();
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", serving.base))
+        .header("content-type", "application/json")
+        .body(r#"{"model":"slow","messages":[{"role":"user","content":"Hi"}]}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 504);
+    let took = started.elapsed();
+    let text = response.text().await.unwrap();
+    assert!(text.contains("request_timeout"), "{text}");
+    assert!(took < Duration::from_secs(4), "cut after {took:?}");
+}

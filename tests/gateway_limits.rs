@@ -719,3 +719,38 @@ async fn bodies_past_the_budget_are_refused_503_and_a_models_place_is_taken_befo
     let (status, _, _) = post(&serving.base(), "/v1/chat/completions", &[JSON], &big).await;
     assert_eq!(status, 200);
 }
+
+#[tokio::test]
+async fn the_secrets_a_gateway_holds_reach_no_answer() {
+    const KEY: &str = "sk-gateway-held-0123456789abcdef";
+    let leaky = tower::service_fn(|request: ChatRequest| async move {
+        let leak = Error::stage("a tool", format!("the upstream said: key {KEY} is revoked"));
+        if !request.options.stream {
+            return Err(leak);
+        }
+        Ok(Reply::from_results(vec![
+            Ok(Event::text("Partly ")),
+            Err(leak),
+        ]))
+    });
+    let gateway = Gateway::new()
+        .model("demo", "scripted", leaky, 4)
+        .secrets(lmstack::provider::Secrets::new().secret(KEY));
+    let serving = Serving::start(gateway, ConnectionLimits::default()).await;
+    let streamed = r#"{"model":"demo","stream":true,"max_tokens":8,"messages":[{"role":"user","content":"Hi"}]}"#;
+    for (path, body, status) in [
+        ("/v1/chat/completions", CHAT, 500),
+        ("/v1/messages", MESSAGES, 500),
+        ("/v1/chat/completions", streamed, 200),
+        ("/v1/messages", streamed, 200),
+    ] {
+        let (answered, _, text) = post(&serving.base(), path, &[JSON], body).await;
+        assert_eq!(answered, status, "{path}: {text}");
+        let text = text.to_string();
+        assert!(
+            text.contains("is revoked") && text.contains("[redacted]"),
+            "{path}: {text}"
+        );
+        assert!(!text.contains(&KEY[..12]), "{path}: {text}");
+    }
+}

@@ -202,15 +202,31 @@ impl Secrets {
         }
     }
 
-    /// `error` with the texts an upstream's answer may have put in it
-    /// scrubbed: a [`ProviderError`]'s message, type, code, parameter and
-    /// request id, a [`TransportError`]'s message and target. Any other error
-    /// is returned as it is.
+    /// `error` with the texts that may carry a secret scrubbed: a
+    /// [`ProviderError`]'s message, type, code, parameter and request id, a
+    /// [`TransportError`]'s message and target, the message of an invalid
+    /// request, a refusal or a stage's failure. Any other error is returned as
+    /// it is.
     pub fn scrub_error(&self, error: Error) -> Error {
         if self.is_empty() {
             return error;
         }
         match error {
+            Error::InvalidRequest(mut message) => {
+                self.scrub_in_place(&mut message);
+                Error::InvalidRequest(message)
+            }
+            Error::Refused {
+                status,
+                mut message,
+            } => {
+                self.scrub_in_place(&mut message);
+                Error::Refused { status, message }
+            }
+            Error::Stage { stage, mut message } => {
+                self.scrub_in_place(&mut message);
+                Error::Stage { stage, message }
+            }
             Error::Provider(error) => {
                 Error::Provider(scrub_boxed(error, |error: &mut ProviderError| {
                     error.scrub(self)
@@ -728,7 +744,7 @@ mod secrets_tests {
     }
 
     #[test]
-    fn scrub_error_scrubs_every_text_of_provider_and_transport_errors() {
+    fn scrub_error_scrubs_every_text_an_error_may_carry_a_secret_in() {
         let secrets = Secrets::new().secret(KEY);
         let body = format!(
             r#"{{"error":{{"message":"bad key {KEY}","type":"t {KEY}","code":"c sk-proj-***wxyz","param":"p {KEY}"}}}}"#
@@ -761,11 +777,23 @@ mod secrets_tests {
             "openai: malformed response: POST http://host/bot[redacted]/x: chunk: [redacted]"
         );
 
-        let other = secrets.scrub_error(Error::stage("s", KEY));
-        assert!(
-            other.to_string().contains(KEY),
-            "other errors pass as they are"
-        );
+        for texts in [
+            Error::stage("s", format!("failed with {KEY}")),
+            Error::InvalidRequest(format!("bad {KEY}")),
+            Error::Refused {
+                status: 403,
+                message: format!("no {KEY}"),
+            },
+        ] {
+            let scrubbed = secrets.scrub_error(texts).to_string();
+            assert!(
+                scrubbed.contains(REDACTED) && !scrubbed.contains(KEY),
+                "{scrubbed}"
+            );
+        }
+        let limit = Error::ToolLoopLimit { max_iterations: 3 };
+        let kept = secrets.scrub_error(limit);
+        assert!(matches!(kept, Error::ToolLoopLimit { max_iterations: 3 }));
     }
 
     #[test]

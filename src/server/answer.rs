@@ -20,6 +20,7 @@ use super::format::Format;
 use super::gateway::{Gateway, Served};
 use super::sealed_ids::SealCallIds;
 use super::{InFlight, Metrics};
+use crate::provider::Secrets;
 use crate::service::MachineStream;
 use crate::{ChatRequest, Error, Event, FinishReason, Message, Reply};
 
@@ -45,11 +46,12 @@ impl Refusal {
     }
 
     /// The answer in format `F`, counted and logged.
-    pub(super) fn respond<F: Format>(self, metrics: &Metrics, started: Instant) -> Response {
-        let (status, response) = error_response::<F>(&self.error);
+    pub(super) fn respond<F: Format>(self, gateway: &Gateway, started: Instant) -> Response {
+        let secrets = &gateway.secrets;
+        let (status, response) = error_response::<F>(&self.error, secrets);
         let (model, upstream) = self.model.unwrap_or_default();
         let took = started.elapsed();
-        metrics.answered(&model, F::NAME, status, took);
+        gateway.metrics.answered(&model, F::NAME, status, took);
         let log = Logged {
             model: &model,
             upstream: &upstream,
@@ -60,7 +62,7 @@ impl Refusal {
             tally: &Tally::default(),
             error: Some(&self.error),
         };
-        log.write();
+        log.write(secrets);
         response
     }
 }
@@ -79,6 +81,7 @@ struct Tally {
 /// request counted and logged, its place freed, its span closed.
 pub(super) struct Answer {
     metrics: Metrics,
+    secrets: Secrets,
     model: String,
     upstream: String,
     format: &'static str,
@@ -116,6 +119,7 @@ impl Answer {
         );
         Answer {
             metrics: gateway.metrics.clone(),
+            secrets: gateway.secrets.clone(),
             model: name.to_owned(),
             upstream: served.provider.clone(),
             format: F::NAME,
@@ -141,6 +145,7 @@ impl Answer {
         let metrics = self.metrics.clone();
         let model = self.model.clone();
         let tally = self.tally.clone();
+        let secrets = self.secrets.clone();
         move |item| {
             let tally = || tally.lock().unwrap_or_else(PoisonError::into_inner);
             match item {
@@ -163,7 +168,10 @@ impl Answer {
                     tally().finish = Some(reason.clone());
                 }
                 Ok(_) => {}
-                Err(error) => tally().error = Some(error.to_string()),
+                Err(error) => {
+                    let error = shown(&secrets, &error);
+                    tally().error = Some(error);
+                }
             }
         }
     }
@@ -189,7 +197,7 @@ impl Drop for Answer {
             tally: &tally,
             error: None,
         }
-        .write();
+        .write(&self.secrets);
     }
 }
 
@@ -206,10 +214,10 @@ struct Logged<'a> {
 }
 
 impl Logged<'_> {
-    fn write(&self) {
+    fn write(&self, secrets: &Secrets) {
         let error = self
             .error
-            .map(ToString::to_string)
+            .map(|error| shown(secrets, error))
             .or_else(|| self.tally.error.clone());
         let finish = self.tally.finish.as_ref().map(tracing::field::debug);
         tracing::info!(
@@ -259,8 +267,10 @@ pub(super) async fn answer<F: Format>(
     let begun = match begun {
         Some(Ok(reply)) => Ok(reply),
         Some(Err(error)) => {
-            tracing::warn!(parent: &span, "failed before the reply: {error}");
-            let (status, response) = error_response::<F>(&error);
+            let secrets = &answering.secrets;
+            let said = shown(secrets, &error);
+            tracing::warn!(parent: &span, "failed before the reply: {said}");
+            let (status, response) = error_response::<F>(&error, secrets);
             answering.status = status;
             return response;
         }
@@ -297,9 +307,10 @@ type Encoded<E> = MachineStream<MachineStream<Items, SealCallIds>, E>;
 
 fn encode<F: Format>(reply: Reply, encoder: F::Encoder, answering: &Answer) -> Encoded<F::Encoder> {
     let mut observe = answering.observer();
+    let secrets = answering.secrets.clone();
     let items: Items = Box::pin(reply.map(move |item| {
         observe(&item);
-        Ok(item)
+        Ok(item.map_err(|error| secrets.scrub_error(error)))
     }));
     MachineStream::new(MachineStream::new(items, SealCallIds::new()), encoder)
 }
@@ -312,7 +323,7 @@ async fn whole<F: Format>(reply: Reply, encoder: F::Encoder, mut answering: Answ
         match item {
             Ok(bytes) => body.extend_from_slice(&bytes),
             Err(error) => {
-                let (status, response) = error_response::<F>(&error);
+                let (status, response) = error_response::<F>(&error, &answering.secrets);
                 answering.status = status;
                 return response;
             }
@@ -361,7 +372,8 @@ fn streamed<F: Format>(
                 // The retry layer retries only before the first event, so
                 // this is the reply's end: the format's in-stream error.
                 begun.unwrap_or_else(|error| {
-                    tracing::warn!(parent: &span, "failed before the reply: {error}");
+                    let said = shown(&answering.secrets, &error);
+                    tracing::warn!(parent: &span, "failed before the reply: {said}");
                     Reply::from_error(error)
                 })
             }
@@ -387,7 +399,8 @@ fn streamed<F: Format>(
             match item {
                 Ok(bytes) => yield Ok::<Bytes, Error>(bytes),
                 Err(error) => {
-                    tracing::warn!(parent: &span, "the reply could not be written: {error}");
+                    let said = shown(&answering.secrets, &error);
+                    tracing::warn!(parent: &span, "the reply could not be written: {said}");
                     break;
                 }
             }
@@ -395,11 +408,17 @@ fn streamed<F: Format>(
     })
 }
 
-/// An error answer in format `F`: its status and the response (with
-/// `Retry-After` where the error gives one).
-pub(super) fn error_response<F: Format>(error: &Error) -> (u16, Response) {
+/// An error as a log line shows it: scrubbed of `secrets`.
+fn shown(secrets: &Secrets, error: &Error) -> String {
+    secrets.scrub(&error.to_string()).into_owned()
+}
+
+/// An error answer in format `F`, scrubbed of `secrets`: its status and the
+/// response (with `Retry-After` where the error gives one).
+pub(super) fn error_response<F: Format>(error: &Error, secrets: &Secrets) -> (u16, Response) {
     let (status, body) = F::error(error);
-    let mut response = json_response(status, body.to_string().into(), "application/json");
+    let body = secrets.scrub(&body.to_string()).into_owned();
+    let mut response = json_response(status, body.into(), "application/json");
     set_retry_after(response.headers_mut(), error);
     (status, response)
 }

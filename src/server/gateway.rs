@@ -22,6 +22,7 @@ use super::answer::{Answer, Refusal, answer, json_response};
 use super::format::{ChatCompletions, Format, Messages};
 use super::guard::{Guard, Route};
 use super::{BearerToken, Metrics};
+use crate::provider::Secrets;
 use crate::service::ChatService;
 use crate::{ChatRequest, Error, Reply};
 
@@ -66,6 +67,9 @@ pub type Stack = BoxCloneSyncService<ChatRequest, Reply, Error>;
 ///   the upstream request and the tools still running.
 /// - **Tool calls** go to the client with their metadata sealed in their ids
 ///   ([`sealed_ids`](super::sealed_ids)) and come back restored.
+/// - **Secrets**: what [`secrets`](Self::secrets) names never reaches a
+///   client or a log line, and error answers do not say where an upstream
+///   lives.
 /// - **Observability**: a `tracing` span per request (`gen_ai.*` attributes of
 ///   the OpenTelemetry GenAI conventions: model, provider, token counts, finish
 ///   reason), one `info` event per request (target `lmstack::gateway`: model,
@@ -98,6 +102,7 @@ pub struct Gateway {
     body_budget: Option<usize>,
     pub(super) keep_alive: Option<Duration>,
     pub(super) metrics: Metrics,
+    pub(super) secrets: Secrets,
 }
 
 /// A model the gateway serves.
@@ -146,6 +151,7 @@ impl Gateway {
             body_budget: None,
             keep_alive: Some(Self::DEFAULT_KEEP_ALIVE),
             metrics: Metrics::default(),
+            secrets: Secrets::new(),
         }
     }
 
@@ -207,6 +213,15 @@ impl Gateway {
             origin.trim().trim_end_matches('/').to_ascii_lowercase()
         });
         self.guard.allowed_origins.extend(origins);
+        self
+    }
+
+    /// Credentials that no answer or log line may show: the upstreams' keys
+    /// (`ProviderConfig::secrets`), the clients' token. Every error the
+    /// gateway answers or logs is scrubbed of them, whole or masked — beside
+    /// each transport, which scrubs what its own requests carried.
+    pub fn secrets(mut self, secrets: Secrets) -> Self {
+        self.secrets.extend([secrets]);
         self
     }
 
@@ -331,7 +346,7 @@ async fn chat<F: Format>(
                 .instrument(span)
                 .await
         }
-        Err(refusal) => refusal.respond::<F>(&shared.gateway.metrics, started),
+        Err(refusal) => refusal.respond::<F>(&shared.gateway, started),
     }
 }
 
@@ -340,7 +355,7 @@ async fn chat<F: Format>(
 fn refuse_read(shared: &Shared, headers: &HeaderMap) -> Option<Response> {
     let error = shared.gateway.guard.check(headers, Route::Read).err()?;
     let started = std::time::Instant::now();
-    Some(Refusal::before_model(error).respond::<ChatCompletions>(&shared.gateway.metrics, started))
+    Some(Refusal::before_model(error).respond::<ChatCompletions>(&shared.gateway, started))
 }
 
 /// `GET /v1/models`, in the OpenAI format (which Anthropic's SDK does not ask).

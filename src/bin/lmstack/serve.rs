@@ -8,6 +8,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use lmstack::provider::Secrets;
 use lmstack::server::{BearerToken, ConnectionLimits, Gateway, serve as serve_router};
 use lmstack::{ChatRequest, Error, Reply};
 use tower::{Service, ServiceExt};
@@ -126,10 +127,17 @@ async fn serve(args: Args) -> Result<(), Error> {
         let demo = DemoModel::new(workspace.insert(Workspace::new()?));
         gateway = gateway.model(DEMO_MODEL, "scripted", demo, 64);
     }
+    // What no answer or log line may show: the upstreams' keys, the token.
+    let mut secrets = Secrets::new();
+    if let Some(token) = &token {
+        secrets = secrets.secret(token);
+    }
     for (name, model) in &config.models {
-        let stack = model.stack(name).await?;
+        let (stack, sent) = model.stack(name).await?;
+        secrets.extend([sent]);
         gateway = gateway.model(name, model.provider_name(), stack, model.max_concurrent);
     }
+    gateway = gateway.secrets(secrets);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|error| Error::InvalidRequest(format!("listening on {listen}: {error}")))?;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use lmstack::function::{FunctionCallLayer, ToolLoopLayer, ToolRegistry, UnknownTools};
 use lmstack::natural::{NaturalToolUse, RenderDialect};
 use lmstack::provider::transport::HttpConfig;
-use lmstack::provider::{ApiKey, Provider as HttpProvider, ProviderConfig, Wire};
+use lmstack::provider::{ApiKey, Provider as HttpProvider, ProviderConfig, Secrets, Wire};
 use lmstack::retry::RetryLayer;
 use lmstack::server::Stack;
 use lmstack::{ChatRequest, Error};
@@ -168,16 +168,17 @@ impl Config {
 }
 
 impl Model {
-    /// The model's stack: ToolLoop → FunctionCall (the MCP servers' tools; calls
+    /// The model's stack, and the credentials its upstream sends: ToolLoop → FunctionCall (the MCP servers' tools; calls
     /// of the client's tools, and of tools nobody declared, go back to the
     /// client) → [NaturalToolUse] → [Retry] → the provider.
-    pub async fn stack(&self, name: &str) -> Result<Stack, Error> {
+    pub async fn stack(&self, name: &str) -> Result<(Stack, Secrets), Error> {
         let provider = match self.provider {
             ProviderName::Openai => Provider::Openai,
             ProviderName::Anthropic => Provider::Anthropic,
             ProviderName::Gemini => Provider::Gemini,
         };
-        let upstream = provider.run(Writing::default(), Upstream { model: self, name })?;
+        let (upstream, secrets) =
+            provider.run(Writing::default(), Upstream { model: self, name })?;
         let options = mcp_arg::Options::default();
         let mut sources = Vec::new();
         for command in &self.mcp {
@@ -194,7 +195,7 @@ impl Model {
             let stack = ServiceBuilder::new()
                 .option_layer(natural)
                 .service(upstream);
-            return Ok(BoxCloneSyncService::new(stack));
+            return Ok((BoxCloneSyncService::new(stack), secrets));
         }
         let mut registry = ToolRegistry::builder();
         for source in sources {
@@ -207,7 +208,7 @@ impl Model {
             )
             .option_layer(natural)
             .service(upstream);
-        Ok(BoxCloneSyncService::new(stack))
+        Ok((BoxCloneSyncService::new(stack), secrets))
     }
 
     /// The provider's name, for logs and metrics.
@@ -220,16 +221,17 @@ impl Model {
     }
 }
 
-/// The upstream of a model, over the chosen wire: [Retry →] the provider.
+/// The upstream of a model, over the chosen wire: [Retry →] the provider; and
+/// the credentials it sends.
 struct Upstream<'a> {
     model: &'a Model,
     name: &'a str,
 }
 
 impl WithWire for Upstream<'_> {
-    type Output = Result<Stack, Error>;
+    type Output = Result<(Stack, Secrets), Error>;
 
-    fn run<W: Wire>(self, wire: W) -> Result<Stack, Error> {
+    fn run<W: Wire>(self, wire: W) -> Result<(Stack, Secrets), Error> {
         let model = self.model;
         let base_url = model.base_url.as_deref().unwrap_or(W::DEFAULT_BASE_URL);
         let upstream_model = model.model.as_deref().unwrap_or(self.name);
@@ -244,10 +246,11 @@ impl WithWire for Upstream<'_> {
         if let Some(Seconds(timeout)) = model.read_timeout_secs {
             http = http.read_timeout(timeout);
         }
-        if let Some(Seconds(_timeout)) = model.request_timeout_secs {
-            // MERGE: http = http.request_timeout(timeout);
+        if let Some(Seconds(timeout)) = model.request_timeout_secs {
+            http = http.request_timeout(timeout);
         }
         config = config.http(http);
+        let secrets = config.secrets();
         let provider = HttpProvider::new(config)?;
         let retry = model.retry.then(RetryLayer::default);
         // Clients name the gateway's model; the upstream is asked for its own.
@@ -259,7 +262,7 @@ impl WithWire for Upstream<'_> {
             })
             .option_layer(retry)
             .service(provider);
-        Ok(BoxCloneSyncService::new(stack))
+        Ok((BoxCloneSyncService::new(stack), secrets))
     }
 }
 

@@ -368,7 +368,7 @@ pub fn error_body(error: &Error) -> (u16, Value) {
 
 fn error_object(status: u16, error: &Error) -> ErrorBody {
     let kind = match status {
-        400 | 422 => "invalid_request_error",
+        400 | 408 | 415 | 422 => "invalid_request_error",
         401 => "authentication_error",
         403 => "permission_error",
         404 => "not_found_error",

@@ -1010,7 +1010,7 @@ pub fn include_usage(request: &ChatRequest) -> bool {
 pub fn error_body(error: &Error) -> (u16, Value) {
     let status = error.http_status();
     let kind = match status {
-        400..=404 | 413 | 422 => "invalid_request_error",
+        400..=404 | 408 | 413 | 415 | 422 => "invalid_request_error",
         429 => "rate_limit_error",
         _ => "server_error",
     };
