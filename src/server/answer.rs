@@ -169,7 +169,7 @@ impl Answer {
                 }
                 Ok(_) => {}
                 Err(error) => {
-                    let error = shown(&secrets, &error);
+                    let error = shown(&secrets, error);
                     tally().error = Some(error);
                 }
             }
