@@ -286,7 +286,8 @@ mod tests {
             ),
             "{text}"
         );
-        // One more sample line (the 404s'), whatever the names were.
-        assert!(text.len() < before + 100, "{} → {}", before, text.len());
+        // One more sample line (the 404s') and larger numbers, whatever the
+        // names were (a megabyte of them).
+        assert!(text.len() < before + 500, "{} → {}", before, text.len());
     }
 }
