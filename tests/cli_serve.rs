@@ -261,6 +261,15 @@ async fn a_client_that_goes_away_mid_stream_cancels_the_upstream_request() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    // Its log line says so.
+    while !serving.stderr().concat().contains("cancelled=true") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            serving.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// Gemini 3's thought signatures and call ids survive a client of another

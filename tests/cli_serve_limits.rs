@@ -196,6 +196,7 @@ async fn each_request_is_one_log_line_in_text_or_json() {
             assert_eq!(line["input_tokens"], 11);
             assert_eq!(line["output_tokens"], 7);
             assert!(line["duration_ms"].as_f64().is_some(), "{line}");
+            assert!(line.get("cancelled").is_none(), "it ended: {line}");
             let refused: Value = serde_json::from_str(&lines[1]).unwrap();
             assert_eq!(refused["status"], 415);
             assert!(

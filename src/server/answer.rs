@@ -61,6 +61,7 @@ impl Refusal {
             took,
             tally: &Tally::default(),
             error: Some(&self.error),
+            cancelled: false,
         };
         log.write(secrets);
         response
@@ -92,6 +93,8 @@ pub(super) struct Answer {
     in_flight: Option<InFlight>,
     permit: Option<OwnedSemaphorePermit>,
     status: u16,
+    /// Whether the answer was written to its end (else its client went away).
+    ended: bool,
 }
 
 impl Answer {
@@ -130,6 +133,7 @@ impl Answer {
             in_flight: Some(gateway.metrics.start(name)),
             permit: None,
             status: 200,
+            ended: false,
         }
     }
 
@@ -196,6 +200,7 @@ impl Drop for Answer {
             took,
             tally: &tally,
             error: None,
+            cancelled: !self.ended,
         }
         .write(&self.secrets);
     }
@@ -211,6 +216,8 @@ struct Logged<'a> {
     took: Duration,
     tally: &'a Tally,
     error: Option<&'a Error>,
+    /// Whether the client went away before the answer's end.
+    cancelled: bool,
 }
 
 impl Logged<'_> {
@@ -232,6 +239,7 @@ impl Logged<'_> {
             output_tokens = self.tally.output_tokens,
             finish,
             error,
+            cancelled = self.cancelled.then_some(true),
             "request"
         );
     }
@@ -272,6 +280,7 @@ pub(super) async fn answer<F: Format>(
             tracing::warn!(parent: &span, "failed before the reply: {said}");
             let (status, response) = error_response::<F>(&error, secrets);
             answering.status = status;
+            answering.ended = true;
             return response;
         }
         None => Err(call),
@@ -325,12 +334,14 @@ async fn whole<F: Format>(reply: Reply, encoder: F::Encoder, mut answering: Answ
             Err(error) => {
                 let (status, response) = error_response::<F>(&error, &answering.secrets);
                 answering.status = status;
+                answering.ended = true;
                 return response;
             }
         }
     }
     let encoder = encoded.machine();
     answering.status = F::status(encoder);
+    answering.ended = true;
     json_response(answering.status, body.into(), F::content_type(encoder))
 }
 
@@ -345,7 +356,7 @@ fn streamed<F: Format>(
     answering: Answer,
 ) -> BoxStream<'static, Result<Bytes, Error>> {
     Box::pin(async_stream::stream! {
-        let answering = answering;
+        let mut answering = answering;
         let span = answering.span.clone();
         // One timer for the stream, not one per frame: a tick that finds no
         // frame since the one before sends a keep-alive.
@@ -405,6 +416,7 @@ fn streamed<F: Format>(
                 }
             }
         }
+        answering.ended = true;
     })
 }
 

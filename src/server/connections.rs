@@ -121,7 +121,6 @@ where
         .clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize));
     let slots = Arc::new(Semaphore::new(max));
     let (stop, stopping) = watch::channel(false);
-    let shutdown = shutdown;
     tokio::pin!(shutdown);
     loop {
         let slot = tokio::select! {

@@ -240,7 +240,8 @@ impl Gateway {
     }
 
     /// Sets the most bytes of request bodies read and decoded at once, across
-    /// all requests not yet running (4 × the body limit by default): past it, a
+    /// all requests not yet running (4 × the body limit by default, and never
+    /// less than the body limit): past it, a
     /// request is refused with 503 and `Retry-After`, so that many large
     /// bodies at once cannot fill the memory before any model's
     /// `max_concurrent` applies.
@@ -277,9 +278,11 @@ impl Gateway {
         let created = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
+        // Room for one body of the largest size, at least.
         let budget = self
             .body_budget
             .unwrap_or(self.body_limit.saturating_mul(4))
+            .max(self.body_limit)
             .min(Semaphore::MAX_PERMITS);
         let cors = cors(&self.guard.allowed_origins);
         let shared = Arc::new(Shared {
