@@ -2,7 +2,8 @@
 //! chunks as a stream would deliver them → messages (or events) as JSON lines.
 //!
 //! The text is fed to the parser as it is read, so that it is never held whole
-//! beside what the parser makes of it.
+//! beside what the parser makes of it, and each message is printed as soon as
+//! it is complete: an error leaves what was made before it printed.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -93,10 +94,10 @@ fn parse(args: Args) -> Result<(), Error> {
         }
         (None, None) => None,
     };
-    let mut sink = match (cuts.is_some(), args.events) {
-        (true, true) => Sink::Events,
-        (false, true) => Sink::WholeEvents(Joiner::new()),
-        (_, false) => Sink::Messages(Joiner::new()),
+    let mut sink = Sink {
+        events: args.events,
+        streamed: cuts.is_some(),
+        joiner: Joiner::new(),
     };
     let mut out = Output::new();
     let fed = feed(
@@ -107,7 +108,8 @@ fn parse(args: Args) -> Result<(), Error> {
         &mut sink,
     );
     sink.take(&mut out);
-    sink.end(fed)
+    sink.finish();
+    fed
 }
 
 /// Feeds the text to the parser as it is read, cut by `cuts` when streamed,
@@ -139,39 +141,42 @@ fn feed(
     machine.finish(out)
 }
 
-/// Where the parser's events go.
-enum Sink {
-    /// Printed as they come (a streamed reply).
-    Events,
-    /// Joined, then printed as the events of a whole reply.
-    WholeEvents(Joiner),
-    /// Joined, then printed as messages.
-    Messages(Joiner),
+/// Where the parser's events go: printed as they come when streamed, else
+/// joined as a non-streaming reply's are, each message printed (as itself or
+/// as a `message` event) as soon as it is complete.
+struct Sink {
+    /// Events are printed, not messages.
+    events: bool,
+    /// The events are printed as they come.
+    streamed: bool,
+    joiner: Joiner,
 }
 
 impl Sink {
     /// Takes the events in `out`.
     fn take(&mut self, out: &mut Output) {
         for event in out.drain() {
-            match self {
-                Sink::Events => print_json_line(&event),
-                Sink::WholeEvents(joiner) | Sink::Messages(joiner) => joiner.push(event),
+            if self.events && self.streamed {
+                print_json_line(&event);
+                continue;
+            }
+            self.joiner.push(event);
+            for message in self.joiner.take_completed() {
+                match self.events {
+                    true => print_json_line(&Event::from(message)),
+                    false => print_json_line(&message),
+                }
             }
         }
     }
 
-    /// Prints what is held, as a reply ended by `outcome` is printed: the
-    /// events made before an error too, the messages only when there was none.
-    fn end(self, outcome: Result<(), Error>) -> Result<(), Error> {
-        match self {
-            Sink::Events => {}
-            Sink::WholeEvents(joiner) => joiner.finish_events().iter().for_each(print_json_line),
-            Sink::Messages(joiner) if outcome.is_ok() => {
-                joiner.finish().iter().for_each(print_json_line);
-            }
-            Sink::Messages(_) => {}
+    /// Prints what is still held: what was made before an error too.
+    fn finish(self) {
+        match (self.events, self.streamed) {
+            (true, true) => {}
+            (true, false) => self.joiner.finish_events().iter().for_each(print_json_line),
+            (false, _) => self.joiner.finish().iter().for_each(print_json_line),
         }
-        outcome
     }
 }
 
