@@ -104,9 +104,11 @@ fn feed<M: Machine>(
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let pushed = serde_json::from_slice(&line)
-            .map_err(|error| Error::json(format!("the message on line {number}"), error))
-            .and_then(|read| machine.push(message(read), &mut out));
+        let read = serde_json::from_slice(&line)
+            .map_err(|error| Error::json(format!("the message on line {number}"), error));
+        // The line's bytes go before the machine makes more of the message.
+        drop(line);
+        let pushed = read.and_then(|read| machine.push(message(read), &mut out));
         if pushed.is_err() {
             break pushed;
         }
