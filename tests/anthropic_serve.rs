@@ -222,6 +222,14 @@ fn bad_requests_are_invalid_and_name_the_field_at_fault() {
         ),
         (r#"{"max_tokens":1}"#, "missing field `messages`"),
         (
+            r#"{"max_tokens":1,"messages":[]}"#,
+            "invalid request: messages: at least one message is required",
+        ),
+        (
+            r#"{"max_tokens":1,"system":"Be brief.","messages":[]}"#,
+            "invalid request: messages: at least one message is required",
+        ),
+        (
             &format!(r#"{{"max_tokens":"9","messages":{user}}}"#),
             "max_tokens: invalid type: string",
         ),
@@ -266,27 +274,31 @@ fn bad_requests_are_invalid_and_name_the_field_at_fault() {
             "messages[0].content[0]: an assistant message cannot hold a `image` block",
         ),
         (
-            r#"{"max_tokens":1,"system":[{"type":"image","source":{"type":"url","url":"u"}}],"messages":[]}"#,
+            &format!(
+                r#"{{"max_tokens":1,"system":[{{"type":"image","source":{{"type":"url","url":"u"}}}}],"messages":{user}}}"#
+            ),
             "system[0]: the system prompt takes only text blocks",
         ),
         (
-            r#"{"max_tokens":1,"messages":[],"tools":[{"name":"f"}]}"#,
+            &format!(r#"{{"max_tokens":1,"messages":{user},"tools":[{{"name":"f"}}]}}"#),
             "tools[0]: missing field `input_schema`",
         ),
         (
-            r#"{"max_tokens":1,"messages":[],"tools":[{"type":"web_search_20250305","name":"web_search"}]}"#,
+            &format!(
+                r#"{{"max_tokens":1,"messages":{user},"tools":[{{"type":"web_search_20250305","name":"web_search"}}]}}"#
+            ),
             "tools[0]: server tools",
         ),
         (
-            r#"{"max_tokens":1,"messages":[],"tool_choice":{"type":"tool"}}"#,
+            &format!(r#"{{"max_tokens":1,"messages":{user},"tool_choice":{{"type":"tool"}}}}"#),
             "tool_choice: missing field `name`",
         ),
         (
-            r#"{"max_tokens":1,"messages":[],"temperature":"hot"}"#,
+            &format!(r#"{{"max_tokens":1,"messages":{user},"temperature":"hot"}}"#),
             "temperature: invalid type: string",
         ),
         (
-            r#"{"max_tokens":1,"messages":[],"stop_sequences":"END"}"#,
+            &format!(r#"{{"max_tokens":1,"messages":{user},"stop_sequences":"END"}}"#),
             "stop_sequences: invalid type: string",
         ),
     ] {
@@ -1135,7 +1147,7 @@ fn wire_request() -> impl Strategy<Value = Value> {
         Just(json!({"type": "tool", "name": "f"})),
     ];
     (
-        proptest::collection::vec(message, 0..6),
+        proptest::collection::vec(message, 1..6),
         proptest::option::of(system),
         proptest::collection::vec(tool, 0..3),
         proptest::option::of(choice),

@@ -43,6 +43,10 @@ fn an_unknown_subcommand_is_a_usage_error() {
 }
 
 fn lmstack_with_stdin(args: &[&str], stdin: &str) -> std::process::Output {
+    lmstack_with_bytes(args, stdin.as_bytes())
+}
+
+fn lmstack_with_bytes(args: &[&str], stdin: &[u8]) -> std::process::Output {
     use std::io::Write;
     let mut child = Command::new(env!("CARGO_BIN_EXE_lmstack"))
         .args(args)
@@ -51,12 +55,7 @@ fn lmstack_with_stdin(args: &[&str], stdin: &str) -> std::process::Output {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("the lmstack binary runs");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
     child.wait_with_output().unwrap()
 }
 
@@ -228,4 +227,20 @@ fn render_names_the_bad_line_and_the_unpaired_call() {
         stderr.contains("message 0") && stderr.contains("`call_9`"),
         "{stderr}"
     );
+}
+
+#[test]
+fn parse_reads_a_text_longer_than_a_read_and_refuses_one_not_utf8() {
+    // Three-byte characters: reads of any size cut some of them in two.
+    let text = "a€".repeat(100_000);
+    let (_, lines) = json_out(&["parse"], &text);
+    assert_eq!(
+        lines,
+        [serde_json::json!({"type": "text", "role": "assistant", "text": text})]
+    );
+    let mut cut = text.into_bytes();
+    cut.pop();
+    let output = lmstack_with_bytes(&["parse"], &cut);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("stdin is not UTF-8 text"));
 }

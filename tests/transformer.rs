@@ -739,6 +739,39 @@ fn read_history_keeps_what_is_not_tool_markup() {
     );
 }
 
+#[test]
+fn history_reader_hands_each_message_out_once_what_follows_cannot_change_it() {
+    let history = vec![
+        Message::user("Weather in Paris?"),
+        Message::tool_aggregate(
+            vec![ToolCall::new(
+                "call_1",
+                "get_weather",
+                json!({"city": "Paris"}),
+            )],
+            vec![ToolResult::text("call_1", "get_weather", "18°C")],
+        ),
+        Message::assistant("It is 18°C."),
+    ];
+    // The user's text, the calls, the results, the answer.
+    let rendered = render(history.clone());
+    assert_eq!(rendered.len(), 4);
+    let mut reader = NaturalToolUseParser::new().history_reader(&[]);
+    let mut out = Output::new();
+    let mut read = Vec::new();
+    let mut handed_out = Vec::new();
+    for message in rendered {
+        reader.push(message, &mut out).unwrap();
+        handed_out.push(out.len());
+        read.extend(out.drain());
+    }
+    // The calls and results wait for what follows them, which ends their run.
+    assert_eq!(handed_out, [1, 0, 0, 2]);
+    reader.finish(&mut out).unwrap();
+    assert!(out.is_empty());
+    assert_eq!(read, history);
+}
+
 proptest! {
     #![proptest_config(cases(128))]
 

@@ -11,41 +11,112 @@ use super::format::{
     self, MediaKind, PLACEHOLDERS_KEY, Part, TOOL_AGGREGATES_KEY, TOOL_CALL_IDS_KEY,
     TOOL_METADATA_KEY,
 };
+use super::{NaturalToolUseParser, ParserMachine};
 use crate::message::{
     MultimodalMessage, TextMessage, ToolAggregateMessage, ToolCallsMessage, ToolResultsMessage,
 };
 use crate::service::{Machine, Output};
-use crate::{ContentBlock, Error, Event, Joiner, Message, Metadata, Role, ToolCall, ToolResult};
+use crate::{
+    ContentBlock, Error, Event, Joiner, Message, Metadata, Role, ToolCall, ToolResult, ToolSpec,
+};
 
-/// Reads `messages` with parser machines in transcript mode from `machine`,
-/// which makes one for a text after `id_base` calls.
-pub(super) fn read<M, F>(messages: Vec<Message>, machine: F) -> Result<Vec<Message>, Error>
-where
-    M: Machine<In = Event, Out = Event>,
-    F: Fn(usize) -> Result<M, Error>,
-{
-    let mut out: Vec<Message> = Vec::with_capacity(messages.len());
-    for message in messages {
-        let id_base = out.iter().map(|m| m.calls().len()).sum();
+/// Reads a history written in the transformer's format back into canonical
+/// messages, one message at a time (see
+/// [`NaturalToolUseParser::read_history`], which reads a whole one): what is
+/// read goes out as soon as what follows cannot change it, a run of calls and
+/// results once it has been paired. Made by
+/// [`NaturalToolUseParser::history_reader`].
+#[derive(Debug)]
+pub struct HistoryReader {
+    /// The parser, in transcript mode.
+    parser: NaturalToolUseParser,
+    tools: Vec<ToolSpec>,
+    /// The calls read so far: a text's calls are numbered after them.
+    calls: usize,
+    /// The run being paired: `tool_calls` messages, then the `tool_results`
+    /// messages that follow them.
+    run_calls: Vec<ToolCallsMessage>,
+    run_results: Vec<ToolResultsMessage>,
+}
+
+impl HistoryReader {
+    /// Reads with `parser` (in transcript mode) and `tools`.
+    pub(super) fn new(parser: NaturalToolUseParser, tools: Vec<ToolSpec>) -> Self {
+        HistoryReader {
+            parser,
+            tools,
+            calls: 0,
+            run_calls: Vec::new(),
+            run_results: Vec::new(),
+        }
+    }
+
+    /// A parser machine for the next text.
+    fn machine(&self) -> Result<ParserMachine, Error> {
+        self.parser.machine(&self.tools, self.calls)
+    }
+
+    /// Takes a message read: into the run being paired, or out once that run
+    /// is closed.
+    fn take(&mut self, message: Message, out: &mut Output<Message>) {
+        self.calls += message.calls().len();
         match message {
+            Message::ToolCalls(calls) => {
+                if !self.run_results.is_empty() {
+                    self.close_run(out);
+                }
+                self.run_calls.push(calls);
+            }
+            Message::ToolResults(results) if !self.run_calls.is_empty() => {
+                self.run_results.push(results)
+            }
+            other => {
+                self.close_run(out);
+                out.push(other);
+            }
+        }
+    }
+
+    fn close_run(&mut self, out: &mut Output<Message>) {
+        let results = std::mem::take(&mut self.run_results);
+        if !self.run_calls.is_empty() {
+            pair(std::mem::take(&mut self.run_calls), results, out);
+        }
+    }
+}
+
+impl Machine for HistoryReader {
+    type In = Message;
+    type Out = Message;
+
+    fn push(&mut self, message: Message, out: &mut Output<Message>) -> Result<(), Error> {
+        let read = match message {
             Message::Text(TextMessage {
                 role: role @ (Role::Assistant | Role::User),
                 text,
                 metadata,
             }) => {
-                let parsed = parse(machine(id_base)?, role, text, metadata.clone())?;
-                out.extend(restore(parsed, &metadata));
+                let parsed = parse(self.machine()?, role, text, metadata.clone())?;
+                restore(parsed, &metadata)
             }
             Message::Multimodal(message)
                 if matches!(message.role, Role::Assistant | Role::User) =>
             {
                 let metadata = message.metadata.clone();
-                out.extend(restore(multimodal(machine(id_base)?, message)?, &metadata));
+                restore(multimodal(self.machine()?, message)?, &metadata)
             }
-            other => out.push(other),
+            other => vec![other],
+        };
+        for message in read {
+            self.take(message, out);
         }
+        Ok(())
     }
-    Ok(pair(out))
+
+    fn finish(&mut self, out: &mut Output<Message>) -> Result<(), Error> {
+        self.close_run(out);
+        Ok(())
+    }
 }
 
 /// Parses one message's text, whose plain text keeps the message's role
@@ -279,85 +350,69 @@ fn claim(block: &ContentBlock, media: &mut [Option<ContentBlock>]) -> Option<Con
     fits.then(|| slot.take()).flatten()
 }
 
-/// Turns each run of `tool_calls` messages followed by `tool_results` messages
-/// that answer exactly those calls into one `tool_aggregate`. A result without
-/// an id (a bare `<tool_response>`) answers the call in its place.
-fn pair(messages: Vec<Message>) -> Vec<Message> {
-    let mut out = Vec::with_capacity(messages.len());
-    let mut messages = messages.into_iter().peekable();
-    while let Some(message) = messages.next() {
-        let Message::ToolCalls(first) = message else {
-            out.push(message);
-            continue;
-        };
-        let mut calls_messages = vec![first];
-        while let Some(Message::ToolCalls(_)) = messages.peek() {
-            if let Some(Message::ToolCalls(next)) = messages.next() {
-                calls_messages.push(next);
-            }
+/// Turns a run of `tool_calls` messages followed by `tool_results` messages
+/// into one `tool_aggregate` when the results answer exactly those calls, and
+/// hands it out (else the run as it was). A result without an id (a bare
+/// `<tool_response>`) answers the call in its place.
+fn pair(
+    calls_messages: Vec<ToolCallsMessage>,
+    results_messages: Vec<ToolResultsMessage>,
+    out: &mut Output<Message>,
+) {
+    let calls: Vec<_> = calls_messages
+        .iter()
+        .flat_map(|m| m.calls.clone())
+        .collect();
+    let mut results: Vec<_> = results_messages
+        .iter()
+        .flat_map(|m| m.results.clone())
+        .collect();
+    for (call, result) in calls.iter().zip(&mut results) {
+        if result.call_id.is_empty() {
+            result.call_id.clone_from(&call.id);
         }
-        let mut results_messages = Vec::new();
-        while let Some(Message::ToolResults(_)) = messages.peek() {
-            if let Some(Message::ToolResults(next)) = messages.next() {
-                results_messages.push(next);
-            }
+        if result.name.is_empty() {
+            result.name.clone_from(&call.name);
         }
-        let calls: Vec<_> = calls_messages
-            .iter()
-            .flat_map(|m| m.calls.clone())
-            .collect();
-        let mut results: Vec<_> = results_messages
-            .iter()
-            .flat_map(|m| m.results.clone())
-            .collect();
-        for (call, result) in calls.iter().zip(&mut results) {
-            if result.call_id.is_empty() {
-                result.call_id.clone_from(&call.id);
-            }
-            if result.name.is_empty() {
-                result.name.clone_from(&call.name);
-            }
-        }
-        // Distinct ids, each answered once: a transcript may repeat an id.
-        let distinct = calls.iter().map(|c| &c.id).collect::<HashSet<_>>().len() == calls.len();
-        let answered = distinct
-            && calls.len() == results.len()
-            && calls
-                .iter()
-                .all(|call| results.iter().filter(|r| r.call_id == call.id).count() == 1);
-        if !answered {
-            out.extend(calls_messages.into_iter().map(Message::ToolCalls));
-            out.extend(results_messages.into_iter().map(Message::ToolResults));
-            continue;
-        }
-        let mut calls = calls;
-        let mut ordered: Vec<_> = calls
-            .iter()
-            .map(|call| {
-                let at = results.iter().position(|r| r.call_id == call.id);
-                results.swap_remove(at.expect("every call is answered"))
-            })
-            .collect();
-        let mut metadata = Metadata::default();
-        for m in &results_messages {
-            metadata.merge_missing(&m.metadata);
-        }
-        for m in &calls_messages {
-            metadata.merge_missing(&m.metadata);
-        }
-        // The text of a call holds no metadata of its own: what the parser put on
-        // a call came from its message.
-        for call in &mut calls {
-            metadata.merge_missing(&std::mem::take(&mut call.metadata));
-        }
-        if let Some(extras) = metadata.remove(TOOL_METADATA_KEY) {
-            format::apply_extras(&extras, &mut calls, &mut ordered);
-        }
-        out.push(Message::ToolAggregate(ToolAggregateMessage {
-            calls,
-            results: ordered,
-            metadata,
-        }));
     }
-    out
+    // Distinct ids, each answered once: a transcript may repeat an id.
+    let distinct = calls.iter().map(|c| &c.id).collect::<HashSet<_>>().len() == calls.len();
+    let answered = distinct
+        && calls.len() == results.len()
+        && calls
+            .iter()
+            .all(|call| results.iter().filter(|r| r.call_id == call.id).count() == 1);
+    if !answered {
+        out.extend(calls_messages.into_iter().map(Message::ToolCalls));
+        out.extend(results_messages.into_iter().map(Message::ToolResults));
+        return;
+    }
+    let mut calls = calls;
+    let mut ordered: Vec<_> = calls
+        .iter()
+        .map(|call| {
+            let at = results.iter().position(|r| r.call_id == call.id);
+            results.swap_remove(at.expect("every call is answered"))
+        })
+        .collect();
+    let mut metadata = Metadata::default();
+    for m in &results_messages {
+        metadata.merge_missing(&m.metadata);
+    }
+    for m in &calls_messages {
+        metadata.merge_missing(&m.metadata);
+    }
+    // The text of a call holds no metadata of its own: what the parser put on
+    // a call came from its message.
+    for call in &mut calls {
+        metadata.merge_missing(&std::mem::take(&mut call.metadata));
+    }
+    if let Some(extras) = metadata.remove(TOOL_METADATA_KEY) {
+        format::apply_extras(&extras, &mut calls, &mut ordered);
+    }
+    out.push(Message::ToolAggregate(ToolAggregateMessage {
+        calls,
+        results: ordered,
+        metadata,
+    }));
 }

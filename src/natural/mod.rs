@@ -22,6 +22,7 @@ mod turn;
 
 pub use dialect::Dialect;
 pub use format::{RenderDialect, TOOL_AGGREGATES_KEY, TOOL_CALL_IDS_KEY, TOOL_METADATA_KEY};
+pub use history::HistoryReader;
 pub use parser::{NaturalToolUseParser, OnInvalid, ParserMachine};
 pub use reply_json::json_in_reply;
 pub use tool_use::NaturalToolUse;

@@ -7,6 +7,7 @@ use std::io::{self, BufRead, BufReader, Read, Take};
 use std::path::Path;
 
 use lmstack::Error;
+use serde::de::DeserializeOwned;
 
 /// The default of `--max-input`: 64 MiB.
 const DEFAULT_MAX_INPUT: usize = 64 << 20;
@@ -89,14 +90,18 @@ impl<R: Read> Input<R> {
         Ok(Some(line))
     }
 
-    /// All the rest of the input.
-    pub fn read_all(mut self) -> Result<Vec<u8>, Error> {
-        let mut all = Vec::new();
-        if let Err(error) = self.reader.read_to_end(&mut all) {
-            return Err(self.unreadable(error));
-        }
+    /// The rest of the input as one JSON value, decoded as it is read: its
+    /// bytes are never held beside the value. `invalid` words a JSON error.
+    pub fn json<T: DeserializeOwned>(
+        mut self,
+        invalid: impl FnOnce(serde_json::Error) -> Error,
+    ) -> Result<T, Error> {
+        let value = serde_json::from_reader(&mut self.reader);
         self.check()?;
-        Ok(all)
+        value.map_err(|error| match error.is_io() {
+            true => self.unreadable(error.into()),
+            false => invalid(error),
+        })
     }
 
     /// Fails once the source gave more than the limit: the one byte over it.

@@ -3,8 +3,8 @@
 
 use std::process::ExitCode;
 
-use lmstack::ChatRequest;
 use lmstack::provider::Wire;
+use lmstack::{ChatRequest, Error};
 
 use crate::input;
 use crate::provider_arg::{Media, Provider, WithWire, Writing};
@@ -29,19 +29,14 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    let input = match args.input.stdin().read_all() {
-        Ok(input) => input,
-        Err(error) => {
-            eprintln!("error: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let request: ChatRequest = match serde_json::from_slice(&input) {
+    let request: ChatRequest = match args.input.stdin().json(|error| {
+        Error::InvalidRequest(format!(
+            "stdin is not a canonical request ({{\"messages\":[…],\"options\":{{…}}}}): {error}"
+        ))
+    }) {
         Ok(request) => request,
         Err(error) => {
-            eprintln!(
-                "error: stdin is not a canonical request ({{\"messages\":[…],\"options\":{{…}}}}): {error}"
-            );
+            eprintln!("error: {error}");
             return ExitCode::FAILURE;
         }
     };

@@ -1,16 +1,21 @@
 //! `lmstack render`: canonical messages (JSON lines) on stdin → the natural tool
 //! use transformer → messages with calls and results written as text (JSON
 //! lines); `--read` does the reverse.
+//!
+//! Each message is printed as soon as it is complete, so an error leaves the
+//! messages before it printed.
 
+use std::io::Read;
 use std::process::ExitCode;
 
 use lmstack::natural::{
     Consolidation, NaturalToolUseParser, NaturalToolUseTransformer, RenderDialect,
 };
-use lmstack::{Error, Message};
+use lmstack::service::{Machine, Output};
+use lmstack::{Error, Event, Message};
 
-use crate::input;
-use crate::show::print_json_line;
+use crate::input::{self, Input};
+use crate::show::{MessageLines, print_json_line};
 
 /// Renders tool calls and results of canonical messages as natural text.
 #[derive(Debug, clap::Args)]
@@ -51,31 +56,64 @@ pub fn run(args: Args) -> ExitCode {
 }
 
 fn render(args: Args) -> Result<(), Error> {
-    // The history is rendered whole, so every message is kept; each line is
-    // read as it comes, all of them within the limit.
-    let mut messages = Vec::new();
-    let mut stdin = args.input.stdin();
+    // Each message is rendered (or read) as its line is read, and printed as
+    // soon as it is complete: no more than a turn is held.
+    let input = args.input.stdin();
+    if args.read {
+        let reader = NaturalToolUseParser::new()
+            .dialect(args.dialect.read_by())
+            .history_reader(&[]);
+        return feed(
+            input,
+            reader,
+            |message| message,
+            |message| print_json_line(&message),
+        );
+    }
+    let transformer = NaturalToolUseTransformer::new()
+        .dialect(args.dialect)
+        .consolidation(args.consolidate)
+        .call_ids(!args.no_ids)
+        .machine(Vec::<String>::new());
+    let mut lines = MessageLines::default();
+    let rendered = feed(input, transformer, Event::message, |event| {
+        lines.push(event)
+    });
+    lines.finish();
+    rendered
+}
+
+/// Feeds `machine` the messages of `input`, one a line (blank lines skipped),
+/// as each line is read (`message` makes its input of one), handing what it
+/// makes to `made` as it comes.
+fn feed<M: Machine>(
+    mut input: Input<impl Read>,
+    mut machine: M,
+    message: impl Fn(Message) -> M::In,
+    mut made: impl FnMut(M::Out),
+) -> Result<(), Error> {
+    let mut out = Output::new();
     let mut number = 0;
-    while let Some(line) = stdin.line()? {
+    let fed = loop {
+        let line = match input.line() {
+            Ok(Some(line)) => line,
+            Ok(None) => break machine.finish(&mut out),
+            Err(error) => break Err(error),
+        };
         number += 1;
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let message: Message = serde_json::from_slice(&line)
-            .map_err(|error| Error::json(format!("the message on line {number}"), error))?;
-        messages.push(message);
-    }
-    let messages = if args.read {
-        NaturalToolUseParser::new()
-            .dialect(args.dialect.read_by())
-            .read_history(messages, &[])?
-    } else {
-        NaturalToolUseTransformer::new()
-            .dialect(args.dialect)
-            .consolidation(args.consolidate)
-            .call_ids(!args.no_ids)
-            .render(messages)?
+        let read = serde_json::from_slice(&line)
+            .map_err(|error| Error::json(format!("the message on line {number}"), error));
+        // The line's bytes go before the machine makes more of the message.
+        drop(line);
+        let pushed = read.and_then(|read| machine.push(message(read), &mut out));
+        if pushed.is_err() {
+            break pushed;
+        }
+        out.drain().for_each(&mut made);
     };
-    messages.iter().for_each(print_json_line);
-    Ok(())
+    out.drain().for_each(made);
+    fed
 }

@@ -8,11 +8,15 @@ use futures::StreamExt;
 use lmstack::message::ToolAggregateMessage;
 use lmstack::{ContentBlock, Error, Event, Joiner, MediaSource, Message, Reply, Role};
 
-/// Prints a value as one JSON line on stdout. When stdout is closed (`| head`)
-/// the program ends quietly, as command-line filters do.
+/// Prints a value as one JSON line on stdout, written as it is serialised (a
+/// line is never held whole: it may be as large as the input). When stdout is
+/// closed (`| head`) the program ends quietly, as command-line filters do.
 pub fn print_json_line(value: &impl serde::Serialize) {
-    let line = serde_json::to_string(value).expect("canonical values serialise");
-    if let Err(error) = writeln!(io::stdout().lock(), "{line}") {
+    let mut out = io::stdout().lock();
+    let written = serde_json::to_writer(&mut out, value)
+        .map_err(io::Error::from)
+        .and_then(|()| out.write_all(b"\n"));
+    if let Err(error) = written {
         if error.kind() == io::ErrorKind::BrokenPipe {
             std::process::exit(0);
         }

@@ -30,6 +30,7 @@ use std::sync::Arc;
 use self::calls::Calls;
 use self::tools::ToolTable;
 use super::dialect::Dialect;
+use super::history::HistoryReader;
 use crate::message::{Event, Joiner, Message};
 use crate::schema::SchemaCache;
 use crate::service::{Machine, MachineFactory, Output};
@@ -191,8 +192,20 @@ impl NaturalToolUseParser {
         messages: Vec<Message>,
         tools: &[ToolSpec],
     ) -> Result<Vec<Message>, Error> {
-        let transcript = self.clone().transcript(true);
-        super::history::read(messages, |id_base| transcript.machine(tools, id_base))
+        let mut reader = self.history_reader(tools);
+        let mut out = Output::new();
+        for message in messages {
+            reader.push(message, &mut out)?;
+        }
+        reader.finish(&mut out)?;
+        Ok(out.drain().collect())
+    }
+
+    /// Reads a history as [`read_history`](NaturalToolUseParser::read_history)
+    /// does, one message at a time: a [`Machine`] whose output is the messages
+    /// read, each as soon as the messages after it cannot change it.
+    pub fn history_reader(&self, tools: &[ToolSpec]) -> HistoryReader {
+        HistoryReader::new(self.clone().transcript(true), tools.to_vec())
     }
 
     /// Parses a whole text into messages.

@@ -56,7 +56,8 @@ use crate::{ChatRequest, ContentBlock, Error, Media, ToolChoice, ToolSpec};
 /// other than `custom`) are refused.
 ///
 /// Bad input — not JSON, a wrong type, a missing `max_tokens` or `messages`,
-/// an unknown source type, a block the role cannot hold — is
+/// no message (a `system` alone included: the API refuses it too), an unknown
+/// source type, a block the role cannot hold — is
 /// [`Error::InvalidRequest`] naming the field at fault
 /// (`messages[1].content[0].source.type: unknown variant …`). Linear in the body.
 ///
@@ -107,6 +108,9 @@ struct Decoder {
 
 impl Decoder {
     fn request(mut self, request: Request) -> Result<ChatRequest, Error> {
+        if request.messages.is_empty() {
+            return Err(invalid("messages: at least one message is required".into()));
+        }
         match request.system {
             Some(Content::Text(text)) => self.messages.push(Message::system(text)),
             Some(Content::Blocks(blocks)) => {
