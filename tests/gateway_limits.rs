@@ -129,6 +129,19 @@ const CHAT: &str = r#"{"model":"demo","messages":[{"role":"user","content":"Hi"}
 const MESSAGES: &str =
     r#"{"model":"demo","max_tokens":8,"messages":[{"role":"user","content":"Hi"}]}"#;
 
+/// A streamed chat request for the model `demo`: the response, its body
+/// still to read.
+async fn stream_from(serving: &Serving) -> reqwest::Response {
+    let body = r#"{"model":"demo","stream":true,"messages":[{"role":"user","content":"Hi"}]}"#;
+    reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", serving.base()))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+}
+
 /// A model that says `words` words, each after `pause`, and notes when a
 /// reply is dropped.
 fn paced(
@@ -354,14 +367,7 @@ async fn stopping_closes_idle_and_half_sent_connections_at_once_and_lets_answers
     .await;
     let mut answer = [0u8; 256];
     let _ = idle.read(&mut answer).await.unwrap();
-    let body = r#"{"model":"demo","stream":true,"messages":[{"role":"user","content":"Go"}]}"#;
-    let response = reqwest::Client::new()
-        .post(format!("{}/v1/chat/completions", serving.base()))
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
+    let response = stream_from(&serving).await;
     let started = Instant::now();
     let stopped = tokio::spawn(serving.stop());
     let text = response.text().await.unwrap();
@@ -561,14 +567,7 @@ async fn a_stream_gets_headers_and_keep_alives_while_a_retried_upstream_is_silen
         .keep_alive(Some(ms(100)));
     let serving = Serving::start(gateway, ConnectionLimits::default()).await;
     let started = Instant::now();
-    let body = r#"{"model":"demo","stream":true,"messages":[{"role":"user","content":"Hi"}]}"#;
-    let response = reqwest::Client::new()
-        .post(format!("{}/v1/chat/completions", serving.base()))
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
+    let response = stream_from(&serving).await;
     let headers_at = started.elapsed();
     assert_eq!(response.status(), 200);
     assert!(headers_at < ms(1000), "headers after {headers_at:?}");
@@ -593,19 +592,22 @@ async fn a_stream_gets_headers_and_keep_alives_while_a_retried_upstream_is_silen
 
 #[tokio::test]
 async fn an_upstream_failing_after_the_headers_went_out_ends_the_stream_with_the_formats_error() {
+    // The stall is in the body of the error answer: its headers come at once,
+    // its message after the keep-alive interval.
     let mut failing = Answer::error(503, br#"{"error":{"message":"overloaded"}}"#, &[]);
     failing.stall = ms(400);
-    let server = Server::start(vec![failing]).await;
+    let server = Server::start(vec![failing.clone(), failing]).await;
     let gateway = Gateway::new()
         .model("demo", "openai", upstream(&server, false), 4)
         .keep_alive(Some(ms(100)));
     let serving = Serving::start(gateway, ConnectionLimits::default()).await;
-    // The stall is in the body of the error answer: its headers come at once,
-    // its message after the keep-alive interval.
-    let body = r#"{"model":"demo","stream":true,"messages":[{"role":"user","content":"Hi"}]}"#;
-    let (status, _, text) = post(&serving.base(), "/v1/chat/completions", &[JSON], body).await;
-    assert_eq!(status, 200, "the headers went out before the error");
-    let text = text.as_str().unwrap().to_owned();
+    let response = stream_from(&serving).await;
+    assert_eq!(
+        response.status(),
+        200,
+        "the headers went out before the error"
+    );
+    let text = response.text().await.unwrap();
     assert!(text.starts_with(": keep-alive\n\n"), "{text}");
     assert!(
         text.contains("data: {\"error\"") && text.contains("overloaded"),
@@ -613,13 +615,6 @@ async fn an_upstream_failing_after_the_headers_went_out_ends_the_stream_with_the
     );
     assert!(!text.contains("[DONE]"), "{text}");
     // lmstack's own client reads it as the error it is.
-    let mut failing = Answer::error(503, br#"{"error":{"message":"overloaded"}}"#, &[]);
-    failing.stall = ms(400);
-    let server = Server::start(vec![failing]).await;
-    let gateway = Gateway::new()
-        .model("demo", "openai", upstream(&server, false), 4)
-        .keep_alive(Some(ms(100)));
-    let serving = Serving::start(gateway, ConnectionLimits::default()).await;
     let client =
         OpenAi::new(OpenAiConfig::new(format!("{}/v1", serving.base())).model("demo")).unwrap();
     let request = ChatRequest::new(vec![Message::user("Hi")]).streaming(true);
