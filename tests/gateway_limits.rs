@@ -647,7 +647,7 @@ async fn an_upstreams_retry_after_reaches_the_client_and_the_gateways_own_429_ha
 }
 
 #[tokio::test]
-async fn bodies_past_the_budget_are_refused_503_and_a_models_place_is_taken_before_decoding() {
+async fn bodies_past_the_budget_are_refused_429_and_a_models_place_is_taken_before_decoding() {
     let dropped = Arc::new(AtomicBool::new(false));
     let calls = Arc::new(AtomicUsize::new(0));
     let counted = calls.clone();
@@ -679,7 +679,14 @@ async fn bodies_past_the_budget_are_refused_503_and_a_models_place_is_taken_befo
     // …so a second one does not fit.
     let (status, headers, body) =
         post(&serving.base(), "/v1/chat/completions", &[JSON], &big).await;
-    assert_eq!(status, 503, "{body}");
+    assert_eq!(status, 429, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("request bodies"),
+        "{body}"
+    );
     assert_eq!(headers["retry-after"], "1");
     holding
         .write_all(&big.as_bytes()[big.len() - 1..])

@@ -119,7 +119,8 @@ struct BodyLimits {
 }
 
 /// Reads a body whole within `limits` (413, 408), its bytes taken from the
-/// gateway's `budget` as they come (503 when it has no more): the body, and
+/// gateway's `budget` as they come (429 when it has no more: the gateway is
+/// busy, which the client may retry, not broken): the body, and
 /// its bytes' hold on the budget.
 async fn read_body(
     body: Body,
@@ -155,7 +156,7 @@ async fn read_body(
                 .and_then(|n| budget.clone().try_acquire_many_owned(n).ok())
                 .ok_or_else(|| {
                     refused(
-                        503,
+                        429,
                         "the gateway is reading as many request bodies as it holds at once; \
                          try again shortly",
                     )

@@ -436,12 +436,10 @@ pub(super) fn error_response<F: Format>(error: &Error, secrets: &Secrets) -> (u1
 }
 
 /// `headers`' `Retry-After`, from `error`: the upstream's wait, or a second for
-/// the gateway's own 429 and 503.
+/// the gateway's own 429.
 fn set_retry_after(headers: &mut HeaderMap, error: &Error) {
     let seconds = match error {
-        Error::Refused {
-            status: 429 | 503, ..
-        } => Some(1),
+        Error::Refused { status: 429, .. } => Some(1),
         _ => error
             .provider_error()
             .and_then(|upstream| upstream.retry_after)

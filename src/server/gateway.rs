@@ -52,7 +52,7 @@ pub type Stack = BoxCloneSyncService<ChatRequest, Reply, Error>;
 ///   [`body_timeout`](Self::body_timeout) (408 past it) and be at most
 ///   [`body_limit`](Self::body_limit) bytes (413); the bodies being read and
 ///   decoded at once hold at most [`body_budget`](Self::body_budget) bytes
-///   (503 past it). Each model answers at most its `max_concurrent` requests at
+///   (429 past it). Each model answers at most its `max_concurrent` requests at
 ///   once — its place is taken before the body is decoded — and one more is
 ///   refused at once with 429 (with `Retry-After`, as is an upstream's 429 or
 ///   503 that gave one).
@@ -242,7 +242,7 @@ impl Gateway {
     /// Sets the most bytes of request bodies read and decoded at once, across
     /// all requests not yet running (4 × the body limit by default, and never
     /// less than the body limit): past it, a
-    /// request is refused with 503 and `Retry-After`, so that many large
+    /// request is refused with 429 and `Retry-After`, so that many large
     /// bodies at once cannot fill the memory before any model's
     /// `max_concurrent` applies.
     pub fn body_budget(mut self, bytes: usize) -> Self {
