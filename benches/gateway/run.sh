@@ -183,7 +183,8 @@ retry = false
 max_concurrent = 1024
 $natural
 EOF
-        LD_PRELOAD="$preload" "$CARGO_TARGET_DIR/release/lmstack" serve --config "$conf/$name.toml" \
+        # No line per request (`RUST_LOG=warn`), as nginx runs with `access_log off`.
+        RUST_LOG=warn LD_PRELOAD="$preload" "$CARGO_TARGET_DIR/release/lmstack" serve --config "$conf/$name.toml" \
             --listen "127.0.0.1:$LMSTACK_PORT" >"$BENCH_DIR/logs/$name.log" 2>&1 &
         url="http://127.0.0.1:$LMSTACK_PORT/v1/chat/completions"
         ;;
