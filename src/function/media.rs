@@ -529,12 +529,7 @@ fn mpeg_layer_3(second: u8, third: u8) -> bool {
 /// `image/jpg` read as `image/jpeg`, `audio/x-wav` and `audio/wave` as
 /// `audio/wav`, `audio/mp3` as `audio/mpeg`.
 fn normalise(media_type: &str) -> String {
-    let essence = media_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
+    let essence = crate::message::mime_essence(media_type);
     match essence.as_str() {
         "image/jpg" | "image/pjpeg" => "image/jpeg".to_owned(),
         "audio/x-wav" | "audio/wave" | "audio/vnd.wave" => "audio/wav".to_owned(),

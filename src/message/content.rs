@@ -313,3 +313,15 @@ impl From<Media> for RawMedia {
         raw
     }
 }
+
+/// The essence of a MIME type, as types are compared: lower case, without
+/// parameters (`Image/PNG; q=1` → `image/png`).
+#[cfg(any(feature = "function", feature = "openai"))]
+pub(crate) fn mime_essence(media_type: &str) -> String {
+    media_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
+}

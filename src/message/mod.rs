@@ -24,6 +24,8 @@ mod metadata;
 mod reference;
 mod tool;
 
+#[cfg(any(feature = "function", feature = "openai"))]
+pub(crate) use content::mime_essence;
 pub use content::{ContentBlock, Media, MediaSource};
 pub use event::{CallDetails, Event, FinishReason, ReasoningDelta, TextDelta, ToolCallDelta};
 pub use joiner::Joiner;

@@ -7,6 +7,7 @@ use axum::http::{HeaderMap, header};
 
 use super::BearerToken;
 use crate::Error;
+use crate::message::mime_essence;
 
 /// The access rules of a gateway.
 #[derive(Clone, Debug, Default)]
@@ -110,12 +111,7 @@ fn is_loopback(host: &str) -> bool {
 /// Whether a `Content-Type` is JSON: `application/json` or `application/*+json`,
 /// with any parameters.
 fn is_json(content_type: &str) -> bool {
-    let essence = content_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
+    let essence = mime_essence(content_type);
     essence == "application/json"
         || essence.starts_with("application/") && essence.ends_with("+json")
 }

@@ -103,7 +103,8 @@ fn resource(contents: ResourceContents) -> ContentBlock {
 
 /// Text, JSON, XML and the like: types a model reads as text.
 fn is_textual(media_type: &str) -> bool {
-    let essence = media_type.split(';').next().unwrap_or(media_type).trim();
+    let essence = crate::message::mime_essence(media_type);
+    let essence = essence.as_str();
     essence.starts_with("text/")
         || essence.ends_with("+json")
         || essence.ends_with("+xml")

@@ -523,8 +523,7 @@ fn input_audio(media: &Media) -> Result<ContentPart, Error> {
 
 /// The `input_audio.format` of a MIME type (parameters and case ignored).
 fn audio_format(media_type: &str) -> Option<&'static str> {
-    let essence = media_type.split(';').next().unwrap_or_default().trim();
-    match essence.to_ascii_lowercase().as_str() {
+    match crate::message::mime_essence(media_type).as_str() {
         "audio/wav" | "audio/x-wav" | "audio/wave" | "audio/vnd.wave" => Some("wav"),
         "audio/mpeg" | "audio/mp3" | "audio/x-mp3" | "audio/mpeg3" => Some("mp3"),
         _ => None,
