@@ -7,7 +7,7 @@
 use bytes::Bytes;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use lmstack::provider::body::BodyDecoder;
-use lmstack::provider::openai::Lifter;
+use lmstack::provider::openai_chat::Lifter;
 use lmstack::provider::sse::SseDecoder;
 use lmstack::service::{Machine, Output};
 use std::hint::black_box;

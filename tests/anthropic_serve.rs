@@ -14,7 +14,8 @@ use futures::StreamExt;
 use lmstack::message::ReasoningMessage;
 use lmstack::provider::anthropic::types::{Response, StreamEvent};
 use lmstack::provider::anthropic::{
-    BLOCK_KEY, CACHE_CREATION_KEY, Encoder, Lifter, LowerOptions, decode_request, error_body, lower,
+    BLOCK_KEY, CACHE_CREATION_KEY, Lifter, LowerOptions, ReplyEncoder, decode_request, error_body,
+    lower,
 };
 use lmstack::provider::body::BodyDecoder;
 use lmstack::provider::sse::SseDecoder;
@@ -425,7 +426,7 @@ fn the_typed_events_and_bodies_read_every_recording_and_lose_nothing() {
 
 /// The encoder's output for `events`, as one byte string.
 fn encode(events: &[Event], stream: bool) -> Vec<u8> {
-    let mut encoder = Encoder::new("msg_test", "claude-test", stream);
+    let mut encoder = ReplyEncoder::new("msg_test", "claude-test", stream);
     let mut out = Output::new();
     for event in events {
         encoder.push(Ok(event.clone()), &mut out).unwrap();
@@ -671,7 +672,7 @@ fn a_stream_is_framed_as_the_api_frames_it() {
 fn drive(items: Vec<Result<Event, Error>>, stream: bool) -> (Vec<Bytes>, u16) {
     let mut driven = MachineStream::new(
         futures::stream::iter(items.into_iter().map(Ok)),
-        Encoder::new("msg_1", "m", stream),
+        ReplyEncoder::new("msg_1", "m", stream),
     );
     let out = futures::executor::block_on(async {
         let mut out = Vec::new();

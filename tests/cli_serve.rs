@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::cli::{Serving, command, write_config};
 use common::server::{Answer, Server};
 use lmstack::provider::anthropic::{Anthropic, AnthropicConfig};
-use lmstack::provider::openai::{OpenAi, OpenAiConfig};
+use lmstack::provider::openai_chat::{OpenAi, OpenAiConfig};
 use lmstack::{ChatRequest, Message};
 use serde_json::json;
 use tower::ServiceExt;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use lmstack::provider::anthropic::{Anthropic, AnthropicConfig};
-use lmstack::provider::openai::{OpenAi, OpenAiConfig};
+use lmstack::provider::openai_chat::{OpenAi, OpenAiConfig};
 use lmstack::server::{BearerToken, Gateway};
 use lmstack::testing::ScriptedModel;
 use lmstack::{ChatRequest, Error, Event, Message, Metadata, Reply, ToolCall, ToolResult};

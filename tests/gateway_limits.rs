@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use common::server::{Answer, Server};
 use futures::StreamExt;
-use lmstack::provider::openai::{OpenAi, OpenAiConfig};
+use lmstack::provider::openai_chat::{OpenAi, OpenAiConfig};
 use lmstack::retry::RetryLayer;
 use lmstack::server::{BearerToken, ConnectionLimits, Gateway, serve};
 use lmstack::testing::ScriptedModel;

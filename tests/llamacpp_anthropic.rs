@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use lmstack::provider::anthropic::{Anthropic, AnthropicConfig};
-use lmstack::provider::openai::{OpenAi, OpenAiConfig};
+use lmstack::provider::openai_chat::{OpenAi, OpenAiConfig};
 use lmstack::provider::transport::HttpConfig;
 use lmstack::retry::RetryLayer;
 use lmstack::{ChatRequest, Error, FinishReason, Joiner, Message, Reply};

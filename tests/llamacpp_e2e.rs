@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use lmstack::function::{FunctionCallLayer, Tool, ToolLoopLayer, ToolRegistry};
 use lmstack::natural::NaturalToolUse;
-use lmstack::provider::openai::{LowerOptions, OpenAi, OpenAiConfig, lower};
+use lmstack::provider::openai_chat::{LowerOptions, OpenAi, OpenAiConfig, lower};
 use lmstack::provider::transport::HttpConfig;
 use lmstack::retry::{Retry, RetryLayer};
 use lmstack::{

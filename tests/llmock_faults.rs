@@ -17,7 +17,7 @@ mod common;
 use std::time::Duration;
 
 use common::llmock::{ANSWER, attempts, llmock, read, script, script_faults_then_answer, unique};
-use lmstack::provider::openai::{OpenAi, OpenAiConfig};
+use lmstack::provider::openai_chat::{OpenAi, OpenAiConfig};
 use lmstack::provider::transport::HttpConfig;
 use lmstack::provider::{ProviderError, TransportErrorKind};
 use lmstack::retry::{Retry, RetryLayer};

@@ -32,7 +32,7 @@ use lmstack::function::mcp::McpServer;
 use lmstack::function::{CallContext, FunctionCallLayer, MediaPolicy, ToolLoopLayer, ToolRegistry};
 use lmstack::provider::anthropic::AnthropicConfig;
 use lmstack::provider::gemini::GeminiConfig;
-use lmstack::provider::openai::OpenAiConfig;
+use lmstack::provider::openai_chat::OpenAiConfig;
 use lmstack::provider::{Provider, ProviderConfig, Wire};
 use lmstack::{ChatRequest, ContentBlock, Message, Role};
 use serde_json::{Value, json};

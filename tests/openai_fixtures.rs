@@ -10,7 +10,9 @@ mod common;
 use common::*;
 use lmstack::provider::ProviderError;
 use lmstack::provider::body::BodyDecoder;
-use lmstack::provider::openai::{Lifter, LowerOptions, MaxTokensField, ToolResultMedia, lower};
+use lmstack::provider::openai_chat::{
+    Lifter, LowerOptions, MaxTokensField, ToolResultMedia, lower,
+};
 use lmstack::service::{Machine, Output};
 use lmstack::{
     ChatRequest, ContentBlock, Error, FinishReason, Joiner, Media, Message, ToolCall, ToolResult,

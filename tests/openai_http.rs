@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::server::{Answer, Server};
 use common::*;
-use lmstack::provider::openai::{OpenAi, OpenAiConfig};
+use lmstack::provider::openai_chat::{OpenAi, OpenAiConfig};
 use lmstack::provider::transport::HttpConfig;
 use lmstack::provider::{ApiKey, TransportErrorKind};
 use lmstack::{ChatRequest, Error, Event, Message};

@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use lmstack::provider::TransportErrorKind;
 use lmstack::provider::body::BodyDecoder;
-use lmstack::provider::openai::{Lifter, LowerOptions, lower};
+use lmstack::provider::openai_chat::{Lifter, LowerOptions, lower};
 use lmstack::service::{Machine, Output};
 use lmstack::testing::Chunking;
 use lmstack::{ChatRequest, Error, Event, FinishReason, Joiner, Message, ToolResult};

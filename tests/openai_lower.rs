@@ -3,7 +3,7 @@
 
 #![cfg(feature = "openai")]
 
-use lmstack::provider::openai::{
+use lmstack::provider::openai_chat::{
     LowerOptions, MaxTokensField, ReasoningEcho, ToolResultMedia, lower,
 };
 use lmstack::{

@@ -9,9 +9,9 @@ mod common;
 
 use common::*;
 use lmstack::provider::body::BodyDecoder;
-use lmstack::provider::openai::{
-    Encoder, Lifter, LowerOptions, MaxTokensField, ToolResultMedia, decode_request, error_body,
-    include_usage, lower, models_body,
+use lmstack::provider::openai_chat::{
+    Lifter, LowerOptions, MaxTokensField, ReplyEncoder, ToolResultMedia, decode_request,
+    error_body, include_usage, lower, models_body,
 };
 use lmstack::provider::{ProviderError, TransportError, TransportErrorKind};
 use lmstack::service::{Machine, Output};
@@ -536,7 +536,7 @@ proptest! {
 
 /// The bytes the encoder writes for `events`: SSE frames, or one JSON body.
 fn encode(events: &[Event], stream: bool, include_usage: bool) -> Vec<u8> {
-    let encoder = Encoder::new("chatcmpl-x", 1_700_000_000, "m");
+    let encoder = ReplyEncoder::new("chatcmpl-x", 1_700_000_000, "m");
     let mut encoder = if stream {
         encoder.streaming(include_usage)
     } else {
@@ -922,7 +922,7 @@ fn refusals_reasoning_and_calls_the_client_cannot_run() {
 
 #[test]
 fn an_error_mid_stream_is_an_error_frame_that_ends_it() {
-    let mut encoder = Encoder::new("chatcmpl-x", 1, "m").streaming(true);
+    let mut encoder = ReplyEncoder::new("chatcmpl-x", 1, "m").streaming(true);
     let mut out = Output::new();
     encoder.push(Ok(Event::text("Hel")), &mut out).unwrap();
     let timed_out = || -> Error {
@@ -949,7 +949,7 @@ fn an_error_mid_stream_is_an_error_frame_that_ends_it() {
 
 #[test]
 fn an_assistant_image_cannot_be_written() {
-    let mut encoder = Encoder::new("chatcmpl-x", 1, "m");
+    let mut encoder = ReplyEncoder::new("chatcmpl-x", 1, "m");
     let image = Message::multimodal(Role::Assistant, vec![ContentBlock::image_url("https://x")]);
     assert!(encoder.push(Ok(image.into()), &mut Output::new()).is_err());
 }
@@ -1030,7 +1030,7 @@ fn the_model_list() {
 
 #[test]
 fn every_recorded_response_reads_as_the_typed_wire() {
-    use lmstack::provider::openai::types::{ChatCompletion, ChatCompletionChunk};
+    use lmstack::provider::openai_chat::types::{ChatCompletion, ChatCompletionChunk};
     let mut chunks = 0;
     for (name, body) in recorded_openai_streams() {
         let text = String::from_utf8(body).unwrap();

@@ -40,7 +40,7 @@ use common::llmock::{llmock, pending, script, unique};
 use fastrand::Rng;
 use lmstack::function::{FunctionCallLayer, Tool, ToolLoopLayer, ToolRegistry};
 use lmstack::provider::TransportErrorKind;
-use lmstack::provider::openai::{OpenAi, OpenAiConfig};
+use lmstack::provider::openai_chat::{OpenAi, OpenAiConfig};
 use lmstack::provider::transport::{HttpConfig, HttpTransport};
 use lmstack::retry::RetryLayer;
 use lmstack::testing::{Chunking, ScriptedModel, Turn, stream_messages};

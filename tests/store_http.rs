@@ -12,7 +12,7 @@ use common::server::{Answer, Server};
 use common::{cassette, fixture, json_cassette};
 use lmstack::provider::anthropic::Messages;
 use lmstack::provider::gemini::GenerateContent;
-use lmstack::provider::openai::ChatCompletions;
+use lmstack::provider::openai_chat::ChatCompletions;
 use lmstack::provider::{Provider, ProviderConfig, Wire};
 use lmstack::store::{self, FileStore, MediaRef, MediaStore};
 use lmstack::{ChatRequest, ContentBlock, Error, Media, MediaSource, Message, Role, ToolCall};

@@ -7,7 +7,7 @@
 
 #![cfg(all(feature = "openai", feature = "anthropic", feature = "gemini"))]
 
-use lmstack::provider::openai::{ChatCompletions, LowerOptions};
+use lmstack::provider::openai_chat::{ChatCompletions, LowerOptions};
 use lmstack::provider::{ToolResultMedia, Wire, anthropic, gemini};
 use lmstack::{ChatRequest, ContentBlock, MediaSource, Message, ToolCall, ToolResult};
 use serde_json::{Value, json};

@@ -73,7 +73,7 @@ pub fn excerpt(data: &[u8]) -> String {
 /// ```
 /// use bytes::Bytes;
 /// use lmstack::provider::body::BodyDecoder;
-/// use lmstack::provider::openai::Lifter;
+/// use lmstack::provider::openai_chat::Lifter;
 /// use lmstack::service::{Machine, Output};
 /// use lmstack::{Joiner, Message};
 ///

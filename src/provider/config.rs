@@ -152,7 +152,7 @@ impl<W> ProviderConfig<W> {
     /// upstreams to scrub what it tells its clients.
     ///
     /// ```
-    /// use lmstack::provider::openai::OpenAiConfig;
+    /// use lmstack::provider::openai_chat::OpenAiConfig;
     /// use lmstack::provider::ApiKey;
     /// let config = OpenAiConfig::new("http://me:pa55word@10.0.0.7/v1").api_key(ApiKey::new("sk-abcdefgh"));
     /// let secrets = config.secrets();

@@ -24,7 +24,7 @@
 //! Each adapter is then one folder: a pure lowering (canonical request → wire
 //! request), a pure lifting (wire response → canonical events) and its `Wire`:
 //!
-//! - [`openai`]: OpenAI Chat Completions and compatible servers — vLLM, llama.cpp,
+//! - [`openai_chat`]: OpenAI Chat Completions and compatible servers — vLLM, llama.cpp,
 //!   Ollama, GLM (Z.AI), Groq (feature `openai`);
 //! - [`anthropic`]: Anthropic Messages (feature `anthropic`).
 //! - [`gemini`]: Google Gemini's `generateContent` (feature `gemini`).
@@ -46,7 +46,7 @@ mod config;
 #[cfg(feature = "gemini")]
 pub mod gemini;
 #[cfg(feature = "openai")]
-pub mod openai;
+pub mod openai_chat;
 #[cfg(feature = "http")]
 mod service;
 #[cfg(feature = "http")]

@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use serde_json::Value;
 
-use crate::provider::{anthropic, openai};
+use crate::provider::{anthropic, openai_chat};
 use crate::service::Machine;
 use crate::{ChatRequest, Error, Event};
 
@@ -54,33 +54,33 @@ pub(crate) struct ChatCompletions;
 impl Format for ChatCompletions {
     const NAME: &'static str = "openai";
     const KEEP_ALIVE: &'static [u8] = b": keep-alive\n\n";
-    type Encoder = openai::Encoder;
+    type Encoder = openai_chat::ReplyEncoder;
 
     fn decode(body: &[u8]) -> Result<ChatRequest, Error> {
-        openai::decode_request(body)
+        openai_chat::decode_request(body)
     }
 
-    fn encoder(request: &ChatRequest, model: &str, now: SystemTime) -> openai::Encoder {
+    fn encoder(request: &ChatRequest, model: &str, now: SystemTime) -> openai_chat::ReplyEncoder {
         let created = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let id = format!("chatcmpl-{:016x}", fastrand::u64(..));
-        let encoder = openai::Encoder::new(id, created, model);
+        let encoder = openai_chat::ReplyEncoder::new(id, created, model);
         if request.options.stream {
-            encoder.streaming(openai::include_usage(request))
+            encoder.streaming(openai_chat::include_usage(request))
         } else {
             encoder
         }
     }
 
-    fn status(encoder: &openai::Encoder) -> u16 {
+    fn status(encoder: &openai_chat::ReplyEncoder) -> u16 {
         encoder.status()
     }
 
-    fn content_type(encoder: &openai::Encoder) -> &'static str {
+    fn content_type(encoder: &openai_chat::ReplyEncoder) -> &'static str {
         encoder.content_type()
     }
 
     fn error(error: &Error) -> (u16, Value) {
-        openai::error_body(error)
+        openai_chat::error_body(error)
     }
 }
 
@@ -90,22 +90,22 @@ pub(crate) struct Messages;
 impl Format for Messages {
     const NAME: &'static str = "anthropic";
     const KEEP_ALIVE: &'static [u8] = b"event: ping\ndata: {\"type\": \"ping\"}\n\n";
-    type Encoder = anthropic::Encoder;
+    type Encoder = anthropic::ReplyEncoder;
 
     fn decode(body: &[u8]) -> Result<ChatRequest, Error> {
         anthropic::decode_request(body)
     }
 
-    fn encoder(request: &ChatRequest, model: &str, _now: SystemTime) -> anthropic::Encoder {
+    fn encoder(request: &ChatRequest, model: &str, _now: SystemTime) -> anthropic::ReplyEncoder {
         let id = format!("msg_{:016x}{:08x}", fastrand::u64(..), fastrand::u32(..));
-        anthropic::Encoder::new(id, model, request.options.stream)
+        anthropic::ReplyEncoder::new(id, model, request.options.stream)
     }
 
-    fn status(encoder: &anthropic::Encoder) -> u16 {
+    fn status(encoder: &anthropic::ReplyEncoder) -> u16 {
         encoder.status()
     }
 
-    fn content_type(encoder: &anthropic::Encoder) -> &'static str {
+    fn content_type(encoder: &anthropic::ReplyEncoder) -> &'static str {
         encoder.content_type()
     }
 

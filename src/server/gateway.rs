@@ -371,7 +371,7 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
         .model_names()
         .map(|name| (name, shared.created))
         .collect();
-    let body = crate::provider::openai::models_body(&models).to_string();
+    let body = crate::provider::openai_chat::models_body(&models).to_string();
     json_response(200, body.into(), "application/json")
 }
 

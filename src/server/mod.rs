@@ -1,7 +1,8 @@
 //! Serving the stack to clients of other wire formats: the pieces a gateway
 //! (`lmstack serve`) puts between a client's format and a stack, pure and
-//! shared by every served format. The request and response codecs of each
-//! format live beside its lowering and lifting, in [`provider`](crate::provider).
+//! shared by every served format. Each format's server half (`decode`, `encode`)
+//! lives in its wire's unit, beside its lowering and lifting, in
+//! [`provider`](crate::provider).
 //!
 //! - [`sealed_ids`]: tool-call metadata (Gemini's thought signatures) carried
 //!   through clients inside the call's id;
@@ -33,6 +34,7 @@ mod gateway;
 mod guard;
 mod metrics;
 pub mod sealed_ids;
+mod status;
 
 pub use auth::BearerToken;
 #[cfg(feature = "server")]

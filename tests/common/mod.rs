@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use lmstack::provider::body::{BodyDecoder, Lift};
 #[cfg(feature = "openai")]
-use lmstack::provider::openai::Lifter;
+use lmstack::provider::openai_chat::Lifter;
 use lmstack::service::{Machine, Output};
 use lmstack::{
     ChatRequest, Error, Event, Message, Role, ToolCall, ToolChoice, ToolResult, ToolSpec,

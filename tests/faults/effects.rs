@@ -70,7 +70,7 @@ fn aggregates(messages: &[Message]) -> usize {
 #[tokio::test]
 async fn a_retry_around_a_whole_stack_never_runs_a_tool_twice() {
     use crate::common::server::{Answer, Server};
-    use lmstack::provider::openai::{OpenAi, OpenAiConfig};
+    use lmstack::provider::openai_chat::{OpenAi, OpenAiConfig};
     use lmstack::retry::RetryLayer;
 
     let call = json!({

@@ -12,7 +12,7 @@ use lmstack::provider::Wire;
 use lmstack::provider::body::{BodyDecoder, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_TOOL_CALLS};
 #[cfg(feature = "gemini")]
 use lmstack::provider::gemini::GenerateContent;
-use lmstack::provider::openai::ChatCompletions;
+use lmstack::provider::openai_chat::ChatCompletions;
 use lmstack::provider::sse::{DEFAULT_MAX_EVENT_BYTES, SseDecoder, SseEvent};
 use lmstack::service::Output;
 use lmstack::{Error, Event, Joiner};

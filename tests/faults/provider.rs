@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use lmstack::provider::TransportErrorKind;
 use lmstack::provider::body::{BodyDecoder, DEFAULT_MAX_TOOL_CALLS};
-use lmstack::provider::openai::{Lifter, OpenAi, OpenAiConfig};
+use lmstack::provider::openai_chat::{Lifter, OpenAi, OpenAiConfig};
 use lmstack::provider::sse::DEFAULT_MAX_EVENT_BYTES;
 use lmstack::provider::transport::HttpConfig;
 use lmstack::{ChatRequest, Error, Joiner, Message};

@@ -7,7 +7,7 @@
 use crate::common::server::{Answer, Server};
 use axum::http::HeaderMap;
 use lmstack::message::{ContentBlock, Media, ToolResult};
-use lmstack::provider::openai::{LowerOptions, OpenAi, OpenAiConfig, ToolResultMedia, lower};
+use lmstack::provider::openai_chat::{LowerOptions, OpenAi, OpenAiConfig, ToolResultMedia, lower};
 use lmstack::provider::{ApiKey, TransportErrorKind};
 use lmstack::{ChatRequest, Error, Message, ToolCall};
 use serde_json::json;
@@ -369,7 +369,7 @@ async fn a_client_is_not_told_where_the_upstream_lives() {
         "POST",
     ];
     let bodies = [
-        lmstack::provider::openai::error_body(&error),
+        lmstack::provider::openai_chat::error_body(&error),
         #[cfg(feature = "anthropic")]
         lmstack::provider::anthropic::error_body(&error),
     ];

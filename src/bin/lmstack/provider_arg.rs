@@ -5,7 +5,7 @@
 use clap::ValueEnum;
 use lmstack::provider::anthropic::{self, Messages};
 use lmstack::provider::gemini::{self, GenerateContent};
-use lmstack::provider::openai::{ChatCompletions, LowerOptions, MaxTokensField};
+use lmstack::provider::openai_chat::{ChatCompletions, LowerOptions, MaxTokensField};
 use lmstack::provider::{ToolResultMedia, Wire};
 
 /// A provider's wire format.

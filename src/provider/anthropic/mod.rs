@@ -12,7 +12,7 @@
 //!   service; [`Anthropic`] and [`AnthropicConfig`] name it over this wire.
 //!
 //! As a server (a gateway answering Messages clients), pure as well:
-//! [`decode_request`] (a client's body → a canonical request), [`Encoder`]
+//! [`decode_request`] (a client's body → a canonical request), [`ReplyEncoder`]
 //! (canonical events → the SSE stream or one `message` body) and
 //! [`error_body`] (an error → its status and error body); see `docs/serve.md`.
 //!
@@ -34,14 +34,16 @@
 //! # Ok(()) }
 //! ```
 
+mod decode;
+mod encode;
 mod lift;
 mod lower;
-mod serve;
 pub mod types;
 
+pub use decode::decode_request;
+pub use encode::{ReplyEncoder, error_body};
 pub use lift::{CACHE_CREATION_KEY, Lifter};
 pub use lower::{BLOCK_KEY, DEFAULT_MAX_TOKENS, LowerOptions, PROVIDER, lower, lower_request};
-pub use serve::{Encoder, decode_request, error_body};
 
 use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;

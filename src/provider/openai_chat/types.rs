@@ -4,13 +4,13 @@
 //!
 //! Written once for both directions: [`lower`](super::lower) builds a
 //! [`ChatCompletionRequest`] and [`decode_request`](super::decode_request)
-//! reads one; the reply [`Encoder`](super::Encoder) writes [`ChatCompletion`]s
+//! reads one; the reply [`ReplyEncoder`](super::Encoder) writes [`ChatCompletion`]s
 //! and [`ChatCompletionChunk`]s, whose messages and deltas are the same
 //! [`ChatMessage`] a request carries. Unknown request fields are kept in
 //! `extra` maps, so nothing a client sends is lost.
 //!
 //! ```
-//! use lmstack::provider::openai::types::{ChatCompletionRequest, MessageContent};
+//! use lmstack::provider::openai_chat::types::{ChatCompletionRequest, MessageContent};
 //!
 //! let body = r#"{"model":"m","messages":[{"role":"user","content":"Hi"}],"logit_bias":{}}"#;
 //! let request: ChatCompletionRequest = serde_json::from_str(body).unwrap();
@@ -31,7 +31,7 @@ use serde_json::{Map, Value};
 /// travel in [`ChatOptions::extra`](crate::ChatOptions::extra) otherwise.
 ///
 /// ```
-/// use lmstack::provider::openai::types::{ChatCompletionRequest, Stop};
+/// use lmstack::provider::openai_chat::types::{ChatCompletionRequest, Stop};
 ///
 /// let body = r#"{"messages":[],"stop":"\n","seed":1}"#;
 /// let request: ChatCompletionRequest = serde_json::from_str(body).unwrap();
@@ -134,7 +134,7 @@ pub enum ChatRole {
 /// of a stream chunk: the three have one shape.
 ///
 /// ```
-/// use lmstack::provider::openai::types::{ChatMessage, ChatRole, MessageContent};
+/// use lmstack::provider::openai_chat::types::{ChatMessage, ChatRole, MessageContent};
 ///
 /// let message = ChatMessage {
 ///     role: Some(ChatRole::Assistant),
@@ -224,7 +224,7 @@ impl<'de> Deserialize<'de> for MessageContent {
 /// of an unknown `type` is refused).
 ///
 /// ```
-/// use lmstack::provider::openai::types::{ContentPart, ImageUrl};
+/// use lmstack::provider::openai_chat::types::{ContentPart, ImageUrl};
 ///
 /// let part: ContentPart =
 ///     serde_json::from_str(r#"{"type":"image_url","image_url":{"url":"https://x/a.png"}}"#).unwrap();
@@ -345,7 +345,7 @@ pub struct FileData {
 /// (where `index` says which call it continues).
 ///
 /// ```
-/// use lmstack::provider::openai::types::{FunctionCall, ToolCall};
+/// use lmstack::provider::openai_chat::types::{FunctionCall, ToolCall};
 ///
 /// let fragment = ToolCall {
 ///     index: Some(0),
@@ -440,7 +440,7 @@ pub struct FunctionName {
 /// A whole response: `"object": "chat.completion"`.
 ///
 /// ```
-/// use lmstack::provider::openai::types::ChatCompletion;
+/// use lmstack::provider::openai_chat::types::ChatCompletion;
 ///
 /// let body = r#"{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[
 ///     {"index":0,"message":{"role":"assistant","content":null,"refusal":null},"finish_reason":"stop"}]}"#;
@@ -481,7 +481,7 @@ pub struct Choice {
 /// One chunk of a stream: `"object": "chat.completion.chunk"`.
 ///
 /// ```
-/// use lmstack::provider::openai::types::ChatCompletionChunk;
+/// use lmstack::provider::openai_chat::types::ChatCompletionChunk;
 ///
 /// let data = r#"{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m",
 ///     "choices":[{"index":0,"delta":{"reasoning_content":"hm"},"finish_reason":null}]}"#;
@@ -522,7 +522,7 @@ pub struct ChunkChoice {
 /// Token usage.
 ///
 /// ```
-/// use lmstack::provider::openai::types::CompletionUsage;
+/// use lmstack::provider::openai_chat::types::CompletionUsage;
 ///
 /// let usage: CompletionUsage = serde_json::from_str(
 ///     r#"{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7,"prompt_tokens_details":{"cached_tokens":1,"audio_tokens":0}}"#,
@@ -562,7 +562,7 @@ pub struct CompletionTokensDetails {
 /// An error answer: `{"error": {"message", "type", "param", "code"}}`.
 ///
 /// ```
-/// use lmstack::provider::openai::types::{ErrorBody, ErrorObject};
+/// use lmstack::provider::openai_chat::types::{ErrorBody, ErrorObject};
 ///
 /// let body = ErrorBody { error: ErrorObject {
 ///     message: "Slow down".into(), kind: "rate_limit_error".into(), param: None, code: None,

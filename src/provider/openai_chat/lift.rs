@@ -71,7 +71,7 @@ const DONE: &str = "[DONE]";
 ///
 /// ```
 /// use lmstack::provider::body::Lift;
-/// use lmstack::provider::openai::Lifter;
+/// use lmstack::provider::openai_chat::Lifter;
 /// use lmstack::service::Output;
 /// use lmstack::{Joiner, Message};
 ///

@@ -88,7 +88,7 @@ pub enum MaxTokensField {
 /// Lowers a request to the Chat Completions body.
 ///
 /// ```
-/// use lmstack::provider::openai::{LowerOptions, lower};
+/// use lmstack::provider::openai_chat::{LowerOptions, lower};
 /// use lmstack::{ChatRequest, Message};
 /// use serde_json::json;
 ///
@@ -112,7 +112,7 @@ pub fn lower(request: &ChatRequest, options: &LowerOptions) -> Result<Value, Err
 /// over a typed field of the same name when written.
 ///
 /// ```
-/// use lmstack::provider::openai::{LowerOptions, lower_request};
+/// use lmstack::provider::openai_chat::{LowerOptions, lower_request};
 /// use lmstack::{ChatRequest, Message};
 ///
 /// let request = ChatRequest::new(vec![Message::user("Hi")]).streaming(true);

@@ -1,442 +1,26 @@
-//! The server direction of Chat Completions, pure: a client's request body →
-//! a canonical [`ChatRequest`] ([`decode_request`]), canonical events → the
-//! reply's SSE frames or JSON body ([`Encoder`]), an [`Error`] → the status and
-//! error body ([`error_body`]), and the model list ([`models_body`]).
+//! The server half, outward: canonical events → the reply's SSE frames or JSON
+//! body ([`ReplyEncoder`]), an [`Error`] → the error body ([`error_body`]), and
+//! the model list ([`models_body`]).
 //!
 //! No IO, no clock, no randomness: the response id and `created` come from the
 //! caller. Everything is written with the typed wire of [`types`](super::types),
 //! the one the lowering writes.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
 use bytes::Bytes;
 use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::lower::{REASONING_FIELD_KEY, REFUSAL_KEY, lower_call};
+use super::lower::{REFUSAL_KEY, lower_call};
 use super::types::{
-    ChatCompletion, ChatCompletionRequest, ChatMessage, ChatRole, Choice, ChunkChoice,
-    CompletionTokensDetails, CompletionUsage, ContentPart, ErrorBody, ErrorObject, FileData,
-    FunctionCall, MessageContent, PromptTokensDetails, ToolCall as WireToolCall,
-    ToolChoice as WireToolChoice,
+    ChatCompletion, ChatMessage, ChatRole, Choice, ChunkChoice, CompletionTokensDetails,
+    CompletionUsage, ErrorBody, ErrorObject, FunctionCall, MessageContent, PromptTokensDetails,
+    ToolCall as WireToolCall,
 };
-use crate::message::{InvalidCall, InvalidCallKind, Metadata, ReasoningMessage, Usage};
+use crate::message::{Metadata, Usage};
 use crate::provider::sse::encode_event;
 use crate::service::{Machine, Output};
-use crate::{
-    ChatOptions, ChatRequest, ContentBlock, Error, Event, FinishReason, Media, Message, Role,
-    ToolCall, ToolCallDelta, ToolChoice, ToolResult, ToolSpec,
-};
+use crate::{ChatRequest, ContentBlock, Error, Event, FinishReason, Message, Role, ToolCallDelta};
 
-/// Reads a client's Chat Completions request body into a canonical request.
-///
-/// - `system` and `developer` messages become system text; `user` messages
-///   text (a string) or multimodal (an array of parts: text, `image_url` — a
-///   base64 `data:` URI becomes inline media, any other URL a URL —,
-///   `input_audio`, `file` with `file_data`); an `assistant` message becomes its
-///   reasoning (`reasoning_content` or `reasoning`, the field kept under
-///   [`REASONING_FIELD_KEY`]), its text, its refusal (text marked
-///   [`REFUSAL_KEY`]) and its `tool_calls`, in that order; a run of `tool`
-///   messages becomes one `tool_results` message, each result named after the
-///   call it answers;
-/// - `tools`, `tool_choice`, `model`, `temperature`, `stream` and the token
-///   limit (`max_completion_tokens`, else `max_tokens`) fill the options; every
-///   other field — `top_p`, `stop`, `n`, `seed`, `response_format`, `user`,
-///   `reasoning_effort`, `stream_options`, unknown ones — goes in
-///   `options.extra`, checked first where its type is known.
-///
-/// Bad input is [`Error::InvalidRequest`] naming the field at fault; the work is
-/// linear in the body, which the server bounds.
-///
-/// ```
-/// use lmstack::provider::openai::decode_request;
-/// use lmstack::{Error, Message};
-///
-/// let body = br#"{"model":"gpt-4o","stream":true,"seed":7,
-///     "messages":[{"role":"developer","content":"Be brief."},{"role":"user","content":"Hi"}]}"#;
-/// let request = decode_request(body).unwrap();
-/// assert_eq!(request.messages, vec![Message::system("Be brief."), Message::user("Hi")]);
-/// assert!(request.options.stream);
-/// assert_eq!(request.options.extra["seed"], 7);
-///
-/// let bad = br#"{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]}"#;
-/// let Err(Error::InvalidRequest(message)) = decode_request(bad) else { panic!() };
-/// assert_eq!(message, "messages[0].content[0].image_url: missing field `url`");
-/// ```
-pub fn decode_request(body: &[u8]) -> Result<ChatRequest, Error> {
-    let mut deserializer = serde_json::Deserializer::from_slice(body);
-    let wire: ChatCompletionRequest =
-        serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
-            let path = error.path().to_string();
-            invalid(&path, &without_position(error.inner()))
-        })?;
-    deserializer
-        .end()
-        .map_err(|error| invalid(".", &without_position(&error)))?;
-    request_from_wire(wire)
-}
-
-/// A serde_json error's message without its ` at line L column C` (the path
-/// names the place).
-fn without_position(error: &serde_json::Error) -> String {
-    let text = error.to_string();
-    match text.rfind(" at line ") {
-        Some(at) => text[..at].to_owned(),
-        None => text,
-    }
-}
-
-fn invalid(path: &str, message: &str) -> Error {
-    if path == "." || path.is_empty() {
-        Error::InvalidRequest(message.to_owned())
-    } else {
-        Error::InvalidRequest(format!("{path}: {message}"))
-    }
-}
-
-fn request_from_wire(wire: ChatCompletionRequest) -> Result<ChatRequest, Error> {
-    if let Some(n) = wire.n.filter(|&n| n != 1) {
-        return Err(invalid(
-            "n",
-            &format!("{n} choices asked for; this server answers with one"),
-        ));
-    }
-    if wire.messages.is_empty() {
-        return Err(invalid("messages", "at least one message is needed"));
-    }
-    let mut options = ChatOptions {
-        model: wire.model,
-        temperature: wire.temperature,
-        max_tokens: wire.max_completion_tokens.or(wire.max_tokens),
-        stream: wire.stream.unwrap_or(false),
-        ..ChatOptions::default()
-    };
-    for (i, tool) in wire.tools.into_iter().flatten().enumerate() {
-        if tool.kind != "function" {
-            return Err(invalid(
-                &format!("tools[{i}].type"),
-                &format!("only `function` tools are served, not `{}`", tool.kind),
-            ));
-        }
-        let function = tool.function;
-        options.tools.push(ToolSpec::new(
-            function.name,
-            function.description.unwrap_or_default(),
-            function
-                .parameters
-                .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
-        ));
-    }
-    options.tool_choice = match wire.tool_choice {
-        None => None,
-        Some(WireToolChoice::Mode(mode)) => Some(match mode.as_str() {
-            "auto" => ToolChoice::Auto,
-            "none" => ToolChoice::None,
-            "required" => ToolChoice::Required,
-            other => {
-                return Err(invalid(
-                    "tool_choice",
-                    &format!("`{other}` is not auto, none or required"),
-                ));
-            }
-        }),
-        Some(WireToolChoice::Named(named)) if named.kind == "function" => {
-            Some(ToolChoice::Tool(named.function.name))
-        }
-        Some(WireToolChoice::Named(named)) => {
-            return Err(invalid(
-                "tool_choice.type",
-                &format!("only `function` is served, not `{}`", named.kind),
-            ));
-        }
-    };
-    let extra = &mut options.extra;
-    keep(extra, "top_p", wire.top_p);
-    keep(extra, "stream_options", wire.stream_options);
-    keep(extra, "stop", wire.stop);
-    keep(extra, "n", wire.n);
-    keep(extra, "seed", wire.seed);
-    keep(extra, "response_format", wire.response_format);
-    keep(extra, "user", wire.user);
-    keep(extra, "reasoning_effort", wire.reasoning_effort);
-    extra.extend(wire.extra);
-    let mut history = History::default();
-    for (i, message) in wire.messages.into_iter().enumerate() {
-        history.message(i, message)?;
-    }
-    Ok(ChatRequest {
-        messages: history.finish(),
-        options,
-    })
-}
-
-/// Keeps a typed option in `extra`, as JSON.
-fn keep<T: Serialize>(extra: &mut Map<String, Value>, key: &str, value: Option<T>) {
-    if let Some(value) = value.and_then(|value| serde_json::to_value(value).ok()) {
-        extra.insert(key.into(), value);
-    }
-}
-
-/// The walk over a request's messages: canonical messages out, the run of tool
-/// results being gathered, and the names of the calls seen (a `tool` message
-/// names only its call's id).
-#[derive(Default)]
-struct History {
-    out: Vec<Message>,
-    results: Vec<ToolResult>,
-    names: HashMap<String, String>,
-}
-
-impl History {
-    fn message(&mut self, i: usize, message: ChatMessage) -> Result<(), Error> {
-        let at = |field: &str| format!("messages[{i}].{field}");
-        let role = message
-            .role
-            .ok_or_else(|| invalid(&format!("messages[{i}]"), "missing field `role`"))?;
-        if role != ChatRole::Tool && !self.results.is_empty() {
-            let results = std::mem::take(&mut self.results);
-            self.out.push(Message::tool_results(results));
-        }
-        match role {
-            ChatRole::System | ChatRole::Developer => {
-                let text = text_only(message.content, &at("content"), "a system message")?;
-                self.out.push(Message::system(text));
-            }
-            ChatRole::User => match message.content {
-                Some(MessageContent::Text(text)) => self.out.push(Message::user(text)),
-                Some(MessageContent::Parts(parts)) => {
-                    let blocks = blocks(parts, &at("content"))?;
-                    self.out.push(Message::multimodal(Role::User, blocks));
-                }
-                None => return Err(invalid(&at("content"), "a user message needs content")),
-            },
-            ChatRole::Assistant => self.assistant(i, message)?,
-            ChatRole::Tool => {
-                let call_id = message
-                    .tool_call_id
-                    .ok_or_else(|| invalid(&at("tool_call_id"), "a tool message needs it"))?;
-                let content = match message.content {
-                    Some(MessageContent::Text(text)) => vec![ContentBlock::text(text)],
-                    Some(MessageContent::Parts(parts)) => blocks(parts, &at("content"))?,
-                    None => Vec::new(),
-                };
-                let name = self
-                    .names
-                    .get(&call_id)
-                    .cloned()
-                    .or(message.name)
-                    .unwrap_or_default();
-                self.results.push(ToolResult::new(call_id, name, content));
-            }
-            ChatRole::Function => {
-                return Err(invalid(
-                    &at("role"),
-                    "the legacy `function` role is not served; send `tool` messages",
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    fn assistant(&mut self, i: usize, message: ChatMessage) -> Result<(), Error> {
-        let reasoning = [
-            ("reasoning_content", message.reasoning_content),
-            ("reasoning", message.reasoning),
-        ]
-        .into_iter()
-        .find_map(|(field, text)| text.map(|text| (field, text)));
-        if let Some((field, text)) = reasoning {
-            let mut metadata = Metadata::new();
-            metadata.insert(REASONING_FIELD_KEY, field.into());
-            self.out.push(Message::Reasoning(ReasoningMessage {
-                text,
-                signature: None,
-                redacted: false,
-                metadata,
-            }));
-        }
-        let mut refusal = message.refusal;
-        match message.content {
-            Some(MessageContent::Text(text)) => self.out.push(Message::assistant(text)),
-            Some(MessageContent::Parts(parts)) => {
-                let mut text = String::new();
-                for (j, part) in parts.into_iter().enumerate() {
-                    match part {
-                        ContentPart::Text { text: piece } => text.push_str(&piece),
-                        ContentPart::Refusal { refusal: piece } => {
-                            refusal.get_or_insert_default().push_str(&piece)
-                        }
-                        _ => {
-                            return Err(invalid(
-                                &format!("messages[{i}].content[{j}]"),
-                                "an assistant message takes text and refusal parts only",
-                            ));
-                        }
-                    }
-                }
-                self.out.push(Message::assistant(text));
-            }
-            None => {}
-        }
-        if let Some(refusal) = refusal {
-            let mut metadata = Metadata::new();
-            metadata.insert(REFUSAL_KEY, true.into());
-            self.out
-                .push(Message::assistant(refusal).with_metadata(metadata));
-        }
-        let mut calls = Vec::new();
-        for (j, call) in message.tool_calls.into_iter().flatten().enumerate() {
-            let at = |field: &str| format!("messages[{i}].tool_calls[{j}].{field}");
-            if let Some(kind) = call.kind.as_deref().filter(|kind| *kind != "function") {
-                return Err(invalid(
-                    &at("type"),
-                    &format!("only `function` calls are served, not `{kind}`"),
-                ));
-            }
-            let id = call
-                .id
-                .ok_or_else(|| invalid(&at("id"), "a call needs an id"))?;
-            let name = call
-                .function
-                .name
-                .ok_or_else(|| invalid(&at("function.name"), "a call needs a name"))?;
-            let call = read_call(id, name, call.function.arguments.unwrap_or_default());
-            self.names.insert(call.id.clone(), call.name.clone());
-            calls.push(call);
-        }
-        if !calls.is_empty() {
-            self.out.push(Message::tool_calls(calls));
-        }
-        Ok(())
-    }
-
-    fn finish(mut self) -> Vec<Message> {
-        if !self.results.is_empty() {
-            self.out.push(Message::tool_results(self.results));
-        }
-        self.out
-    }
-}
-
-/// A call whose arguments are JSON text: parsed, or kept raw and marked invalid
-/// (as the joiner does with a model's malformed arguments), so that lowering
-/// writes it back as it came.
-fn read_call(id: String, name: String, arguments: String) -> ToolCall {
-    if arguments.trim().is_empty() {
-        return ToolCall::new(id, name, Value::Object(Map::new()));
-    }
-    match serde_json::from_str(&arguments) {
-        Ok(value) => ToolCall::new(id, name, value),
-        Err(error) => ToolCall {
-            invalid: Some(InvalidCall {
-                kind: InvalidCallKind::MalformedArguments,
-                message: format!("the arguments are not valid JSON: {error}"),
-                raw: Some(arguments),
-            }),
-            ..ToolCall::new(id, name, Value::Null)
-        },
-    }
-}
-
-/// The text of a message that takes text only (a string, or text parts).
-fn text_only(content: Option<MessageContent>, at: &str, what: &str) -> Result<String, Error> {
-    match content {
-        Some(MessageContent::Text(text)) => Ok(text),
-        Some(MessageContent::Parts(parts)) => {
-            let mut text = String::new();
-            for (j, part) in parts.into_iter().enumerate() {
-                match part {
-                    ContentPart::Text { text: piece } => text.push_str(&piece),
-                    _ => {
-                        return Err(invalid(
-                            &format!("{at}[{j}]"),
-                            &format!("{what} takes text only"),
-                        ));
-                    }
-                }
-            }
-            Ok(text)
-        }
-        None => Err(invalid(at, &format!("{what} needs content"))),
-    }
-}
-
-/// Content parts → content blocks.
-fn blocks(parts: Vec<ContentPart>, at: &str) -> Result<Vec<ContentBlock>, Error> {
-    parts
-        .into_iter()
-        .enumerate()
-        .map(|(j, part)| block(part, &format!("{at}[{j}]")))
-        .collect()
-}
-
-fn block(part: ContentPart, at: &str) -> Result<ContentBlock, Error> {
-    Ok(match part {
-        ContentPart::Text { text } => ContentBlock::Text { text },
-        ContentPart::ImageUrl { image_url } => ContentBlock::Image(
-            match data_uri(&image_url.url, &format!("{at}.image_url.url"))? {
-                Some((media_type, data)) => Media::base64(media_type, Arc::<str>::from(data)),
-                None => Media::url(image_url.url),
-            },
-        ),
-        ContentPart::InputAudio { input_audio } => {
-            let media_type = match input_audio.format.as_str() {
-                "wav" => "audio/wav".to_owned(),
-                "mp3" => "audio/mpeg".to_owned(),
-                other => format!("audio/{other}"),
-            };
-            ContentBlock::Audio(Media::base64(media_type, input_audio.data))
-        }
-        ContentPart::File { file } => ContentBlock::Document(document(file, at)?),
-        ContentPart::Refusal { .. } => {
-            return Err(invalid(
-                at,
-                "a refusal part belongs to an assistant message",
-            ));
-        }
-    })
-}
-
-fn document(file: FileData, at: &str) -> Result<Media, Error> {
-    let at = format!("{at}.file");
-    let Some(url) = file.file_data else {
-        let message = match file.file_id {
-            Some(_) => "uploaded files (`file_id`) are not served; send `file_data`",
-            None => "a file part needs `file_data`",
-        };
-        return Err(invalid(&at, message));
-    };
-    let (media_type, data) = data_uri(&url, &format!("{at}.file_data"))?
-        .ok_or_else(|| invalid(&format!("{at}.file_data"), "expected a base64 `data:` URI"))?;
-    let media = Media::base64(media_type, Arc::<str>::from(data));
-    Ok(match file.filename {
-        Some(name) => media.with_name(name),
-        None => media,
-    })
-}
-
-/// A base64 `data:` URI's media type and data (copied once, into the media's
-/// shared string); `None` when `url` is not a `data:` URI at all.
-fn data_uri<'a>(url: &'a str, at: &str) -> Result<Option<(&'a str, &'a str)>, Error> {
-    let Some(rest) = url
-        .get(..5)
-        .filter(|scheme| scheme.eq_ignore_ascii_case("data:"))
-        .map(|_| &url[5..])
-    else {
-        return Ok(None);
-    };
-    let (header, data) = rest
-        .split_once(',')
-        .ok_or_else(|| invalid(at, "a `data:` URI needs a comma before its data"))?;
-    let media_type = header
-        .strip_suffix(";base64")
-        .filter(|media_type| !media_type.is_empty())
-        .ok_or_else(|| invalid(at, "only base64 `data:` URIs with a media type are read"))?;
-    Ok(Some((media_type, data)))
-}
-
-/// The reply encoder: canonical events → a Chat Completions reply, as SSE
 /// frames (streaming) or as one `chat.completion` body (non-streaming), from
 /// the same per-event mapping: each event becomes a delta, which the streaming
 /// mode writes as a `chat.completion.chunk` and the non-streaming mode folds
@@ -466,14 +50,14 @@ fn data_uri<'a>(url: &'a str, at: &str) -> Result<Option<(&'a str, &'a str)>, Er
 /// `Result<Event, Error>`: an error in the middle of a stream is written as an
 /// in-stream error frame, which ends it; in non-streaming mode, where nothing is
 /// written before the end, the error becomes the reply ([`error_body`]'s body;
-/// [`status`](Encoder::status) gives its status).
+/// [`status`](ReplyEncoder::status) gives its status).
 ///
 /// ```
-/// use lmstack::provider::openai::Encoder;
+/// use lmstack::provider::openai_chat::ReplyEncoder;
 /// use lmstack::service::{Machine, Output};
 /// use lmstack::{Event, FinishReason};
 ///
-/// let mut encoder = Encoder::new("chatcmpl-1", 1_700_000_000, "gpt-4o").streaming(false);
+/// let mut encoder = ReplyEncoder::new("chatcmpl-1", 1_700_000_000, "gpt-4o").streaming(false);
 /// let mut out = Output::new();
 /// for event in [Event::text("Hel"), Event::text("lo"), Event::finish(FinishReason::Stop)] {
 ///     encoder.push(Ok(event), &mut out).unwrap();
@@ -486,14 +70,14 @@ fn data_uri<'a>(url: &'a str, at: &str) -> Result<Option<(&'a str, &'a str)>, Er
 /// assert!(text.contains(r#""finish_reason":"stop""#));
 /// assert!(text.ends_with("data: [DONE]\n\n"));
 ///
-/// let mut encoder = Encoder::new("chatcmpl-1", 1_700_000_000, "gpt-4o");
+/// let mut encoder = ReplyEncoder::new("chatcmpl-1", 1_700_000_000, "gpt-4o");
 /// encoder.push(Ok(Event::text("Hello")), &mut out).unwrap();
 /// encoder.finish(&mut out).unwrap();
 /// let body: serde_json::Value = serde_json::from_slice(&out.pop().unwrap()).unwrap();
 /// assert_eq!(body["object"], "chat.completion");
 /// assert_eq!(body["choices"][0]["message"]["content"], "Hello");
 ///
-/// let mut failing = Encoder::new("chatcmpl-1", 0, "m").streaming(false);
+/// let mut failing = ReplyEncoder::new("chatcmpl-1", 0, "m").streaming(false);
 /// failing.push(Ok(Event::text("Hi")), &mut out).unwrap();
 /// failing.push(Err(lmstack::Error::stage("tool loop", "broke")), &mut out).unwrap();
 /// failing.finish(&mut out).unwrap(); // writes nothing more
@@ -502,7 +86,7 @@ fn data_uri<'a>(url: &'a str, at: &str) -> Result<Option<(&'a str, &'a str)>, Er
 /// assert_eq!(failing.status(), 500);
 /// ```
 #[derive(Debug)]
-pub struct Encoder {
+pub struct ReplyEncoder {
     id: String,
     created: u64,
     model: String,
@@ -532,11 +116,11 @@ struct OpenCall {
     wire: Option<u32>,
 }
 
-impl Encoder {
+impl ReplyEncoder {
     /// An encoder of one reply, non-streaming, for response `id`, created at
     /// `created` (seconds since the Unix epoch), answered by `model`.
     pub fn new(id: impl Into<String>, created: u64, model: impl Into<String>) -> Self {
-        Encoder {
+        ReplyEncoder {
             id: id.into(),
             created,
             model: model.into(),
@@ -883,7 +467,7 @@ fn fold(message: &mut ChatMessage, delta: ChatMessage) {
     }
 }
 
-impl Machine for Encoder {
+impl Machine for ReplyEncoder {
     type In = Result<Event, Error>;
     type Out = Bytes;
 
@@ -973,7 +557,7 @@ fn wire_usage(usage: Usage) -> CompletionUsage {
 /// (`stream_options.include_usage`, kept in `options.extra`).
 ///
 /// ```
-/// use lmstack::provider::openai::{decode_request, include_usage};
+/// use lmstack::provider::openai_chat::{decode_request, include_usage};
 ///
 /// let body = br#"{"messages":[{"role":"user","content":"Hi"}],"stream":true,"stream_options":{"include_usage":true}}"#;
 /// assert!(include_usage(&decode_request(body).unwrap()));
@@ -997,7 +581,7 @@ pub fn include_usage(request: &ChatRequest) -> bool {
 ///
 /// ```
 /// use lmstack::Error;
-/// use lmstack::provider::openai::error_body;
+/// use lmstack::provider::openai_chat::error_body;
 /// use serde_json::json;
 ///
 /// let (status, body) = error_body(&Error::InvalidRequest("messages: missing field `messages`".into()));
@@ -1036,7 +620,7 @@ pub fn error_body(error: &Error) -> (u16, Value) {
 /// since the Unix epoch), owned by `lmstack`.
 ///
 /// ```
-/// use lmstack::provider::openai::models_body;
+/// use lmstack::provider::openai_chat::models_body;
 /// use serde_json::json;
 ///
 /// assert_eq!(models_body(&[("gpt-4o", 1_715_367_049)]), json!({

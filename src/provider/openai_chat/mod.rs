@@ -10,14 +10,14 @@
 //!   canonical events, through the same code in both modes (framed by the
 //!   shared [`BodyDecoder`](super::body::BodyDecoder));
 //! - the server direction, the inverse of the two: [`decode_request`] (a
-//!   client's request body → a canonical request), the reply [`Encoder`]
+//!   client's request body → a canonical request), the reply [`ReplyEncoder`]
 //!   (canonical events → SSE chunks or one `chat.completion` body),
 //!   [`error_body`] and [`models_body`];
 //! - [`ChatCompletions`]: the [`Wire`] that gives them to the shared
 //!   [`Provider`] service; [`OpenAi`] and [`OpenAiConfig`] name it over this wire.
 //!
 //! ```no_run
-//! use lmstack::provider::openai::{OpenAi, OpenAiConfig};
+//! use lmstack::provider::openai_chat::{OpenAi, OpenAiConfig};
 //! use lmstack::retry::RetryLayer;
 //! use lmstack::{ChatRequest, Message};
 //! use tower::{ServiceBuilder, ServiceExt};
@@ -34,19 +34,21 @@
 //! # Ok(()) }
 //! ```
 
+mod decode;
+mod encode;
 mod lift;
 mod lower;
-mod serve;
 pub mod types;
 
 /// The media policy every provider shares, here for the paths written before it was.
 pub use super::media::ToolResultMedia;
+pub use decode::decode_request;
+pub use encode::{ReplyEncoder, error_body, include_usage, models_body};
 pub use lift::Lifter;
 pub use lower::{
     LowerOptions, MaxTokensField, PROVIDER, REASONING_FIELD_KEY, REFUSAL_KEY, ReasoningEcho, lower,
     lower_request,
 };
-pub use serve::{Encoder, decode_request, error_body, include_usage, models_body};
 
 use ::http::header::{AUTHORIZATION, HeaderName};
 use serde_json::Value;

@@ -1,0 +1,335 @@
+//! The server half, inward: a client's Messages request body → a canonical
+//! [`ChatRequest`] ([`decode_request`]). Pure, linear in the body.
+
+use std::collections::HashMap;
+use std::mem;
+
+use serde_json::{Map, Value};
+
+use super::lower::BLOCK_KEY;
+use super::types::{
+    self, Block, Content, MediaBlock, Request, Role as WireRole, Source, ToolChoice as WireChoice,
+};
+use crate::message::{Message, Metadata, ReasoningMessage, Role, ToolCall, ToolResult};
+use crate::{ChatRequest, ContentBlock, Error, Media, ToolChoice, ToolSpec};
+
+/// Reads a client's Messages request body into a canonical request: the
+/// inverse of [`lower`](super::lower).
+///
+/// - `system` (a string or text blocks) → system messages, first;
+/// - a user message's string → user text; its blocks → a `multimodal` user
+///   message (text, images, documents: `base64` and `url` sources; a `text`
+///   source becomes the document's bytes), and each run of `tool_result`
+///   blocks → one `tool_results` message (text, image and document content,
+///   `is_error`; the tool's name taken from the call it answers, empty when no
+///   earlier `tool_use` has that id);
+/// - an assistant message's string → assistant text; its blocks in order:
+///   `text` → assistant text (empty text left out), `thinking` → reasoning
+///   with its signature, `redacted_thinking` → reasoning marked `redacted`
+///   (its `data` as the signature), each run of `tool_use` blocks → one
+///   `tool_calls` message, `server_tool_use`/`mcp_tool_use` → calls marked
+///   `provider_executed`, any other block (`web_search_tool_result`…) → an
+///   empty assistant text holding the raw block under [`BLOCK_KEY`] — the
+///   forms [`Lifter`](super::Lifter) gives, so [`lower`](super::lower) sends
+///   every block back as it came (a block's fields other than `type`, `id`,
+///   `name` and `input`, such as `caller`, are kept the same way);
+/// - `tools` → [`ToolSpec`]s, `tool_choice` (`any` → required), `max_tokens`,
+///   `temperature`, `stream`, `model`; `stop_sequences` → `options.extra`'s
+///   `stop`; `top_p`, `top_k`, `metadata`, `thinking` and every field this
+///   function does not know → `options.extra`, as they came.
+///
+/// What the canonical model has no place for is dropped, and documented:
+/// per-block `cache_control` and `citations`, a tool's `cache_control`,
+/// `tool_choice.disable_parallel_tool_use`. Server tools in `tools` (a `type`
+/// other than `custom`) are refused.
+///
+/// Bad input — not JSON, a wrong type, a missing `max_tokens` or `messages`,
+/// no message (a `system` alone included: the API refuses it too), an unknown
+/// source type, a block the role cannot hold — is
+/// [`Error::InvalidRequest`] naming the field at fault
+/// (`messages[1].content[0].source.type: unknown variant …`). Linear in the body.
+///
+/// ```
+/// use lmstack::provider::anthropic::decode_request;
+/// use lmstack::{Error, Message};
+///
+/// let request = decode_request(br#"{"model":"claude-sonnet-4-5","max_tokens":256,
+///     "system":"Be brief.","messages":[{"role":"user","content":"Hi"}],"stream":true}"#).unwrap();
+/// assert_eq!(request.messages, vec![Message::system("Be brief."), Message::user("Hi")]);
+/// assert_eq!(request.options.max_tokens, Some(256));
+/// assert!(request.options.stream);
+///
+/// let error = decode_request(br#"{"max_tokens":1,"messages":[{"role":"user","content":[
+///     {"type":"image","source":{"type":"file","file_id":"f"}}]}]}"#).unwrap_err();
+/// assert!(matches!(error, Error::InvalidRequest(_)));
+/// assert!(error.to_string().contains("messages[0].content[0].source.type: unknown variant `file`"), "{error}");
+/// ```
+pub fn decode_request(body: &[u8]) -> Result<ChatRequest, Error> {
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let request: Request =
+        serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+            Error::InvalidRequest(types::describe(error.path(), &error.inner().to_string()))
+        })?;
+    deserializer
+        .end()
+        .map_err(|error| Error::InvalidRequest(error.to_string()))?;
+    Decoder::default().request(request)
+}
+
+fn invalid(message: String) -> Error {
+    Error::InvalidRequest(message)
+}
+
+/// The walk over a decoded request.
+#[derive(Default)]
+struct Decoder {
+    messages: Vec<Message>,
+    /// The name of each call seen so far, by id, for the results.
+    names: HashMap<String, String>,
+    /// The run of calls being gathered.
+    calls: Vec<ToolCall>,
+    /// The run of results being gathered.
+    results: Vec<ToolResult>,
+    /// The user blocks being gathered.
+    content: Vec<ContentBlock>,
+}
+
+impl Decoder {
+    fn request(mut self, request: Request) -> Result<ChatRequest, Error> {
+        if request.messages.is_empty() {
+            return Err(invalid("messages: at least one message is required".into()));
+        }
+        match request.system {
+            Some(Content::Text(text)) => self.messages.push(Message::system(text)),
+            Some(Content::Blocks(blocks)) => {
+                for (index, block) in blocks.into_iter().enumerate() {
+                    match block {
+                        Block::Text(block) => self.messages.push(Message::system(block.text)),
+                        other => {
+                            return Err(invalid(format!(
+                                "system[{index}]: the system prompt takes only text blocks, not `{}`",
+                                other.kind()
+                            )));
+                        }
+                    }
+                }
+            }
+            None => {}
+        }
+        for (at, message) in request.messages.into_iter().enumerate() {
+            match (message.role, message.content) {
+                (WireRole::User, Content::Text(text)) => self.messages.push(Message::user(text)),
+                (WireRole::Assistant, Content::Text(text)) => {
+                    self.messages.push(Message::assistant(text))
+                }
+                (WireRole::User, Content::Blocks(blocks)) => self.user(at, blocks)?,
+                (WireRole::Assistant, Content::Blocks(blocks)) => self.assistant(at, blocks)?,
+            }
+        }
+        let mut chat = ChatRequest::new(self.messages);
+        let options = &mut chat.options;
+        options.model = request.model;
+        options.max_tokens = Some(request.max_tokens);
+        options.temperature = request.temperature;
+        options.stream = request.stream;
+        for (index, tool) in request.tools.into_iter().enumerate() {
+            if let Some(kind) = tool.kind.as_deref().filter(|kind| *kind != "custom") {
+                return Err(invalid(format!(
+                    "tools[{index}]: server tools (type `{kind}`) are not supported"
+                )));
+            }
+            let Some(schema) = tool.input_schema else {
+                return Err(invalid(format!(
+                    "tools[{index}]: missing field `input_schema`"
+                )));
+            };
+            let description = tool.description.unwrap_or_default();
+            options
+                .tools
+                .push(ToolSpec::new(tool.name, description, schema));
+        }
+        options.tool_choice = request.tool_choice.map(|choice| match choice {
+            WireChoice::Auto { .. } => ToolChoice::Auto,
+            WireChoice::Any { .. } => ToolChoice::Required,
+            WireChoice::None => ToolChoice::None,
+            WireChoice::Tool { name, .. } => ToolChoice::Tool(name),
+        });
+        let typed = [
+            ("stop", request.stop_sequences.map(Value::from)),
+            ("top_p", request.top_p.map(Value::from)),
+            ("top_k", request.top_k.map(Value::from)),
+            ("metadata", request.metadata.map(to_value)),
+            ("thinking", request.thinking.map(to_value)),
+        ];
+        for (key, value) in typed {
+            if let Some(value) = value {
+                options.extra.insert(key.into(), value);
+            }
+        }
+        options.extra.extend(request.extra);
+        Ok(chat)
+    }
+
+    /// A user message's blocks: content, and runs of tool results.
+    fn user(&mut self, at: usize, blocks: Vec<Block>) -> Result<(), Error> {
+        for (index, block) in blocks.into_iter().enumerate() {
+            match block {
+                Block::ToolResult(result) => {
+                    self.flush_content();
+                    let path = || format!("messages[{at}].content[{index}].content");
+                    let content = match result.content {
+                        None => Vec::new(),
+                        Some(Content::Text(text)) => vec![ContentBlock::text(text)],
+                        Some(Content::Blocks(blocks)) => blocks
+                            .into_iter()
+                            .enumerate()
+                            .map(|(inner, block)| {
+                                content_block(block, || format!("{}[{inner}]", path()))
+                            })
+                            .collect::<Result<_, _>>()?,
+                    };
+                    let name = self.names.get(&result.tool_use_id).cloned();
+                    let mut decoded =
+                        ToolResult::new(result.tool_use_id, name.unwrap_or_default(), content);
+                    decoded.is_error = result.is_error;
+                    self.results.push(decoded);
+                }
+                block => {
+                    self.flush_results();
+                    let block =
+                        content_block(block, || format!("messages[{at}].content[{index}]"))?;
+                    self.content.push(block);
+                }
+            }
+        }
+        self.flush_results();
+        self.flush_content();
+        Ok(())
+    }
+
+    /// An assistant message's blocks, in order.
+    fn assistant(&mut self, at: usize, blocks: Vec<Block>) -> Result<(), Error> {
+        for (index, block) in blocks.into_iter().enumerate() {
+            let message = match block {
+                Block::ToolUse(call) => {
+                    let mut metadata = Metadata::new();
+                    if !call.extra.is_empty() {
+                        let mut fields = call.extra;
+                        fields.insert("type".into(), "tool_use".into());
+                        metadata.insert(BLOCK_KEY, Value::Object(fields));
+                    }
+                    self.call(call.id, call.name, call.input, false, metadata);
+                    continue;
+                }
+                Block::Other(mut fields)
+                    if matches!(
+                        fields.get("type").and_then(Value::as_str),
+                        Some("server_tool_use" | "mcp_tool_use")
+                    ) =>
+                {
+                    let mut take = |key: &str| match fields.remove(key) {
+                        Some(Value::String(text)) => text,
+                        _ => String::new(),
+                    };
+                    let (id, name) = (take("id"), take("name"));
+                    let input = fields.remove("input").unwrap_or(Value::Object(Map::new()));
+                    let mut metadata = Metadata::new();
+                    metadata.insert(BLOCK_KEY, Value::Object(fields));
+                    self.call(id, name, input, true, metadata);
+                    continue;
+                }
+                Block::Other(fields) => {
+                    let mut metadata = Metadata::new();
+                    metadata.insert(BLOCK_KEY, Value::Object(fields));
+                    Message::assistant("").with_metadata(metadata)
+                }
+                Block::Text(text) if text.text.is_empty() => continue,
+                Block::Text(text) => Message::assistant(text.text),
+                Block::Thinking(thinking) => Message::Reasoning(ReasoningMessage {
+                    text: thinking.thinking,
+                    signature: Some(thinking.signature).filter(|s| !s.is_empty()),
+                    redacted: false,
+                    metadata: Metadata::new(),
+                }),
+                Block::RedactedThinking(redacted) => Message::Reasoning(ReasoningMessage {
+                    text: String::new(),
+                    signature: Some(redacted.data),
+                    redacted: true,
+                    metadata: Metadata::new(),
+                }),
+                other => {
+                    return Err(invalid(format!(
+                        "messages[{at}].content[{index}]: an assistant message cannot hold a `{}` block",
+                        other.kind()
+                    )));
+                }
+            };
+            self.flush_calls();
+            self.messages.push(message);
+        }
+        self.flush_calls();
+        Ok(())
+    }
+
+    fn call(&mut self, id: String, name: String, input: Value, server: bool, metadata: Metadata) {
+        self.names.insert(id.clone(), name.clone());
+        let mut call = ToolCall::new(id, name, input);
+        call.provider_executed = server;
+        call.metadata = metadata;
+        self.calls.push(call);
+    }
+
+    fn flush_calls(&mut self) {
+        if !self.calls.is_empty() {
+            let calls = mem::take(&mut self.calls);
+            self.messages.push(Message::tool_calls(calls));
+        }
+    }
+
+    fn flush_results(&mut self) {
+        if !self.results.is_empty() {
+            let results = mem::take(&mut self.results);
+            self.messages.push(Message::tool_results(results));
+        }
+    }
+
+    fn flush_content(&mut self) {
+        if !self.content.is_empty() {
+            let content = mem::take(&mut self.content);
+            self.messages.push(Message::multimodal(Role::User, content));
+        }
+    }
+}
+
+fn to_value(value: impl serde::Serialize) -> Value {
+    // These types are maps with string keys: writing them cannot fail.
+    serde_json::to_value(value).unwrap_or_default()
+}
+
+/// A user content block (text, image, document) as the canonical one; `path`
+/// names it for the error when it is another kind.
+fn content_block(block: Block, path: impl FnOnce() -> String) -> Result<ContentBlock, Error> {
+    let media = |block: MediaBlock| {
+        let media = match block.source {
+            Source::Base64 { media_type, data } => Media::base64(media_type, data),
+            Source::Url { url } => Media::url(url),
+            Source::Text { media_type, data } => Media::from_bytes(media_type, data.as_bytes()),
+        };
+        match block.title {
+            Some(title) => media.with_name(title),
+            None => media,
+        }
+    };
+    Ok(match block {
+        Block::Text(text) => ContentBlock::text(text.text),
+        Block::Image(image) => ContentBlock::Image(media(image)),
+        Block::Document(document) => ContentBlock::Document(media(document)),
+        other => {
+            return Err(invalid(format!(
+                "{}: a `{}` block cannot stand here (only text, image and document)",
+                path(),
+                other.kind()
+            )));
+        }
+    })
+}
