@@ -16,6 +16,7 @@ use super::types::{
     ToolUseBlock,
 };
 use crate::message::{Metadata, MultimodalMessage, ReasoningMessage, TextMessage};
+use crate::provider::Kind;
 use crate::provider::history::{self, LowerHistory};
 use crate::provider::media::{self, MediaPart, MediaPlan, Placement, ToolResultMedia};
 use crate::{
@@ -24,7 +25,7 @@ use crate::{
 };
 
 /// The name errors from this provider carry.
-pub const PROVIDER: &str = "anthropic";
+pub(crate) const PROVIDER: &str = Kind::Anthropic.name();
 
 /// The metadata key under which lifting keeps what lowering must send back as
 /// it came: a tool call's block fields other than `id`, `name` and `input`

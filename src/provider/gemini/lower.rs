@@ -9,6 +9,7 @@ use std::collections::HashSet;
 use serde_json::{Map, Value, json};
 
 use crate::message::{Metadata, MultimodalMessage, ReasoningMessage, TextMessage};
+use crate::provider::Kind;
 use crate::provider::history::{self, LowerHistory};
 use crate::provider::media::{self, MediaPart, MediaPlan, Placement, ToolResultMedia};
 use crate::provider::redact::redact_url;
@@ -18,7 +19,7 @@ use crate::{
 };
 
 /// The name errors from this provider carry.
-pub const PROVIDER: &str = "gemini";
+pub(crate) const PROVIDER: &str = Kind::Gemini.name();
 
 /// The metadata key of a part's `thoughtSignature`, on the tool call or text
 /// message lifted from that part; lowering puts it back on the same part.

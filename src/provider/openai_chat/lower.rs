@@ -15,6 +15,7 @@ use super::types::{
 };
 
 use crate::message::{MultimodalMessage, ReasoningMessage, TextMessage};
+use crate::provider::Kind;
 use crate::provider::history::{self, LowerHistory};
 use crate::provider::media::{self, MediaPart, MediaPlan, Placement, ToolResultMedia};
 use crate::provider::redact::redact_url;
@@ -24,7 +25,7 @@ use crate::{
 };
 
 /// The name errors from this provider carry.
-pub const PROVIDER: &str = "openai";
+pub(crate) const PROVIDER: &str = Kind::OpenAiChat.name();
 
 /// The metadata key that records which wire field a reasoning message came in
 /// (`reasoning_content` or `reasoning`), so that it is echoed back in the same one.
