@@ -165,8 +165,8 @@ impl Answer {
                     span.record("gen_ai.usage.output_tokens", usage.output_tokens);
                     metrics.tokens(&model, usage.input_tokens, usage.output_tokens);
                     let mut tally = tally();
-                    tally.input_tokens += usage.input_tokens;
-                    tally.output_tokens += usage.output_tokens;
+                    tally.input_tokens = tally.input_tokens.saturating_add(usage.input_tokens);
+                    tally.output_tokens = tally.output_tokens.saturating_add(usage.output_tokens);
                 }
                 Ok(Event::Finish { reason }) => {
                     let reasons = tracing::field::debug(reason);
