@@ -6,13 +6,14 @@
 use memchr::memchr;
 
 use super::calls::{BlockContext, BlockStep};
+use crate::natural::markers::TAGGED;
 use crate::natural::scan::is_space;
 use crate::natural::scan::json::{Path, Sax, Scanned, Verbatim, Visit, Visitor};
 use crate::natural::scan::marker::{Found, MarkerFinder};
 use crate::{Error, InvalidCallKind};
 
 /// What ends a tagged or Hermes block.
-const CLOSE: Ends = Ends::own(&["</tool_call>"]);
+const CLOSE: Ends = Ends::own(&[TAGGED.call_close]);
 
 /// The markers that end a block's arguments: its own closing markers first,
 /// then markers that start what follows (Harmony's next header), which end the

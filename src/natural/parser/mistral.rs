@@ -8,6 +8,7 @@
 use super::call_list::{CallList, skip_space};
 use super::calls::{BlockContext, BlockStep};
 use super::json_block::{close_arguments, with_args};
+use crate::natural::markers::MISTRAL;
 use crate::natural::scan::json::{Scanned, Verbatim};
 use crate::natural::scan::marker::{MarkerMatch, Matched};
 use crate::natural::scan::tag::name_byte;
@@ -15,7 +16,7 @@ use crate::natural::scan::{NAME_LIMIT, is_space};
 use crate::{Error, InvalidCallKind};
 
 /// The control tokens after a call's name: its arguments, or its id first.
-const TOKENS: [&str; 2] = ["[ARGS]", "[CALL_ID]"];
+const TOKENS: [&str; 2] = [MISTRAL.args, MISTRAL.call_id];
 
 /// What follows `[TOOL_CALLS]`.
 #[derive(Debug, Default)]

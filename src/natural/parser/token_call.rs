@@ -16,6 +16,7 @@ use memchr::memchr;
 
 use super::calls::{BlockContext, BlockStep, PENDING_LIMIT};
 use super::json_block::{Expect, Expected, Tagged};
+use crate::natural::markers::{DEEPSEEK, KIMI_K2, Section};
 use crate::natural::scan::is_space;
 use crate::natural::scan::tag::TAG_LIMIT;
 use crate::{Error, InvalidCallKind};
@@ -28,27 +29,11 @@ pub(super) enum Family {
 }
 
 impl Family {
-    /// Opens a call.
-    fn call_begin(self) -> &'static [&'static str] {
+    /// The family's special tokens.
+    fn markers(self) -> &'static Section {
         match self {
-            Family::KimiK2 => &["<|tool_call_begin|>"],
-            Family::DeepSeek => &["<｜tool▁call▁begin｜>"],
-        }
-    }
-
-    /// Between the call's header and its arguments.
-    fn separator(self) -> &'static [&'static str] {
-        match self {
-            Family::KimiK2 => &["<|tool_call_argument_begin|>"],
-            Family::DeepSeek => &["<｜tool▁sep｜>"],
-        }
-    }
-
-    /// Closes a call.
-    fn call_end(self) -> &'static [&'static str] {
-        match self {
-            Family::KimiK2 => &["<|tool_call_end|>"],
-            Family::DeepSeek => &["<｜tool▁call▁end｜>"],
+            Family::KimiK2 => &KIMI_K2,
+            Family::DeepSeek => &DEEPSEEK,
         }
     }
 }
@@ -122,7 +107,8 @@ impl TokenCall {
                     None => return Ok(BlockStep::More),
                     Some(offset) => {
                         pos += offset;
-                        let expect = Expect::new(self.family.call_begin());
+                        let expect =
+                            Expect::new(std::slice::from_ref(&self.family.markers().call_begin));
                         self.state = State::Section(Some((expect, ctx.pos(pos))));
                     }
                 },
@@ -148,7 +134,7 @@ impl TokenCall {
                         return Ok(BlockStep::More);
                     }
                     self.state = State::Separator {
-                        expect: Expect::new(self.family.separator()),
+                        expect: Expect::new(std::slice::from_ref(&self.family.markers().separator)),
                         header: std::mem::take(text),
                         start: *start,
                     };
@@ -198,7 +184,9 @@ impl TokenCall {
                         "" => ctx.name("function"),
                         name => ctx.name(name),
                     }
-                    self.state = State::Args(Tagged::closed_by(self.family.call_end()));
+                    self.state = State::Args(Tagged::closed_by(std::slice::from_ref(
+                        &self.family.markers().call_end,
+                    )));
                 }
                 State::Args(tagged) => {
                     ctx.base += pos;
@@ -227,7 +215,9 @@ impl TokenCall {
                 ctx.name(name);
             }
         }
-        State::Args(Tagged::closed_by(self.family.call_end()))
+        State::Args(Tagged::closed_by(std::slice::from_ref(
+            &self.family.markers().call_end,
+        )))
     }
 
     /// Not a call: the opening marker is text, and what follows it up to byte
