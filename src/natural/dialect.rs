@@ -98,24 +98,28 @@ impl Dialect {
     }
 
     /// Every dialect the transformer renders in its own form, by CLI name.
-    pub const RENDERED: [Dialect; 11] = [
-        Dialect::Tagged,
-        Dialect::Hermes,
-        Dialect::Mistral,
-        Dialect::Llama3Json,
-        Dialect::Pythonic,
-        Dialect::KimiK2,
-        Dialect::DeepSeek,
-        Dialect::Glm,
-        Dialect::Harmony,
-        Dialect::MiniMax,
-        Dialect::Granite,
-    ];
+    pub const RENDERED: [Dialect; 11] = {
+        let mut rendered = [Dialect::Tagged; 11];
+        let (mut all, mut written) = (0, 0);
+        while all < Dialect::ALL.len() {
+            if Dialect::ALL[all].renders() {
+                rendered[written] = Dialect::ALL[all];
+                written += 1;
+            }
+            all += 1;
+        }
+        assert!(written == rendered.len());
+        rendered
+    };
 
     /// True when the transformer renders this dialect's own form (one of
-    /// [`RENDERED`](Self::RENDERED)).
-    pub fn renders(self) -> bool {
-        Dialect::RENDERED.contains(&self)
+    /// [`RENDERED`](Self::RENDERED)): all but the read-only `Auto`,
+    /// `Qwen3Coder`, `ClaudeXml` and `Json`.
+    pub const fn renders(self) -> bool {
+        !matches!(
+            self,
+            Dialect::Auto | Dialect::Qwen3Coder | Dialect::ClaudeXml | Dialect::Json
+        )
     }
 
     /// The form the transformer renders for this dialect: its own when it

@@ -16,7 +16,7 @@
 //! A header that is none of these (an unknown channel, another role, a broken
 //! line) is text exactly as written.
 
-use super::calls::{BlockContext, BlockStep, Body};
+use super::calls::{BlockContext, BlockStep, Body, Step};
 use super::json_block::{Ends, Tagged};
 use crate::Error;
 use crate::natural::markers::HARMONY;
@@ -81,11 +81,7 @@ impl Harmony {
         })
     }
 
-    pub(super) fn feed(
-        &mut self,
-        input: &str,
-        ctx: &mut BlockContext<'_>,
-    ) -> Result<BlockStep, Error> {
+    pub(super) fn feed(&mut self, input: &str, ctx: &mut BlockContext<'_>) -> Step {
         let header = match self {
             Harmony::Call(arguments) => return arguments.feed(input, ctx),
             Harmony::Header(header) => header,

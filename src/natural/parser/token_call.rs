@@ -14,10 +14,10 @@
 
 use memchr::memchr;
 
-use super::calls::{BlockContext, BlockStep, PENDING_LIMIT};
+use super::calls::{BlockContext, BlockStep, Step};
 use super::json_block::{Expect, Expected, Tagged};
 use crate::natural::markers::{DEEPSEEK, KIMI_K2, Section};
-use crate::natural::scan::is_space;
+use crate::natural::scan::skip_space;
 use crate::natural::scan::tag::TAG_LIMIT;
 use crate::{Error, InvalidCallKind};
 
@@ -91,27 +91,20 @@ impl TokenCall {
         }
     }
 
-    pub(super) fn feed(
-        &mut self,
-        input: &str,
-        ctx: &mut BlockContext<'_>,
-    ) -> Result<BlockStep, Error> {
+    pub(super) fn feed(&mut self, input: &str, ctx: &mut BlockContext<'_>) -> Step {
         let bytes = input.as_bytes();
         let mut pos = 0;
         loop {
             match &mut self.state {
-                State::Section(None) => match bytes[pos..].iter().position(|&b| !is_space(b)) {
-                    None if ctx.pos(bytes.len()) > PENDING_LIMIT => {
-                        return Ok(self.not_a_call(input, bytes.len()));
-                    }
-                    None => return Ok(BlockStep::More),
-                    Some(offset) => {
-                        pos += offset;
-                        let expect =
-                            Expect::new(std::slice::from_ref(&self.family.markers().call_begin));
-                        self.state = State::Section(Some((expect, ctx.pos(pos))));
-                    }
-                },
+                State::Section(None) => {
+                    pos = match ctx.skip_space(bytes, pos, 0, |at| self.not_a_call(input, at)) {
+                        Ok(pos) => pos,
+                        Err(step) => return Ok(step),
+                    };
+                    let expect =
+                        Expect::new(std::slice::from_ref(&self.family.markers().call_begin));
+                    self.state = State::Section(Some((expect, ctx.pos(pos))));
+                }
                 State::Section(Some((expect, start))) => match expect.feed(&input[pos..]) {
                     Expected::More => return Ok(BlockStep::More),
                     Expected::Mismatch(at) => return Ok(self.not_a_call(input, pos + at)),
@@ -155,10 +148,10 @@ impl TokenCall {
                 },
                 State::NameLine(name) => {
                     if name.is_empty() {
-                        match bytes[pos..].iter().position(|&b| !is_space(b)) {
-                            None => return Ok(BlockStep::More),
-                            Some(offset) => pos += offset,
-                        }
+                        let Some(next) = skip_space(bytes, pos) else {
+                            return Ok(BlockStep::More);
+                        };
+                        pos = next;
                     }
                     let stop = bytes[pos..]
                         .iter()

@@ -10,7 +10,7 @@
 
 use memchr::memchr;
 
-use super::calls::{BlockContext, BlockStep, STAGE};
+use super::calls::{BlockContext, BlockStep, STAGE, Step};
 use crate::natural::markers::GLM_KEY;
 use crate::natural::scan::string::escape_with;
 use crate::natural::scan::tag::{Tag, TagReader, TagStep};
@@ -113,11 +113,7 @@ impl Xml {
         }
     }
 
-    pub(super) fn feed(
-        &mut self,
-        input: &str,
-        ctx: &mut BlockContext<'_>,
-    ) -> Result<BlockStep, Error> {
+    pub(super) fn feed(&mut self, input: &str, ctx: &mut BlockContext<'_>) -> Step {
         let bytes = input.as_bytes();
         let mut pos = 0;
         while pos < bytes.len() {
