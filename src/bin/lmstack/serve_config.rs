@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use lmstack::function::{FunctionCallLayer, ToolLoopLayer, ToolRegistry, UnknownTools};
-use lmstack::natural::{NaturalToolUse, RenderDialect};
+use lmstack::natural::{Dialect, NaturalToolUse};
 use lmstack::provider::transport::HttpConfig;
 use lmstack::provider::{ApiKey, Kind, Provider as HttpProvider, ProviderConfig, Secrets, Wire};
 use lmstack::retry::RetryLayer;
@@ -120,7 +120,7 @@ pub struct Model {
 #[serde(try_from = "String")]
 pub enum NaturalTools {
     /// Written in this dialect, by its CLI name.
-    Dialect(RenderDialect),
+    Dialect(Dialect),
     /// Picked from the upstream model's name (`NaturalToolUse::for_model`).
     Model,
 }
@@ -131,8 +131,7 @@ impl TryFrom<String> for NaturalTools {
     fn try_from(name: String) -> Result<Self, String> {
         match name.as_str() {
             "model" => Ok(NaturalTools::Model),
-            _ => name
-                .parse()
+            _ => Dialect::parse_rendered(&name)
                 .map(NaturalTools::Dialect)
                 .map_err(|error| format!("{error}; or model")),
         }
@@ -252,7 +251,7 @@ mod tests {
 
     #[test]
     fn natural_tools_takes_every_written_dialect_or_model() {
-        for dialect in RenderDialect::ALL {
+        for dialect in Dialect::RENDERED {
             let read = NaturalTools::try_from(dialect.name().to_owned());
             assert!(matches!(read, Ok(NaturalTools::Dialect(d)) if d == dialect));
         }
