@@ -473,3 +473,75 @@ mod through_the_tool_loop {
         assert!(messages.ends_with(&second), "{messages:?}");
     }
 }
+
+/// A wire that signs the whole request, as AWS SigV4 does: the hook sees the
+/// final URL, the body and the time.
+#[derive(Clone, Debug, Default)]
+struct Signed(lmstack::provider::openai_chat::ChatCompletions);
+
+impl lmstack::provider::Wire for Signed {
+    const KIND: lmstack::provider::Kind = lmstack::provider::Kind::OpenAiChat;
+    const KEY_ENV: &'static str = "SIGNED_KEY";
+    const DEFAULT_BASE_URL: &'static str = "http://127.0.0.1:9/v1";
+    type Lifter = lmstack::provider::openai_chat::Lifter;
+
+    fn path(&self, request: &ChatRequest) -> String {
+        self.0.path(request)
+    }
+
+    fn authorize(
+        &self,
+        key: &ApiKey,
+        request: &mut lmstack::provider::transport::HttpRequest,
+        now: std::time::SystemTime,
+    ) -> Result<(), Error> {
+        let secs = now.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        let sum: u64 = request.body().iter().map(|&b| u64::from(b)).sum();
+        let signature = format!(
+            "{} {} {} {sum} {secs} {}",
+            request.method(),
+            request.uri().path(),
+            request.body().len(),
+            key.expose().len()
+        );
+        lmstack::provider::wire::key_header(
+            request,
+            http::HeaderName::from_static("x-signature"),
+            &signature,
+            "signed",
+        )
+    }
+
+    fn lower(&self, request: &ChatRequest) -> Result<serde_json::Value, Error> {
+        self.0.lower(request)
+    }
+
+    fn lifter(&self, max_tool_calls: usize) -> Self::Lifter {
+        self.0.lifter(max_tool_calls)
+    }
+}
+
+#[tokio::test]
+async fn a_wire_can_sign_the_whole_request_at_the_time_given() {
+    let body = cassette("openai/fantasy/gpt-4o-multi_tool.yaml")[1]
+        .response
+        .clone();
+    let server = Server::start(vec![Answer::ok("application/json", body.as_bytes(), &[64])]).await;
+    let config = lmstack::provider::ProviderConfig::<Signed>::new(server.base_url())
+        .api_key(ApiKey::new("sk-12345"));
+    let provider = lmstack::provider::Provider::new(config).unwrap();
+    let at = std::time::UNIX_EPOCH + Duration::from_secs(1_445_412_480);
+    let signed = provider.http_request_at(request(false), at).unwrap();
+    let sum: u64 = signed.body().iter().map(|&b| u64::from(b)).sum();
+    let expected = format!(
+        "POST /v1/chat/completions {} {sum} 1445412480 8",
+        signed.body().len()
+    );
+    assert_eq!(signed.headers()["x-signature"], expected.as_str());
+    assert!(signed.headers()["x-signature"].is_sensitive());
+    assert!(!signed.headers().contains_key("authorization"));
+
+    provider.oneshot(request(false)).await.unwrap();
+    let sent = &server.requests()[0].0["x-signature"];
+    assert!(sent.to_str().unwrap().starts_with("POST /v1/chat/completions "));
+}

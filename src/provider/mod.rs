@@ -55,7 +55,7 @@ mod service;
 #[cfg(feature = "http")]
 pub mod transport;
 #[cfg(feature = "http")]
-mod wire;
+pub mod wire;
 
 pub use error::{ProviderError, TransportError, TransportErrorKind};
 pub use key::ApiKey;

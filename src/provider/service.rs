@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::SystemTime;
 
-use ::http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
+use ::http::header::{ACCEPT, CONTENT_TYPE};
 use bytes::Bytes;
 use tower::Service;
 
@@ -72,7 +73,17 @@ impl<W: Wire, T> Provider<W, T> {
     /// base URL's user and password moved to a header: [`move_url_credentials`]),
     /// marked [`Streaming`] in streaming mode. Media by reference is resolved
     /// first, through [`ProviderConfig::media_store`].
-    pub fn http_request(&self, mut request: ChatRequest) -> Result<HttpRequest, Error> {
+    pub fn http_request(&self, request: ChatRequest) -> Result<HttpRequest, Error> {
+        self.http_request_at(request, SystemTime::now())
+    }
+
+    /// [`http_request`](Self::http_request), authorized at `now` (a signature
+    /// over the request holds the time it was made).
+    pub fn http_request_at(
+        &self,
+        mut request: ChatRequest,
+        now: SystemTime,
+    ) -> Result<HttpRequest, Error> {
         let config = &self.config;
         if request.options.model.is_none() {
             request.options.model.clone_from(&config.model);
@@ -89,34 +100,24 @@ impl<W: Wire, T> Provider<W, T> {
             true => "text/event-stream",
             false => "application/json",
         };
-        let mut builder = ::http::Request::post(&url)
+        let mut http_request = ::http::Request::post(&url)
             .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, accept);
-        if let Some(headers) = builder.headers_mut() {
-            config.wire.headers(headers);
-            if let Some(key) = &config.api_key {
-                let (name, value) = config.wire.auth(key);
-                let mut value = HeaderValue::try_from(value).map_err(|_| {
-                    let message = format!(
-                        "{}: the API key is not a valid header value",
-                        W::KIND.name()
-                    );
-                    Error::InvalidRequest(message)
-                })?;
-                value.set_sensitive(true);
-                headers.insert(name, value);
-            }
-            headers.extend(config.headers.clone());
+            .header(ACCEPT, accept)
+            .body(Bytes::from(body))
+            .map_err(|error| {
+                TransportError::new(
+                    W::KIND.name(),
+                    TransportErrorKind::Request,
+                    "invalid request",
+                )
+                .with_target(format!("POST {}", redact_url(&url)))
+                .with_source(error)
+            })?;
+        config.wire.headers(http_request.headers_mut());
+        if let Some(key) = &config.api_key {
+            config.wire.authorize(key, &mut http_request, now)?;
         }
-        let mut http_request = builder.body(Bytes::from(body)).map_err(|error| {
-            TransportError::new(
-                W::KIND.name(),
-                TransportErrorKind::Request,
-                "invalid request",
-            )
-            .with_target(format!("POST {}", redact_url(&url)))
-            .with_source(error)
-        })?;
+        http_request.headers_mut().extend(config.headers.clone());
         move_url_credentials(W::KIND.name(), &mut http_request)?;
         if request.options.stream {
             http_request.extensions_mut().insert(Streaming);

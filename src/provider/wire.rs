@@ -5,12 +5,15 @@
 
 use std::fmt;
 
-use ::http::header::{HeaderMap, HeaderName};
+use std::time::SystemTime;
+
+use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 use super::body::Lift;
 use super::key::ApiKey;
 use super::kind::Kind;
+use super::transport::HttpRequest;
 use crate::{ChatRequest, Error};
 
 /// One provider's wire format: the small part of a provider that is its own.
@@ -34,8 +37,17 @@ pub trait Wire: Clone + Default + fmt::Debug + Send + Sync + 'static {
     /// depend on the model and the mode, and may hold a query).
     fn path(&self, request: &ChatRequest) -> String;
 
-    /// The header that carries `key`, and its value.
-    fn auth(&self, key: &ApiKey) -> (HeaderName, String);
+    /// Authorizes `request` with `key` at `now`: over the whole request
+    /// (method, URL, headers, body), so that a key sent as a header
+    /// ([`key_header`]) and a signature over the request (AWS SigV4) are each
+    /// one implementation. Runs after the wire's headers, before the
+    /// configuration's own (which win over a header set here).
+    fn authorize(
+        &self,
+        key: &ApiKey,
+        request: &mut HttpRequest,
+        now: SystemTime,
+    ) -> Result<(), Error>;
 
     /// Headers the wire always sends (a version header); none by default.
     fn headers(&self, _headers: &mut HeaderMap) {}
@@ -46,4 +58,32 @@ pub trait Wire: Clone + Default + fmt::Debug + Send + Sync + 'static {
 
     /// A lifter for one reply that accepts at most `max_tool_calls` calls.
     fn lifter(&self, max_tool_calls: usize) -> Self::Lifter;
+}
+
+/// Sends `value` (the key, or a token made of it) in the header `name`,
+/// marked sensitive so that no log shows it: how most wires authorize.
+///
+/// ```
+/// use lmstack::provider::wire::key_header;
+/// use http::header::AUTHORIZATION;
+///
+/// let mut request = http::Request::post("https://api.example.com/v1").body(bytes::Bytes::new()).unwrap();
+/// key_header(&mut request, AUTHORIZATION, "Bearer sk-1", "openai").unwrap();
+/// assert_eq!(request.headers()["authorization"], "Bearer sk-1");
+/// assert!(request.headers()["authorization"].is_sensitive());
+/// ```
+pub fn key_header(
+    request: &mut HttpRequest,
+    name: HeaderName,
+    value: &str,
+    provider: &str,
+) -> Result<(), Error> {
+    let mut value = HeaderValue::try_from(value).map_err(|_| {
+        Error::InvalidRequest(format!(
+            "{provider}: the API key is not a valid header value"
+        ))
+    })?;
+    value.set_sensitive(true);
+    request.headers_mut().insert(name, value);
+    Ok(())
 }

@@ -54,9 +54,11 @@ use super::key::ApiKey;
 use super::kind::Kind;
 use super::media::ToolResultMedia;
 use super::service::Provider;
+use super::transport::HttpRequest;
 use super::transport::HttpTransport;
-use super::wire::Wire;
+use super::wire::{Wire, key_header};
 use crate::{ChatRequest, Error};
+use std::time::SystemTime;
 
 /// The API version every request names (`anthropic-version`).
 pub const API_VERSION: &str = "2023-06-01";
@@ -79,11 +81,14 @@ impl Wire for Messages {
         "/messages".into()
     }
 
-    fn auth(&self, key: &ApiKey) -> (HeaderName, String) {
-        (
-            HeaderName::from_static("x-api-key"),
-            key.expose().to_owned(),
-        )
+    fn authorize(
+        &self,
+        key: &ApiKey,
+        request: &mut HttpRequest,
+        _now: SystemTime,
+    ) -> Result<(), Error> {
+        let name = HeaderName::from_static("x-api-key");
+        key_header(request, name, key.expose(), Self::KIND.name())
     }
 
     fn headers(&self, headers: &mut HeaderMap) {

@@ -39,9 +39,11 @@ use super::config::ProviderConfig;
 use super::key::ApiKey;
 use super::kind::Kind;
 use super::service::Provider;
+use super::transport::HttpRequest;
 use super::transport::HttpTransport;
-use super::wire::Wire;
+use super::wire::{Wire, key_header};
 use crate::{ChatRequest, Error};
+use std::time::SystemTime;
 
 /// The `generateContent` wire (`POST {base_url}/models/{model}:generateContent`,
 /// or `:streamGenerateContent?alt=sse` in streaming mode; the key in
@@ -69,11 +71,14 @@ impl Wire for GenerateContent {
         }
     }
 
-    fn auth(&self, key: &ApiKey) -> (HeaderName, String) {
-        (
-            HeaderName::from_static("x-goog-api-key"),
-            key.expose().to_owned(),
-        )
+    fn authorize(
+        &self,
+        key: &ApiKey,
+        request: &mut HttpRequest,
+        _now: SystemTime,
+    ) -> Result<(), Error> {
+        let name = HeaderName::from_static("x-goog-api-key");
+        key_header(request, name, key.expose(), Self::KIND.name())
     }
 
     fn lower(&self, request: &ChatRequest) -> Result<Value, Error> {

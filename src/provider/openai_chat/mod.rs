@@ -51,16 +51,18 @@ pub use lower::{
     lower_request,
 };
 
-use ::http::header::{AUTHORIZATION, HeaderName};
+use ::http::header::AUTHORIZATION;
 use serde_json::Value;
 
 use super::config::ProviderConfig;
 use super::key::ApiKey;
 use super::kind::Kind;
 use super::service::Provider;
+use super::transport::HttpRequest;
 use super::transport::HttpTransport;
-use super::wire::Wire;
+use super::wire::{Wire, key_header};
 use crate::{ChatRequest, Error};
+use std::time::SystemTime;
 
 /// The Chat Completions wire (`POST {base_url}/chat/completions`, the key as
 /// `Authorization: Bearer`), with its options: how requests are written.
@@ -80,8 +82,14 @@ impl Wire for ChatCompletions {
         "/chat/completions".into()
     }
 
-    fn auth(&self, key: &ApiKey) -> (HeaderName, String) {
-        (AUTHORIZATION, format!("Bearer {}", key.expose()))
+    fn authorize(
+        &self,
+        key: &ApiKey,
+        request: &mut HttpRequest,
+        _now: SystemTime,
+    ) -> Result<(), Error> {
+        let bearer = format!("Bearer {}", key.expose());
+        key_header(request, AUTHORIZATION, &bearer, Self::KIND.name())
     }
 
     fn lower(&self, request: &ChatRequest) -> Result<Value, Error> {
