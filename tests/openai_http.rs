@@ -543,5 +543,9 @@ async fn a_wire_can_sign_the_whole_request_at_the_time_given() {
 
     provider.oneshot(request(false)).await.unwrap();
     let sent = &server.requests()[0].0["x-signature"];
-    assert!(sent.to_str().unwrap().starts_with("POST /v1/chat/completions "));
+    assert!(
+        sent.to_str()
+            .unwrap()
+            .starts_with("POST /v1/chat/completions ")
+    );
 }

@@ -2,6 +2,7 @@
 //! of message, and the order they are visited in, in one place.
 
 use crate::Error;
+use crate::message::Role;
 use crate::message::{
     Message, MultimodalMessage, ReasoningMessage, TextMessage, ToolAggregateMessage, ToolCall,
     ToolCallsMessage, ToolResult, ToolResultsMessage,
@@ -49,4 +50,32 @@ pub(crate) fn tool_role(provider: &str, kind: &str) -> Error {
     Error::InvalidRequest(format!(
         "{provider}: a `{kind}` message with role `tool` names no call; send tool output as `tool_results`"
     ))
+}
+
+/// The text of a system or assistant `message`, which this wire takes as text
+/// only: a file in it is an error naming `what` takes files (`"Chat
+/// Completions takes images, documents and audio"`) and from whom it came.
+pub(crate) fn text_only(
+    provider: &str,
+    what: &str,
+    message: &MultimodalMessage,
+) -> Result<String, Error> {
+    let mut text = String::new();
+    for block in &message.content {
+        match block.as_text() {
+            Some(piece) => text.push_str(piece),
+            None => {
+                let role = match message.role {
+                    Role::System => "system",
+                    Role::User => "user",
+                    Role::Assistant => "assistant",
+                    Role::Tool => "tool",
+                };
+                return Err(Error::InvalidRequest(format!(
+                    "{provider}: {what} only from the user, not the {role}"
+                )));
+            }
+        }
+    }
+    Ok(text)
 }

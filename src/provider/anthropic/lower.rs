@@ -303,22 +303,8 @@ impl<'a> LowerHistory for History<'a> {
                 self.user(Content::Blocks(blocks));
             }
             Role::System | Role::Assistant => {
-                let mut text = String::new();
-                for block in &message.content {
-                    match block.as_text() {
-                        Some(piece) => text.push_str(piece),
-                        None => {
-                            return Err(Error::InvalidRequest(format!(
-                                "anthropic: Messages takes images and documents only from the user, not the {}",
-                                if message.role == Role::System {
-                                    "system"
-                                } else {
-                                    "assistant"
-                                }
-                            )));
-                        }
-                    }
-                }
+                let what = "Messages takes images and documents";
+                let text = history::text_only(PROVIDER, what, message)?;
                 if message.role == Role::System {
                     self.system.push(text);
                 } else if !text.is_empty() {

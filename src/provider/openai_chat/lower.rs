@@ -340,18 +340,8 @@ impl<'a> LowerHistory for History<'a> {
                 self.push(wire_message(ChatRole::User, MessageContent::Parts(parts)));
             }
             Role::System | Role::Assistant => {
-                let mut text = String::new();
-                for block in &message.content {
-                    match block.as_text() {
-                        Some(piece) => text.push_str(piece),
-                        None => {
-                            return Err(Error::InvalidRequest(format!(
-                                "openai: Chat Completions takes images, documents and audio only from the user, not the {}",
-                                role_name(message.role)
-                            )));
-                        }
-                    }
-                }
+                let what = "Chat Completions takes images, documents and audio";
+                let text = history::text_only(PROVIDER, what, message)?;
                 if message.role == Role::Assistant {
                     self.turn().text.get_or_insert_default().push_str(&text);
                 } else {
@@ -401,15 +391,6 @@ impl<'a> LowerHistory for History<'a> {
             self.out.push(message);
         }
         Ok(())
-    }
-}
-
-fn role_name(role: Role) -> &'static str {
-    match role {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
     }
 }
 
