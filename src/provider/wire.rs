@@ -7,7 +7,7 @@ use std::fmt;
 
 use std::time::SystemTime;
 
-use ::http::header::{HeaderMap, HeaderName, HeaderValue};
+use ::http::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 use super::body::Lift;
@@ -41,13 +41,17 @@ pub trait Wire: Clone + Default + fmt::Debug + Send + Sync + 'static {
     /// (method, URL, headers, body), so that a key sent as a header
     /// ([`key_header`]) and a signature over the request (AWS SigV4) are each
     /// one implementation. Runs after the wire's headers, before the
-    /// configuration's own (which win over a header set here).
+    /// configuration's own (which win over a header set here). By default the
+    /// key goes as `Authorization: Bearer`, as OpenAI and most servers take it.
     fn authorize(
         &self,
         key: &ApiKey,
         request: &mut HttpRequest,
-        now: SystemTime,
-    ) -> Result<(), Error>;
+        _now: SystemTime,
+    ) -> Result<(), Error> {
+        let bearer = format!("Bearer {}", key.expose());
+        key_header(request, AUTHORIZATION, &bearer, Self::KIND.name())
+    }
 
     /// Headers the wire always sends (a version header); none by default.
     fn headers(&self, _headers: &mut HeaderMap) {}

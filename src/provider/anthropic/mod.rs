@@ -46,6 +46,8 @@ pub use encode::{ReplyEncoder, error_body};
 pub use lift::{CACHE_CREATION_KEY, Lifter};
 pub use lower::{BLOCK_KEY, DEFAULT_MAX_TOKENS, LowerOptions, lower, lower_request};
 
+use std::time::SystemTime;
+
 use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
@@ -54,11 +56,9 @@ use super::key::ApiKey;
 use super::kind::Kind;
 use super::media::ToolResultMedia;
 use super::service::Provider;
-use super::transport::HttpRequest;
-use super::transport::HttpTransport;
+use super::transport::{HttpRequest, HttpTransport};
 use super::wire::{Wire, key_header};
 use crate::{ChatRequest, Error};
-use std::time::SystemTime;
 
 /// The API version every request names (`anthropic-version`).
 pub const API_VERSION: &str = "2023-06-01";

@@ -32,6 +32,8 @@ pub use super::media::ToolResultMedia;
 pub use lift::Lifter;
 pub use lower::{GENERATED_ID_KEY, LowerOptions, THOUGHT_SIGNATURE_KEY, lower};
 
+use std::time::SystemTime;
+
 use ::http::header::HeaderName;
 use serde_json::Value;
 
@@ -39,11 +41,9 @@ use super::config::ProviderConfig;
 use super::key::ApiKey;
 use super::kind::Kind;
 use super::service::Provider;
-use super::transport::HttpRequest;
-use super::transport::HttpTransport;
+use super::transport::{HttpRequest, HttpTransport};
 use super::wire::{Wire, key_header};
 use crate::{ChatRequest, Error};
-use std::time::SystemTime;
 
 /// The `generateContent` wire (`POST {base_url}/models/{model}:generateContent`,
 /// or `:streamGenerateContent?alt=sse` in streaming mode; the key in

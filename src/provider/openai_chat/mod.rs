@@ -51,18 +51,14 @@ pub use lower::{
     lower_request,
 };
 
-use ::http::header::AUTHORIZATION;
 use serde_json::Value;
 
 use super::config::ProviderConfig;
-use super::key::ApiKey;
 use super::kind::Kind;
 use super::service::Provider;
-use super::transport::HttpRequest;
 use super::transport::HttpTransport;
-use super::wire::{Wire, key_header};
+use super::wire::Wire;
 use crate::{ChatRequest, Error};
-use std::time::SystemTime;
 
 /// The Chat Completions wire (`POST {base_url}/chat/completions`, the key as
 /// `Authorization: Bearer`), with its options: how requests are written.
@@ -80,16 +76,6 @@ impl Wire for ChatCompletions {
 
     fn path(&self, _request: &ChatRequest) -> String {
         "/chat/completions".into()
-    }
-
-    fn authorize(
-        &self,
-        key: &ApiKey,
-        request: &mut HttpRequest,
-        _now: SystemTime,
-    ) -> Result<(), Error> {
-        let bearer = format!("Bearer {}", key.expose());
-        key_header(request, AUTHORIZATION, &bearer, Self::KIND.name())
     }
 
     fn lower(&self, request: &ChatRequest) -> Result<Value, Error> {
