@@ -37,20 +37,36 @@ pub trait Wire: Clone + Default + fmt::Debug + Send + Sync + 'static {
     /// depend on the model and the mode, and may hold a query).
     fn path(&self, request: &ChatRequest) -> String;
 
+    /// The header the key travels in as it is (`x-api-key`), for the default
+    /// [`authorize`](Wire::authorize); `None` (the default) sends it as
+    /// `Authorization: Bearer`, as OpenAI and most servers take it.
+    const KEY_HEADER: Option<&'static str> = None;
+
     /// Authorizes `request` with `key` at `now`: over the whole request
     /// (method, URL, headers, body), so that a key sent as a header
     /// ([`key_header`]) and a signature over the request (AWS SigV4) are each
     /// one implementation. Runs after the wire's headers, before the
-    /// configuration's own (which win over a header set here). By default the
-    /// key goes as `Authorization: Bearer`, as OpenAI and most servers take it.
+    /// configuration's own (which win over a header set here). By default it
+    /// sends the key as [`KEY_HEADER`](Wire::KEY_HEADER) says.
     fn authorize(
         &self,
         key: &ApiKey,
         request: &mut HttpRequest,
         _now: SystemTime,
     ) -> Result<(), Error> {
-        let bearer = format!("Bearer {}", key.expose());
-        key_header(request, AUTHORIZATION, &bearer, Self::KIND.name())
+        let provider = Self::KIND.name();
+        match Self::KEY_HEADER {
+            Some(name) => {
+                let name = HeaderName::try_from(name).map_err(|_| {
+                    Error::InvalidRequest(format!("{provider}: `{name}` is not a header name"))
+                })?;
+                key_header(request, name, key.expose(), provider)
+            }
+            None => {
+                let bearer = format!("Bearer {}", key.expose());
+                key_header(request, AUTHORIZATION, &bearer, provider)
+            }
+        }
     }
 
     /// Headers the wire always sends (a version header); none by default.

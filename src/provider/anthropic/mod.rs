@@ -46,18 +46,15 @@ pub use encode::{ReplyEncoder, error_body};
 pub use lift::{CACHE_CREATION_KEY, Lifter};
 pub use lower::{BLOCK_KEY, DEFAULT_MAX_TOKENS, LowerOptions, lower, lower_request};
 
-use std::time::SystemTime;
-
 use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 use super::config::ProviderConfig;
-use super::key::ApiKey;
 use super::kind::Kind;
 use super::media::ToolResultMedia;
 use super::service::Provider;
-use super::transport::{HttpRequest, HttpTransport};
-use super::wire::{Wire, key_header};
+use super::transport::HttpTransport;
+use super::wire::Wire;
 use crate::{ChatRequest, Error};
 
 /// The API version every request names (`anthropic-version`).
@@ -75,20 +72,11 @@ impl Wire for Messages {
     const KIND: Kind = Kind::Anthropic;
     const KEY_ENV: &'static str = "ANTHROPIC_API_KEY";
     const DEFAULT_BASE_URL: &'static str = "https://api.anthropic.com/v1";
+    const KEY_HEADER: Option<&'static str> = Some("x-api-key");
     type Lifter = Lifter;
 
     fn path(&self, _request: &ChatRequest) -> String {
         "/messages".into()
-    }
-
-    fn authorize(
-        &self,
-        key: &ApiKey,
-        request: &mut HttpRequest,
-        _now: SystemTime,
-    ) -> Result<(), Error> {
-        let name = HeaderName::from_static("x-api-key");
-        key_header(request, name, key.expose(), Self::KIND.name())
     }
 
     fn headers(&self, headers: &mut HeaderMap) {

@@ -32,17 +32,13 @@ pub use super::media::ToolResultMedia;
 pub use lift::Lifter;
 pub use lower::{GENERATED_ID_KEY, LowerOptions, THOUGHT_SIGNATURE_KEY, lower};
 
-use std::time::SystemTime;
-
-use ::http::header::HeaderName;
 use serde_json::Value;
 
 use super::config::ProviderConfig;
-use super::key::ApiKey;
 use super::kind::Kind;
 use super::service::Provider;
-use super::transport::{HttpRequest, HttpTransport};
-use super::wire::{Wire, key_header};
+use super::transport::HttpTransport;
+use super::wire::Wire;
 use crate::{ChatRequest, Error};
 
 /// The `generateContent` wire (`POST {base_url}/models/{model}:generateContent`,
@@ -58,6 +54,7 @@ impl Wire for GenerateContent {
     const KIND: Kind = Kind::Gemini;
     const KEY_ENV: &'static str = "GEMINI_API_KEY";
     const DEFAULT_BASE_URL: &'static str = "https://generativelanguage.googleapis.com/v1beta";
+    const KEY_HEADER: Option<&'static str> = Some("x-goog-api-key");
     type Lifter = Lifter;
 
     fn path(&self, request: &ChatRequest) -> String {
@@ -69,16 +66,6 @@ impl Wire for GenerateContent {
         } else {
             format!("/models/{model}:generateContent")
         }
-    }
-
-    fn authorize(
-        &self,
-        key: &ApiKey,
-        request: &mut HttpRequest,
-        _now: SystemTime,
-    ) -> Result<(), Error> {
-        let name = HeaderName::from_static("x-goog-api-key");
-        key_header(request, name, key.expose(), Self::KIND.name())
     }
 
     fn lower(&self, request: &ChatRequest) -> Result<Value, Error> {
