@@ -38,6 +38,8 @@ pub mod media;
 #[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 pub(crate) mod portable;
 mod redact;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+mod reply_encoding;
 pub mod sse;
 
 #[cfg(feature = "anthropic")]
@@ -62,5 +64,7 @@ pub use key::ApiKey;
 pub use kind::Kind;
 pub use media::ToolResultMedia;
 pub use redact::{REDACTED, Secrets, redact_url};
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+pub use reply_encoding::EncodeReply;
 #[cfg(feature = "http")]
 pub use {config::ProviderConfig, service::Provider, service::ReadBody, wire::Wire};

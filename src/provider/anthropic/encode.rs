@@ -14,8 +14,9 @@ use super::types::{
     ThinkingBlock,
 };
 use crate::message::{Event, FinishReason, Message, Role, ToolCallDelta, Usage};
+use crate::provider::EncodeReply;
 use crate::provider::sse::encode_event;
-use crate::service::{Machine, Output};
+use crate::service::Output;
 use crate::{ContentBlock, Error};
 
 /// The status and the Messages error body for `error`: the status is
@@ -248,21 +249,6 @@ impl ReplyEncoder {
     /// ```
     pub fn status(&self) -> u16 {
         self.status
-    }
-
-    /// Ends a reply that failed with `error` (see the type's docs).
-    fn fail(&mut self, error: &Error, out: &mut Output<Bytes>) {
-        self.done = true;
-        self.status = error.http_status();
-        let body = error_object(self.status, error);
-        match &mut self.sink {
-            Sink::Sse(frames) => {
-                let event = StreamEvent::Error { error: body.error };
-                encode_event(frames, Some(event.name()), &json(&event));
-            }
-            Sink::Whole(..) => out.push(Bytes::from(json(&body))),
-        }
-        self.flush(out);
     }
 
     /// Writes one wire event: an SSE frame, or a change to the whole message.
@@ -514,21 +500,12 @@ fn fold(message: &mut Response, input: &mut String, event: StreamEvent) {
     }
 }
 
-impl Machine for ReplyEncoder {
-    type In = Result<Event, Error>;
-    type Out = Bytes;
+impl EncodeReply for ReplyEncoder {
+    fn ended(&self) -> bool {
+        self.done
+    }
 
-    fn push(&mut self, item: Result<Event, Error>, out: &mut Output<Bytes>) -> Result<(), Error> {
-        if self.done {
-            return Ok(());
-        }
-        let event = match item {
-            Ok(event) => event,
-            Err(error) => {
-                self.fail(&error, out);
-                return Ok(());
-            }
-        };
+    fn event(&mut self, event: Event, out: &mut Output<Bytes>) -> Result<(), Error> {
         self.start();
         match event {
             Event::TextDelta(delta) => self.text(delta.text),
@@ -545,10 +522,22 @@ impl Machine for ReplyEncoder {
         Ok(())
     }
 
-    fn finish(&mut self, out: &mut Output<Bytes>) -> Result<(), Error> {
-        if self.done {
-            return Ok(());
+    /// Ends a reply that failed with `error` (see the type's docs).
+    fn fail(&mut self, error: &Error, out: &mut Output<Bytes>) {
+        self.done = true;
+        self.status = error.http_status();
+        let body = error_object(self.status, error);
+        match &mut self.sink {
+            Sink::Sse(frames) => {
+                let event = StreamEvent::Error { error: body.error };
+                encode_event(frames, Some(event.name()), &json(&event));
+            }
+            Sink::Whole(..) => out.push(Bytes::from(json(&body))),
         }
+        self.flush(out);
+    }
+
+    fn end(&mut self, out: &mut Output<Bytes>) -> Result<(), Error> {
         self.done = true;
         self.start();
         self.close();

@@ -18,7 +18,8 @@ use super::types::{
 };
 use crate::message::{Metadata, Usage};
 use crate::provider::sse::encode_event;
-use crate::service::{Machine, Output};
+use crate::provider::EncodeReply;
+use crate::service::Output;
 use crate::{ChatRequest, ContentBlock, Error, Event, FinishReason, Message, Role, ToolCallDelta};
 
 /// frames (streaming) or as one `chat.completion` body (non-streaming), from
@@ -159,25 +160,6 @@ impl ReplyEncoder {
             "text/event-stream"
         } else {
             "application/json"
-        }
-    }
-
-    /// Ends a reply that failed with `error`: a stream with `data: {"error":
-    /// {…}}` (the body of [`error_body`]) and nothing after it; a whole reply
-    /// becomes that error body.
-    fn fail(&mut self, error: &Error, out: &mut Output<Bytes>) {
-        if self.ended {
-            return;
-        }
-        self.ended = true;
-        let (status, body) = error_body(error);
-        self.status = status;
-        if self.stream {
-            let mut frame = Vec::new();
-            encode_event(&mut frame, None, &body.to_string());
-            out.push(frame.into());
-        } else {
-            out.push(body.to_string().into_bytes().into());
         }
     }
 
@@ -457,35 +439,38 @@ fn fold(message: &mut ChatMessage, delta: ChatMessage) {
     }
 }
 
-impl Machine for ReplyEncoder {
-    type In = Result<Event, Error>;
-    type Out = Bytes;
+impl EncodeReply for ReplyEncoder {
+    fn ended(&self) -> bool {
+        self.ended
+    }
 
-    /// Takes a reply's item: an event, or the error that ended the reply (which
-    /// is written as the type's docs say; nothing is written after it).
-    fn push(&mut self, item: Result<Event, Error>, out: &mut Output<Bytes>) -> Result<(), Error> {
-        if self.ended {
-            return Ok(());
-        }
-        let event = match item {
-            Ok(event) => event,
-            Err(error) => {
-                self.fail(&error, out);
-                return Ok(());
-            }
-        };
+    fn event(&mut self, event: Event, out: &mut Output<Bytes>) -> Result<(), Error> {
         if let Some(delta) = self.delta(event)? {
             self.emit(delta, out);
         }
         Ok(())
     }
 
+    /// Ends a reply that failed with `error`: a stream with `data: {"error":
+    /// {…}}` (the body of [`error_body`]) and nothing after it; a whole reply
+    /// becomes that error body.
+    fn fail(&mut self, error: &Error, out: &mut Output<Bytes>) {
+        self.ended = true;
+        let (status, body) = error_body(error);
+        self.status = status;
+        if self.stream {
+            let mut frame = Vec::new();
+            encode_event(&mut frame, None, &body.to_string());
+            out.push(frame.into());
+        } else {
+            out.push(body.to_string().into_bytes().into());
+        }
+    }
+
     /// Writes the end: the last chunk with the finish reason, the usage chunk
     /// and `[DONE]` (streaming), or the whole body (non-streaming).
-    fn finish(&mut self, out: &mut Output<Bytes>) -> Result<(), Error> {
-        if std::mem::replace(&mut self.ended, true) {
-            return Ok(());
-        }
+    fn end(&mut self, out: &mut Output<Bytes>) -> Result<(), Error> {
+        self.ended = true;
         let reason = self.finish_reason().to_owned();
         let usage = self.usage.take().map(wire_usage);
         if self.stream {
