@@ -62,7 +62,7 @@ use crate::service::Output;
 ///   `reasoning_tokens`
 ///   `output_tokens_details.thinking_tokens` when sent;
 /// - a stream that ends with neither `message_stop` nor a stop reason is
-///   [`TransportErrorKind::Truncated`].
+///   [`TransportErrorKind::Truncated`](crate::provider::TransportErrorKind::Truncated).
 ///
 /// ```
 /// use lmstack::provider::anthropic::Lifter;

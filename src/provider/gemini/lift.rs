@@ -49,9 +49,9 @@ use crate::service::Output;
 /// - an `error` object in the body or in an event, or appended to the stream as
 ///   raw JSON outside any event (Vertex), becomes
 ///   [`Error::Provider`](crate::Error::Provider); other text outside the events
-///   is [`TransportErrorKind::Malformed`];
+///   is [`TransportErrorKind::Malformed`](crate::provider::TransportErrorKind::Malformed);
 /// - a stream that ends without a finish reason is
-///   [`TransportErrorKind::Truncated`].
+///   [`TransportErrorKind::Truncated`](crate::provider::TransportErrorKind::Truncated).
 ///
 /// Other parts (`inlineData` output, `executableCode`, `codeExecutionResult`)
 /// and other candidates are not lifted.

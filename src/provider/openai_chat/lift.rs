@@ -38,7 +38,7 @@ const DONE: &str = "[DONE]";
 ///   starts at a new `id`, a new `index`, or a second `function.name` at the same
 ///   index. A missing id becomes `call_<n>` (prefixed with the response id when
 ///   there is one), the same in both modes. A fragment that goes back to an
-///   earlier call is a [`TransportErrorKind::Malformed`] error;
+///   earlier call is a [`TransportErrorKind::Malformed`](crate::provider::TransportErrorKind::Malformed) error;
 /// - tool calls whose `type` is not `function` (GLM's `web_search`, `mcp`) ran on
 ///   the server: they are passed through with `provider_executed`, named after
 ///   their type, with their payload object as arguments;
@@ -58,7 +58,7 @@ const DONE: &str = "[DONE]";
 ///   [`Error::Provider`](crate::Error::Provider);
 /// - unknown fields are ignored; only the first choice (`index` 0) is lifted;
 /// - a stream that ends with neither `[DONE]` nor a finish reason is
-///   [`TransportErrorKind::Truncated`].
+///   [`TransportErrorKind::Truncated`](crate::provider::TransportErrorKind::Truncated).
 ///
 /// Each fragment costs the same whatever came before it: lifting is linear in
 /// the response.

@@ -4,7 +4,7 @@
 //!
 //! Written once for both directions: [`lower`](super::lower) builds a
 //! [`ChatCompletionRequest`] and [`decode_request`](super::decode_request)
-//! reads one; the reply [`ReplyEncoder`](super::Encoder) writes [`ChatCompletion`]s
+//! reads one; the reply [`ReplyEncoder`](super::ReplyEncoder) writes [`ChatCompletion`]s
 //! and [`ChatCompletionChunk`]s, whose messages and deltas are the same
 //! [`ChatMessage`] a request carries. Unknown request fields are kept in
 //! `extra` maps, so nothing a client sends is lost.
@@ -184,8 +184,8 @@ pub enum MessageContent {
     Parts(Vec<ContentPart>),
 }
 
-/// Read so that an error inside a part keeps its path (see
-/// [`text_or_list`](crate::provider::text_or_list)).
+/// Read so that an error inside a part keeps its path
+/// (`messages[2].content[0].image_url: missing field `url``).
 impl<'de> Deserialize<'de> for MessageContent {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let expecting = "a string or an array of content parts";
