@@ -72,7 +72,7 @@ fn bench_many_calls(c: &mut Criterion) {
         group.throughput(Throughput::Elements(calls as u64));
         group.bench_with_input(BenchmarkId::from_parameter(calls), &body, |b, body| {
             b.iter(|| {
-                let mut decoder = BodyDecoder::sse(Lifter::new().with_max_tool_calls(calls));
+                let mut decoder = BodyDecoder::sse(Lifter::new()).with_max_tool_calls(calls);
                 let mut events = Output::new();
                 for start in (0..body.len()).step_by(4096) {
                     let piece = body.slice(start..body.len().min(start + 4096));

@@ -532,7 +532,7 @@ fn more_calls_than_the_limit_fail() {
     }
     events.extend(end("tool_use", json!({})));
     let body = stream(&events);
-    let decoder = BodyDecoder::sse(Lifter::new().with_max_tool_calls(2));
+    let decoder = BodyDecoder::sse(Lifter::new()).with_max_tool_calls(2);
     let error = decode_cut(decoder, &body, &[body.len()]).unwrap_err();
     assert!(
         matches!(error, Error::ToolCallLimit { limit: 2, .. }),

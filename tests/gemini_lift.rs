@@ -402,7 +402,7 @@ fn a_stream_without_a_finish_reason_is_truncated_and_calls_are_limited() {
     );
     let body = fixture(PARALLEL_BODY);
     let error = events(
-        BodyDecoder::json(Lifter::new().with_max_tool_calls(2)),
+        BodyDecoder::json(Lifter::new()).with_max_tool_calls(2),
         &body,
     )
     .unwrap_err();

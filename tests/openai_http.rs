@@ -515,10 +515,6 @@ impl lmstack::provider::Wire for Signed {
     fn lower(&self, request: &ChatRequest) -> Result<serde_json::Value, Error> {
         self.0.lower(request)
     }
-
-    fn lifter(&self, max_tool_calls: usize) -> Self::Lifter {
-        self.0.lifter(max_tool_calls)
-    }
 }
 
 #[tokio::test]

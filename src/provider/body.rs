@@ -11,9 +11,13 @@
 //! framing and the mode: a server that streams without end, or answers a
 //! non-streaming request with an endless event stream, is cut off there.
 
+use std::fmt;
+
 use bytes::Bytes;
+use serde::Deserialize;
 use serde_json::Value;
 
+use super::error::{TransportError, TransportErrorKind};
 use super::redact::Secrets;
 use super::sse::{SseDecoder, SseEvent};
 use crate::Error;
@@ -30,6 +34,9 @@ pub const DEFAULT_MAX_TOOL_CALLS: usize = 1024;
 /// A provider's lifting: its responses, streamed or whole, → canonical events.
 /// One pure state machine per response serves both wire modes.
 pub trait Lift: Send + 'static {
+    /// The provider's name, carried by the decoder's errors (`openai`).
+    const PROVIDER: &'static str;
+
     /// Whether the lines of a stream that are not SSE fields reach
     /// [`event`](Lift::event), as an event named
     /// [`STRAY_EVENT`](super::sse::STRAY_EVENT) (Gemini appends its error object
@@ -49,7 +56,7 @@ pub trait Lift: Send + 'static {
 
 /// The start of a piece of a response that could not be read, for an error
 /// message: at most 200 bytes, cut at a character boundary. For a [`Lift`]'s
-/// errors.
+/// errors (see [`parse`]).
 ///
 /// ```
 /// assert_eq!(lmstack::provider::body::excerpt(b"{oops"), "{oops");
@@ -67,8 +74,48 @@ pub fn excerpt(data: &[u8]) -> String {
     }
 }
 
+/// Reads `data`, a piece of a response named `what` (`chunk 3`, `the body`),
+/// as JSON of type `T`; when it is not, a [`TransportErrorKind::Malformed`]
+/// error that says what was `expected`, why, and how the piece began.
+///
+/// ```
+/// use lmstack::provider::body::parse;
+/// let error = parse::<u32>("openai", b"{oops", "chunk 1", "a number").unwrap_err();
+/// assert!(error.to_string().contains("chunk 1 is not a number ("), "{error}");
+/// assert!(error.to_string().ends_with("): {oops"), "{error}");
+/// ```
+pub fn parse<'a, T: Deserialize<'a>>(
+    provider: &'static str,
+    data: &'a [u8],
+    what: impl fmt::Display,
+    expected: &str,
+) -> Result<T, Error> {
+    serde_json::from_slice(data).map_err(|error| {
+        malformed(
+            provider,
+            format!("{what} is not {expected} ({error}): {}", excerpt(data)),
+        )
+    })
+}
+
+/// A response that breaks its wire's rules:
+/// [`TransportErrorKind::Malformed`], for a [`Lift`].
+pub fn malformed(provider: &'static str, message: impl Into<String>) -> Error {
+    TransportError::new(provider, TransportErrorKind::Malformed, message).into()
+}
+
+/// A stream that ended before its end: [`TransportErrorKind::Truncated`], for
+/// a [`Lift`]'s [`finish`](Lift::finish).
+pub fn truncated(provider: &'static str, message: impl Into<String>) -> Error {
+    TransportError::new(provider, TransportErrorKind::Truncated, message).into()
+}
+
 /// Decodes a response body, streamed (SSE) or whole (JSON), into events
 /// through a provider's [`Lift`]. Pure: bytes in, events out.
+///
+/// It holds the reply to its tool-call limit ([`with_max_tool_calls`](Self::with_max_tool_calls)),
+/// whatever the wire: past it, [`Error::ToolCallLimit`], before the extra
+/// call's first event is handed out.
 ///
 /// ```
 /// use bytes::Bytes;
@@ -94,6 +141,9 @@ pub struct BodyDecoder<L> {
     /// The bytes taken so far, of any framing.
     read: usize,
     max_body_bytes: usize,
+    /// How many tool calls the lifted events have started so far.
+    calls: usize,
+    max_tool_calls: usize,
     secrets: Secrets,
 }
 
@@ -148,6 +198,14 @@ impl<L: Lift> BodyDecoder<L> {
         self
     }
 
+    /// Sets the most tool calls one reply may hold ([`DEFAULT_MAX_TOOL_CALLS`]
+    /// by default; at most `u32::MAX`, the event model's numbering): one more
+    /// is [`Error::ToolCallLimit`].
+    pub fn with_max_tool_calls(mut self, limit: usize) -> Self {
+        self.max_tool_calls = limit.min(u32::MAX as usize);
+        self
+    }
+
     /// Sets the credentials scrubbed from the decoder's errors
     /// ([`Secrets::scrub_error`]): an error object inside a response, such as a
     /// stream's error event, may quote the request's key, as may a piece of a
@@ -164,6 +222,8 @@ impl<L: Lift> BodyDecoder<L> {
             events: Output::new(),
             read: 0,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            calls: 0,
+            max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
             secrets: Secrets::new(),
         }
     }
@@ -194,17 +254,58 @@ impl<L: Lift> BodyDecoder<L> {
             }
             Framing::Json(body) => {
                 let body = std::mem::take(body);
-                self.lifter.body(&body, out)?;
+                let start = out.len();
+                let lifted = self.lifter.body(&body, out);
+                self.count_calls(out, start, lifted)?;
             }
         }
-        self.lifter.finish(out)
+        let start = out.len();
+        let lifted = self.lifter.finish(out);
+        self.count_calls(out, start, lifted)
     }
 
     fn lift_events(&mut self, out: &mut Output) -> Result<(), Error> {
         while let Some(event) = self.events.pop() {
-            self.lifter.event(event, out)?;
+            let start = out.len();
+            let lifted = self.lifter.event(event, out);
+            self.count_calls(out, start, lifted)?;
         }
         Ok(())
+    }
+
+    /// Counts the calls started by the events the lifter put in `out` from
+    /// `start` on (a lifter numbers its calls 0, 1, … in the order they
+    /// start); the first event past the limit, and those after it, are taken
+    /// back and the limit is the error. Else the lifter's own outcome.
+    fn count_calls(
+        &mut self,
+        out: &mut Output,
+        start: usize,
+        lifted: Result<(), Error>,
+    ) -> Result<(), Error> {
+        let mut over = None;
+        for (at, event) in (start..).zip(out.iter_from(start)) {
+            let calls = match event {
+                Event::ToolCallDelta(delta) => self.calls.max(delta.index as usize + 1),
+                Event::Message { message } => self.calls + message.calls().len(),
+                _ => continue,
+            };
+            if calls > self.max_tool_calls {
+                over = Some(at);
+                break;
+            }
+            self.calls = calls;
+        }
+        match over {
+            Some(at) => {
+                out.truncate(at);
+                Err(Error::ToolCallLimit {
+                    stage: L::PROVIDER,
+                    limit: self.max_tool_calls,
+                })
+            }
+            None => lifted,
+        }
     }
 }
 

@@ -54,6 +54,8 @@ pub mod gemini;
 pub mod openai_chat;
 #[cfg(feature = "http")]
 mod service;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+mod text_or_list;
 #[cfg(feature = "http")]
 pub mod transport;
 #[cfg(feature = "http")]

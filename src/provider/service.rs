@@ -146,8 +146,9 @@ where
             streaming,
             max_event_bytes: config.max_event_bytes,
             max_body_bytes: config.max_body_bytes,
+            max_tool_calls: config.max_tool_calls,
             secrets: self.secrets.clone(),
-            lifter: config.wire.lifter(config.max_tool_calls),
+            lifter: config.wire.lifter(),
         };
         match self.http_request(request) {
             Ok(http_request) => {
@@ -187,6 +188,7 @@ pub struct ReadBody<L> {
     streaming: bool,
     max_event_bytes: usize,
     max_body_bytes: usize,
+    max_tool_calls: usize,
     secrets: Secrets,
     lifter: L,
 }
@@ -202,6 +204,7 @@ impl<L: super::body::Lift> IntoEvents for ReadBody<L> {
             .and_then(|value| value.to_str().ok());
         let decoder = BodyDecoder::for_content_type(self.lifter, content_type, self.streaming)
             .with_limits(self.max_event_bytes, self.max_body_bytes)
+            .with_max_tool_calls(self.max_tool_calls)
             .with_secrets(self.secrets);
         MachineStream::new(response.into_body(), decoder)
     }

@@ -31,7 +31,7 @@ pub trait Wire: Clone + Default + fmt::Debug + Send + Sync + 'static {
     const DEFAULT_BASE_URL: &'static str;
 
     /// Its lifting: responses, streamed or whole, → canonical events.
-    type Lifter: Lift;
+    type Lifter: Lift + Default;
 
     /// The endpoint's path for `request`, joined to the base URL (it may
     /// depend on the model and the mode, and may hold a query).
@@ -76,8 +76,11 @@ pub trait Wire: Clone + Default + fmt::Debug + Send + Sync + 'static {
     /// configuration when it named none).
     fn lower(&self, request: &ChatRequest) -> Result<Value, Error>;
 
-    /// A lifter for one reply that accepts at most `max_tool_calls` calls.
-    fn lifter(&self, max_tool_calls: usize) -> Self::Lifter;
+    /// A lifter for one reply (the body decoder holds it to the tool-call
+    /// limit).
+    fn lifter(&self) -> Self::Lifter {
+        Self::Lifter::default()
+    }
 }
 
 /// Sends `value` (the key, or a token made of it) in the header `name`,

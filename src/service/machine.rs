@@ -106,6 +106,16 @@ impl<T> Output<T> {
     pub fn drain(&mut self) -> impl Iterator<Item = T> + '_ {
         self.queue.drain(..)
     }
+
+    /// The waiting items from the `start`th on, in order.
+    pub(crate) fn iter_from(&self, start: usize) -> impl Iterator<Item = &T> {
+        self.queue.range(start..)
+    }
+
+    /// Takes back the waiting items from the `len`th on.
+    pub(crate) fn truncate(&mut self, len: usize) {
+        self.queue.truncate(len);
+    }
 }
 
 impl<T> Default for Output<T> {

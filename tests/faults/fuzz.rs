@@ -51,13 +51,15 @@ fn small_limits() -> impl Strategy<Value = Limits> {
 /// The wire `W`'s decoder with SSE framing (`sse`) or JSON framing, within
 /// `limits`.
 fn decoder<W: Wire>(sse: bool, limits: Limits) -> BodyDecoder<W::Lifter> {
-    let lifter = W::default().lifter(limits.calls);
+    let lifter = W::default().lifter();
     let decoder = if sse {
         BodyDecoder::sse(lifter)
     } else {
         BodyDecoder::json(lifter)
     };
-    decoder.with_limits(limits.event, limits.body)
+    decoder
+        .with_limits(limits.event, limits.body)
+        .with_max_tool_calls(limits.calls)
 }
 
 /// The errors a response decoder may end with, all typed: a limit, an error

@@ -287,7 +287,7 @@ async fn the_configured_tool_call_limit_holds_over_http_in_either_mode() {
 #[test]
 fn a_hundred_thousand_calls_lift_under_a_raised_limit() {
     const CALLS: usize = 100_000;
-    let decoder = BodyDecoder::sse(Lifter::new().with_max_tool_calls(CALLS));
+    let decoder = BodyDecoder::sse(Lifter::new()).with_max_tool_calls(CALLS);
     let events = decode_cut(decoder, &calls_without_ids(CALLS), &[64 << 10]).unwrap();
     let messages = Joiner::join(events);
     let calls: Vec<_> = messages.iter().flat_map(Message::calls).collect();

@@ -8,7 +8,7 @@
 use std::io::Read;
 use std::process::ExitCode;
 
-use lmstack::provider::body::{BodyDecoder, DEFAULT_MAX_TOOL_CALLS, Lift};
+use lmstack::provider::body::{BodyDecoder, Lift};
 use lmstack::provider::sse::DEFAULT_MAX_EVENT_BYTES;
 use lmstack::provider::{Kind, Wire};
 use lmstack::service::{Machine, Output};
@@ -45,7 +45,7 @@ impl WithWire for Args {
     type Output = ExitCode;
 
     fn run<W: Wire>(self, wire: W) -> ExitCode {
-        let lifter = wire.lifter(DEFAULT_MAX_TOOL_CALLS);
+        let lifter = wire.lifter();
         let decoder = if self.stream {
             BodyDecoder::sse(lifter)
         } else {

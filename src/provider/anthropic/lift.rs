@@ -15,8 +15,8 @@ use crate::message::{
     Event, FinishReason, Message, Metadata, ReasoningDelta, ReasoningMessage, Role, TextDelta,
     TextMessage, ToolCallDelta, Usage,
 };
-use crate::provider::body::{DEFAULT_MAX_TOOL_CALLS, Lift, excerpt, token_count};
-use crate::provider::error::{ProviderError, TransportError, TransportErrorKind};
+use crate::provider::body::{Lift, parse, token_count, truncated};
+use crate::provider::error::ProviderError;
 use crate::provider::sse::SseEvent;
 use crate::service::Output;
 
@@ -62,9 +62,7 @@ use crate::service::Output;
 ///   `reasoning_tokens`
 ///   `output_tokens_details.thinking_tokens` when sent;
 /// - a stream that ends with neither `message_stop` nor a stop reason is
-///   [`TransportErrorKind::Truncated`]; more tool calls than
-///   [`with_max_tool_calls`](Lifter::with_max_tool_calls) allows is
-///   [`Error::ToolCallLimit`].
+///   [`TransportErrorKind::Truncated`](crate::provider::TransportErrorKind::Truncated).
 ///
 /// ```
 /// use lmstack::provider::anthropic::Lifter;
@@ -89,13 +87,12 @@ use crate::service::Output;
 /// let Message::Usage(usage) = &messages[1] else { panic!() };
 /// assert_eq!((usage.input_tokens, usage.output_tokens), (3, 2));
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Lifter {
     generation_id: Option<String>,
     /// The content block being read: its wire index and kind.
     block: Option<(u64, Block)>,
     calls_started: u32,
-    max_tool_calls: usize,
     counts: Counts,
     stop_reason: Option<String>,
     done: bool,
@@ -165,45 +162,17 @@ impl Counts {
     }
 }
 
-impl Default for Lifter {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Lifter {
-    /// A lifter for one response, taking at most [`DEFAULT_MAX_TOOL_CALLS`]
-    /// tool calls.
+    /// A lifter for one response.
     pub fn new() -> Self {
-        Lifter {
-            generation_id: None,
-            block: None,
-            calls_started: 0,
-            max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
-            counts: Counts::default(),
-            stop_reason: None,
-            done: false,
-            events: 0,
-        }
-    }
-
-    /// Sets the most tool calls one reply may hold (at most `u32::MAX`); one
-    /// more is [`Error::ToolCallLimit`].
-    pub fn with_max_tool_calls(mut self, limit: usize) -> Self {
-        self.max_tool_calls = limit.min(u32::MAX as usize);
-        self
+        Self::default()
     }
 
     /// Lifts one streamed event (the JSON text of one SSE `data:` field).
     pub fn push_event(&mut self, data: &[u8], out: &mut Output) -> Result<(), Error> {
         self.events += 1;
-        let event: StreamEvent = serde_json::from_slice(data).map_err(|error| {
-            malformed(format!(
-                "event {} is not a JSON Messages stream event ({error}): {}",
-                self.events,
-                excerpt(data)
-            ))
-        })?;
+        let what = format_args!("event {}", self.events);
+        let event = parse(PROVIDER, data, what, "a JSON Messages stream event")?;
         match event {
             StreamEvent::MessageStart { message } => self.start_message(message),
             StreamEvent::ContentBlockStart {
@@ -311,12 +280,6 @@ impl Lifter {
         block: &mut Map<String, Value>,
         out: &mut Output,
     ) -> Result<Block, Error> {
-        if self.calls_started as usize >= self.max_tool_calls {
-            return Err(Error::ToolCallLimit {
-                stage: PROVIDER,
-                limit: self.max_tool_calls,
-            });
-        }
         let ordinal = self.calls_started;
         self.calls_started += 1;
         let mut take = |key: &str| match block.remove(key) {
@@ -436,18 +399,15 @@ impl Lifter {
 }
 
 impl Lift for Lifter {
+    const PROVIDER: &'static str = PROVIDER;
+
     fn event(&mut self, event: SseEvent, out: &mut Output) -> Result<(), Error> {
         self.push_event(event.data.as_bytes(), out)
     }
 
     /// Lifts a whole non-streaming body (a `message` object, or an `error`).
     fn body(&mut self, body: &[u8], out: &mut Output) -> Result<(), Error> {
-        let message: Body = serde_json::from_slice(body).map_err(|error| {
-            malformed(format!(
-                "the body is not a JSON Messages response ({error}): {}",
-                excerpt(body)
-            ))
-        })?;
+        let message: Body = parse(PROVIDER, body, "the body", "a JSON Messages response")?;
         if let Some(error) = message.error {
             return Err(stream_error(&error));
         }
@@ -470,15 +430,13 @@ impl Lift for Lifter {
     /// event (a retry layer replays only calls that gave none).
     fn finish(&mut self, out: &mut Output) -> Result<(), Error> {
         if self.stop_reason.is_none() && !self.done {
-            return Err(TransportError::new(
+            return Err(truncated(
                 PROVIDER,
-                TransportErrorKind::Truncated,
                 format!(
                     "the stream ended after {} events without `message_stop` or a stop reason",
                     self.events
                 ),
-            )
-            .into());
+            ));
         }
         if let Some(usage) = self.counts.usage(self.metadata()) {
             out.push(Event::Usage(usage));
@@ -488,10 +446,6 @@ impl Lift for Lifter {
         }
         Ok(())
     }
-}
-
-fn malformed(message: String) -> Error {
-    TransportError::new(PROVIDER, TransportErrorKind::Malformed, message).into()
 }
 
 fn stream_error(error: &Value) -> Error {

@@ -89,10 +89,6 @@ impl Wire for Messages {
     fn lower(&self, request: &ChatRequest) -> Result<Value, Error> {
         lower(request, &self.lowering)
     }
-
-    fn lifter(&self, max_tool_calls: usize) -> Lifter {
-        Lifter::new().with_max_tool_calls(max_tool_calls)
-    }
 }
 
 /// The configuration of an [`Anthropic`] provider: the shared settings, and the

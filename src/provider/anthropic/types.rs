@@ -3,7 +3,7 @@
 //!
 //! Written once for both directions: [`lower`](super::lower) builds a
 //! [`Request`] and the server's [`decode_request`](super::decode_request) reads
-//! one; the server's [`ReplyEncoder`](super::Encoder) writes [`StreamEvent`]s and
+//! one; the server's [`ReplyEncoder`](super::ReplyEncoder) writes [`StreamEvent`]s and
 //! [`Response`]s. Every object keeps the fields it does not name in a
 //! flattened `extra` map, so nothing a client or the API sends is lost by
 //! reading it; a content block of a type not listed here is kept whole as
@@ -29,13 +29,13 @@
 //! assert_eq!(request.messages[1].role, Role::Assistant);
 //! ```
 
-use std::fmt;
-use std::marker::PhantomData;
 use std::sync::Arc;
 
-use serde::de::{self, DeserializeOwned, Deserializer, SeqAccess, Visitor};
+use serde::de::{self, DeserializeOwned, Deserializer};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+use crate::provider::text_or_list;
 
 /// A Messages request body (`POST /v1/messages`).
 ///
@@ -186,27 +186,8 @@ pub enum Content<B> {
 
 impl<'de, B: Deserialize<'de>> Deserialize<'de> for Content<B> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ContentVisitor<B>(PhantomData<B>);
-        impl<'de, B: Deserialize<'de>> Visitor<'de> for ContentVisitor<B> {
-            type Value = Content<B>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string or an array of content blocks")
-            }
-            fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
-                Ok(Content::Text(text.to_owned()))
-            }
-            fn visit_string<E: de::Error>(self, text: String) -> Result<Self::Value, E> {
-                Ok(Content::Text(text))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                let mut blocks = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
-                while let Some(block) = seq.next_element()? {
-                    blocks.push(block);
-                }
-                Ok(Content::Blocks(blocks))
-            }
-        }
-        deserializer.deserialize_any(ContentVisitor(PhantomData))
+        let expecting = "a string or an array of content blocks";
+        text_or_list::deserialize(deserializer, expecting, Self::Text, Self::Blocks)
     }
 }
 

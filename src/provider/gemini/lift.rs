@@ -1,15 +1,15 @@
 //! Lifting: `generateContent` responses → canonical events (see [`Lifter`]).
 
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::lower::{GENERATED_ID_KEY, PROVIDER, THOUGHT_SIGNATURE_KEY};
+use super::types::{FunctionCall, GenerateContentResponse as Response, Part, PartialArg};
 use crate::Error;
 use crate::message::{
     Event, FinishReason, Metadata, ReasoningDelta, TextDelta, ToolCallDelta, Usage,
 };
-use crate::provider::body::{DEFAULT_MAX_TOOL_CALLS, Lift, excerpt, token_count};
-use crate::provider::error::{ProviderError, TransportError, TransportErrorKind};
+use crate::provider::body::{Lift, excerpt, malformed, parse, token_count, truncated};
+use crate::provider::error::ProviderError;
 use crate::provider::sse::{STRAY_EVENT, SseEvent};
 use crate::service::Output;
 
@@ -49,11 +49,9 @@ use crate::service::Output;
 /// - an `error` object in the body or in an event, or appended to the stream as
 ///   raw JSON outside any event (Vertex), becomes
 ///   [`Error::Provider`](crate::Error::Provider); other text outside the events
-///   is [`TransportErrorKind::Malformed`];
+///   is [`TransportErrorKind::Malformed`](crate::provider::TransportErrorKind::Malformed);
 /// - a stream that ends without a finish reason is
-///   [`TransportErrorKind::Truncated`]; more tool calls than
-///   [`with_max_tool_calls`](Lifter::with_max_tool_calls) allows,
-///   [`Error::ToolCallLimit`].
+///   [`TransportErrorKind::Truncated`](crate::provider::TransportErrorKind::Truncated).
 ///
 /// Other parts (`inlineData` output, `executableCode`, `codeExecutionResult`)
 /// and other candidates are not lifted.
@@ -73,12 +71,11 @@ use crate::service::Output;
 /// let calls = messages[0].calls();
 /// assert_eq!((calls[0].id.as_str(), calls[0].arguments["a"].as_u64()), ("x1", Some(2)));
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Lifter {
     generation_id: Option<String>,
     last: Last,
     calls: u32,
-    max_tool_calls: usize,
     /// A call whose arguments are being streamed (`partialArgs`).
     streamed: Option<(u32, Value)>,
     usage: Option<Usage>,
@@ -87,42 +84,19 @@ pub struct Lifter {
     responses: usize,
 }
 
-#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+#[derive(Debug, Default, PartialEq, Eq, Clone, Copy)]
 enum Last {
+    #[default]
     Nothing,
     Text,
     Reasoning,
     Call,
 }
 
-impl Default for Lifter {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Lifter {
-    /// A lifter for one response, taking at most [`DEFAULT_MAX_TOOL_CALLS`]
-    /// tool calls.
+    /// A lifter for one response.
     pub fn new() -> Self {
-        Lifter {
-            generation_id: None,
-            last: Last::Nothing,
-            calls: 0,
-            max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
-            streamed: None,
-            usage: None,
-            finish_reason: None,
-            done: false,
-            responses: 0,
-        }
-    }
-
-    /// Sets the most tool calls one reply may hold (at most `u32::MAX`); one
-    /// more is [`Error::ToolCallLimit`].
-    pub fn with_max_tool_calls(mut self, limit: usize) -> Self {
-        self.max_tool_calls = limit.min(u32::MAX as usize);
-        self
+        Self::default()
     }
 
     fn parse<T: serde::de::DeserializeOwned>(
@@ -131,17 +105,7 @@ impl Lifter {
         what: &str,
     ) -> Result<T, Error> {
         self.responses += 1;
-        serde_json::from_slice(data).map_err(|error| {
-            TransportError::new(
-                PROVIDER,
-                TransportErrorKind::Malformed,
-                format!(
-                    "{what} is not a JSON GenerateContentResponse ({error}): {}",
-                    excerpt(data)
-                ),
-            )
-            .into()
-        })
+        parse(PROVIDER, data, what, "a JSON GenerateContentResponse")
     }
 
     fn lift(&mut self, response: Response, out: &mut Output) -> Result<(), Error> {
@@ -222,7 +186,10 @@ impl Lifter {
             // A piece of a streamed call, or its end.
             let Some((_, arguments)) = &mut self.streamed else {
                 if call.partial_args.is_some() {
-                    return Err(malformed("`partialArgs` came with no streamed call open"));
+                    return Err(malformed(
+                        PROVIDER,
+                        "`partialArgs` came with no streamed call open",
+                    ));
                 }
                 return Ok(()); // an empty `functionCall` with nothing open
             };
@@ -235,12 +202,6 @@ impl Lifter {
             return Ok(());
         };
         self.close_streamed(out);
-        if self.calls as usize >= self.max_tool_calls {
-            return Err(Error::ToolCallLimit {
-                stage: PROVIDER,
-                limit: self.max_tool_calls,
-            });
-        }
         let ordinal = self.calls;
         self.calls += 1;
         let mut delta = ToolCallDelta::new(ordinal);
@@ -296,6 +257,7 @@ impl Lifter {
 }
 
 impl Lift for Lifter {
+    const PROVIDER: &'static str = PROVIDER;
     const STRAY_LINES: bool = true;
 
     /// Lifts one event; text outside the event grammar is an error object
@@ -307,10 +269,13 @@ impl Lift for Lifter {
                 .and_then(|value| ProviderError::from_body(PROVIDER, 200, &value));
             return Err(match error {
                 Some(error) => error.into(),
-                None => malformed(format!(
-                    "text outside the event stream: {}",
-                    excerpt(event.data.as_bytes())
-                )),
+                None => malformed(
+                    PROVIDER,
+                    format!(
+                        "text outside the event stream: {}",
+                        excerpt(event.data.as_bytes())
+                    ),
+                ),
             });
         }
         let response: Response = self.parse(event.data.as_bytes(), "an event")?;
@@ -343,15 +308,13 @@ impl Lift for Lifter {
         match self.finish_reason.take() {
             Some(reason) => out.push(Event::finish(self.map_finish(&reason))),
             None if !self.done => {
-                return Err(TransportError::new(
+                return Err(truncated(
                     PROVIDER,
-                    TransportErrorKind::Truncated,
                     format!(
                         "the stream ended after {} responses without a finish reason",
                         self.responses
                     ),
-                )
-                .into());
+                ));
             }
             None => {}
         }
@@ -359,19 +322,18 @@ impl Lift for Lifter {
     }
 }
 
-fn malformed(message: impl Into<String>) -> Error {
-    TransportError::new(PROVIDER, TransportErrorKind::Malformed, message).into()
-}
-
 /// Applies one `partialArgs` piece to the arguments being built: a
 /// `stringValue` is appended to the string already at its path.
 fn apply_partial(arguments: &mut Value, piece: &PartialArg) -> Result<(), Error> {
     let path = piece.json_path.as_deref().unwrap_or("$");
     let slot = slot(arguments, path).ok_or_else(|| {
-        malformed(format!(
-            "`partialArgs` path `{}` cannot be followed",
-            excerpt(path.as_bytes())
-        ))
+        malformed(
+            PROVIDER,
+            format!(
+                "`partialArgs` path `{}` cannot be followed",
+                excerpt(path.as_bytes())
+            ),
+        )
     })?;
     if let Some(text) = &piece.string_value {
         match slot {
@@ -443,88 +405,6 @@ fn lift_usage(usage: &Value) -> Option<Usage> {
         reasoning_tokens: thoughts,
         metadata: Metadata::default(),
     })
-}
-
-/// A `GenerateContentResponse` (or an error object). Unknown fields are ignored.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Response {
-    #[serde(default)]
-    candidates: Option<Vec<Candidate>>,
-    #[serde(default)]
-    prompt_feedback: Option<PromptFeedback>,
-    /// Read leniently by [`lift_usage`].
-    #[serde(default)]
-    usage_metadata: Option<Value>,
-    #[serde(default)]
-    response_id: Option<String>,
-    #[serde(default)]
-    error: Option<Value>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Candidate {
-    #[serde(default)]
-    content: Option<Content>,
-    #[serde(default)]
-    finish_reason: Option<String>,
-    #[serde(default)]
-    index: Option<u32>,
-}
-
-#[derive(Deserialize)]
-struct Content {
-    #[serde(default)]
-    parts: Option<Vec<Part>>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Part {
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    thought: Option<bool>,
-    #[serde(default)]
-    thought_signature: Option<String>,
-    #[serde(default)]
-    function_call: Option<FunctionCall>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct FunctionCall {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    args: Option<Value>,
-    #[serde(default)]
-    will_continue: Option<bool>,
-    #[serde(default)]
-    partial_args: Option<Vec<PartialArg>>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct PartialArg {
-    #[serde(default)]
-    json_path: Option<String>,
-    #[serde(default)]
-    string_value: Option<String>,
-    #[serde(default)]
-    number_value: Option<Value>,
-    #[serde(default)]
-    bool_value: Option<bool>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct PromptFeedback {
-    #[serde(default)]
-    block_reason: Option<String>,
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Google Gemini's `generateContent` API (the Gemini API and Vertex AI's
 //! `generateContent`, by base URL).
 //!
-//! Three parts, the first two pure:
+//! The response is typed in [`types`]. Three parts, the first two pure:
 //!
 //! - [`lower`]: a canonical [`ChatRequest`] → the request body
 //!   ([`LowerOptions`] says how images in tool results are sent);
@@ -27,6 +27,7 @@
 mod lift;
 mod lower;
 pub(crate) mod portable;
+pub mod types;
 
 pub use super::media::ToolResultMedia;
 pub use lift::Lifter;
@@ -70,10 +71,6 @@ impl Wire for GenerateContent {
 
     fn lower(&self, request: &ChatRequest) -> Result<Value, Error> {
         lower(request, &self.lowering)
-    }
-
-    fn lifter(&self, max_tool_calls: usize) -> Lifter {
-        Lifter::new().with_max_tool_calls(max_tool_calls)
     }
 }
 

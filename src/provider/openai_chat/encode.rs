@@ -17,8 +17,8 @@ use super::types::{
     ToolCall as WireToolCall,
 };
 use crate::message::{Metadata, Usage};
-use crate::provider::sse::encode_event;
 use crate::provider::EncodeReply;
+use crate::provider::sse::encode_event;
 use crate::service::Output;
 use crate::{ChatRequest, ContentBlock, Error, Event, FinishReason, Message, Role, ToolCallDelta};
 

@@ -11,8 +11,8 @@ use crate::Error;
 use crate::message::{
     Event, FinishReason, Metadata, ReasoningDelta, TextDelta, ToolCallDelta, Usage,
 };
-use crate::provider::body::{DEFAULT_MAX_TOOL_CALLS, Lift, excerpt, token_count};
-use crate::provider::error::{ProviderError, TransportError, TransportErrorKind};
+use crate::provider::body::{Lift, malformed, parse, token_count, truncated};
+use crate::provider::error::ProviderError;
 use crate::provider::sse::SseEvent;
 use crate::service::Output;
 
@@ -38,7 +38,7 @@ const DONE: &str = "[DONE]";
 ///   starts at a new `id`, a new `index`, or a second `function.name` at the same
 ///   index. A missing id becomes `call_<n>` (prefixed with the response id when
 ///   there is one), the same in both modes. A fragment that goes back to an
-///   earlier call is a [`TransportErrorKind::Malformed`] error;
+///   earlier call is a [`TransportErrorKind::Malformed`](crate::provider::TransportErrorKind::Malformed) error;
 /// - tool calls whose `type` is not `function` (GLM's `web_search`, `mcp`) ran on
 ///   the server: they are passed through with `provider_executed`, named after
 ///   their type, with their payload object as arguments;
@@ -58,10 +58,7 @@ const DONE: &str = "[DONE]";
 ///   [`Error::Provider`](crate::Error::Provider);
 /// - unknown fields are ignored; only the first choice (`index` 0) is lifted;
 /// - a stream that ends with neither `[DONE]` nor a finish reason is
-///   [`TransportErrorKind::Truncated`];
-/// - a reply with more tool calls than
-///   [`with_max_tool_calls`](Lifter::with_max_tool_calls) allows fails with
-///   [`Error::ToolCallLimit`].
+///   [`TransportErrorKind::Truncated`](crate::provider::TransportErrorKind::Truncated).
 ///
 /// Each fragment costs the same whatever came before it: lifting is linear in
 /// the response.
@@ -84,7 +81,7 @@ const DONE: &str = "[DONE]";
 /// assert_eq!(messages[0].as_text(), Some("Hello"));
 /// assert_eq!(messages[0].metadata().generation_id(), Some("c1"));
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Lifter {
     generation_id: Option<String>,
     /// What the last event emitted was, to know when a message starts.
@@ -93,7 +90,6 @@ pub struct Lifter {
     /// Wire indexes of the calls already complete: one look-up per fragment.
     closed_indexes: HashSet<u32>,
     calls_started: u32,
-    max_tool_calls: usize,
     function_calls: bool,
     refusal: bool,
     usage: Option<Usage>,
@@ -102,8 +98,9 @@ pub struct Lifter {
     chunks: usize,
 }
 
-#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+#[derive(Debug, Default, PartialEq, Eq, Clone, Copy)]
 enum Last {
+    #[default]
     Nothing,
     Text,
     Refusal,
@@ -119,37 +116,10 @@ struct OpenCall {
     ordinal: u32,
 }
 
-impl Default for Lifter {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Lifter {
-    /// A lifter for one response, taking at most [`DEFAULT_MAX_TOOL_CALLS`]
-    /// tool calls.
+    /// A lifter for one response.
     pub fn new() -> Self {
-        Lifter {
-            generation_id: None,
-            last: Last::Nothing,
-            call: None,
-            closed_indexes: HashSet::new(),
-            calls_started: 0,
-            max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
-            function_calls: false,
-            refusal: false,
-            usage: None,
-            finish_reason: None,
-            done: false,
-            chunks: 0,
-        }
-    }
-
-    /// Sets the most tool calls one reply may hold (at most `u32::MAX`, the
-    /// event model's numbering); one more is [`Error::ToolCallLimit`].
-    pub fn with_max_tool_calls(mut self, limit: usize) -> Self {
-        self.max_tool_calls = limit.min(u32::MAX as usize);
-        self
+        Self::default()
     }
 
     /// Lifts one streamed chunk (the JSON text of one SSE `data:` field).
@@ -158,17 +128,8 @@ impl Lifter {
         if self.done {
             return Ok(()); // nothing counts after [DONE]
         }
-        let chunk: Chunk = serde_json::from_slice(data).map_err(|error| {
-            TransportError::new(
-                PROVIDER,
-                TransportErrorKind::Malformed,
-                format!(
-                    "chunk {} is not a JSON chat completion chunk ({error}): {}",
-                    self.chunks,
-                    excerpt(data)
-                ),
-            )
-        })?;
+        let what = format_args!("chunk {}", self.chunks);
+        let chunk = parse(PROVIDER, data, what, "a JSON chat completion chunk")?;
         self.lift(chunk, out)
     }
 
@@ -270,14 +231,12 @@ impl Lifter {
                 _ if call.index.is_some() && call.index != open.wire_index => {
                     let index = call.index.unwrap_or_default();
                     if self.closed_indexes.contains(&index) {
-                        return Err(TransportError::new(
+                        return Err(malformed(
                             PROVIDER,
-                            TransportErrorKind::Malformed,
                             format!(
                                 "tool call fragments interleave: index {index} continued after another call started"
                             ),
-                        )
-                        .into());
+                        ));
                     }
                     true
                 }
@@ -286,12 +245,6 @@ impl Lifter {
             },
         };
         let mut delta = if starts {
-            if self.calls_started as usize >= self.max_tool_calls {
-                return Err(Error::ToolCallLimit {
-                    stage: PROVIDER,
-                    limit: self.max_tool_calls,
-                });
-            }
             if let Some(open) = self.call.take()
                 && let Some(index) = open.wire_index
             {
@@ -362,6 +315,8 @@ impl Lifter {
 }
 
 impl Lift for Lifter {
+    const PROVIDER: &'static str = PROVIDER;
+
     fn event(&mut self, event: SseEvent, out: &mut Output) -> Result<(), Error> {
         if event.data == DONE {
             self.done = true;
@@ -372,16 +327,7 @@ impl Lift for Lifter {
 
     /// Lifts a whole non-streaming body (a `chat.completion` object).
     fn body(&mut self, body: &[u8], out: &mut Output) -> Result<(), Error> {
-        let chunk: Chunk = serde_json::from_slice(body).map_err(|error| {
-            TransportError::new(
-                PROVIDER,
-                TransportErrorKind::Malformed,
-                format!(
-                    "the body is not a JSON chat completion ({error}): {}",
-                    excerpt(body)
-                ),
-            )
-        })?;
+        let chunk = parse(PROVIDER, body, "the body", "a JSON chat completion")?;
         self.lift(chunk, out)?;
         self.done = true;
         Ok(())
@@ -396,15 +342,13 @@ impl Lift for Lifter {
         match self.finish_reason.take() {
             Some(reason) => out.push(Event::finish(self.map_finish(reason))),
             None if !self.done => {
-                return Err(TransportError::new(
+                return Err(truncated(
                     PROVIDER,
-                    TransportErrorKind::Truncated,
                     format!(
                         "the stream ended after {} chunks without `[DONE]` or a finish reason",
                         self.chunks
                     ),
-                )
-                .into());
+                ));
             }
             None => {}
         }

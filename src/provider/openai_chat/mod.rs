@@ -81,10 +81,6 @@ impl Wire for ChatCompletions {
     fn lower(&self, request: &ChatRequest) -> Result<Value, Error> {
         lower(request, &self.lowering)
     }
-
-    fn lifter(&self, max_tool_calls: usize) -> Lifter {
-        Lifter::new().with_max_tool_calls(max_tool_calls)
-    }
 }
 
 /// The configuration of an [`OpenAi`] provider: the shared settings, and the

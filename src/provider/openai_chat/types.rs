@@ -4,7 +4,7 @@
 //!
 //! Written once for both directions: [`lower`](super::lower) builds a
 //! [`ChatCompletionRequest`] and [`decode_request`](super::decode_request)
-//! reads one; the reply [`ReplyEncoder`](super::Encoder) writes [`ChatCompletion`]s
+//! reads one; the reply [`ReplyEncoder`](super::ReplyEncoder) writes [`ChatCompletion`]s
 //! and [`ChatCompletionChunk`]s, whose messages and deltas are the same
 //! [`ChatMessage`] a request carries. Unknown request fields are kept in
 //! `extra` maps, so nothing a client sends is lost.
@@ -18,11 +18,11 @@
 //! assert!(request.extra.contains_key("logit_bias"));
 //! ```
 
-use std::fmt;
-
-use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::de::Deserializer;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+use crate::provider::text_or_list;
 
 /// A Chat Completions request body (`POST /chat/completions`).
 ///
@@ -184,37 +184,12 @@ pub enum MessageContent {
     Parts(Vec<ContentPart>),
 }
 
-/// Read by hand rather than `untagged`, so that an error inside a part keeps
-/// its path (`messages[2].content[0].image_url: missing field `url``).
+/// Read so that an error inside a part keeps its path
+/// (`messages[2].content[0].image_url: missing field `url``).
 impl<'de> Deserialize<'de> for MessageContent {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ContentVisitor;
-
-        impl<'de> Visitor<'de> for ContentVisitor {
-            type Value = MessageContent;
-
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string or an array of content parts")
-            }
-
-            fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
-                Ok(MessageContent::Text(text.to_owned()))
-            }
-
-            fn visit_string<E: de::Error>(self, text: String) -> Result<Self::Value, E> {
-                Ok(MessageContent::Text(text))
-            }
-
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                let mut parts = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
-                while let Some(part) = seq.next_element()? {
-                    parts.push(part);
-                }
-                Ok(MessageContent::Parts(parts))
-            }
-        }
-
-        deserializer.deserialize_any(ContentVisitor)
+        let expecting = "a string or an array of content parts";
+        text_or_list::deserialize(deserializer, expecting, Self::Text, Self::Parts)
     }
 }
 
