@@ -43,7 +43,21 @@ pub trait Lift: Send + 'static {
     /// to a stream as raw JSON). Off by default: the grammar ignores them.
     const STRAY_LINES: bool = false;
 
-    /// One server-sent event of a streamed response.
+    /// How this wire frames a streamed body into events: SSE (honouring
+    /// [`STRAY_LINES`](Lift::STRAY_LINES)) unless the wire brings its own.
+    fn frames() -> Box<dyn Frames>
+    where
+        Self: Sized,
+    {
+        let sse = SseDecoder::new();
+        Box::new(if Self::STRAY_LINES {
+            sse.with_stray_lines()
+        } else {
+            sse
+        })
+    }
+
+    /// One event of a streamed response.
     fn event(&mut self, event: SseEvent, out: &mut Output) -> Result<(), Error>;
 
     /// A whole non-streaming body.
@@ -52,6 +66,35 @@ pub trait Lift: Send + 'static {
     /// The response ended: hands out what is still held, or says what is
     /// missing (a stream cut before its end marker).
     fn finish(&mut self, out: &mut Output) -> Result<(), Error>;
+}
+
+/// How a wire frames a streamed body into events, each a name and its data
+/// (an [`SseEvent`]): SSE for the wires so far; another framing, such as AWS's
+/// binary event stream (each message's `:event-type` header and its JSON
+/// payload), is one implementation that a wire's [`Lift::frames`] returns.
+pub trait Frames: fmt::Debug + Send + 'static {
+    /// Frames `bytes`, the next piece of the body, handing out each complete
+    /// event.
+    fn push(&mut self, bytes: &[u8], events: &mut Output<SseEvent>) -> Result<(), Error>;
+    /// The body ended: hands out what is held; a cut frame is an error.
+    fn finish(&mut self, events: &mut Output<SseEvent>) -> Result<(), Error>;
+    /// Sets the largest event; past it, framing fails with
+    /// [`Error::LimitExceeded`].
+    fn set_max_event_bytes(&mut self, limit: usize);
+}
+
+impl Frames for SseDecoder {
+    fn push(&mut self, bytes: &[u8], events: &mut Output<SseEvent>) -> Result<(), Error> {
+        SseDecoder::push(self, bytes, events)
+    }
+
+    fn finish(&mut self, events: &mut Output<SseEvent>) -> Result<(), Error> {
+        SseDecoder::finish(self, events)
+    }
+
+    fn set_max_event_bytes(&mut self, limit: usize) {
+        *self = std::mem::take(self).with_max_event_bytes(limit);
+    }
 }
 
 /// The start of a piece of a response that could not be read, for an error
@@ -149,7 +192,8 @@ pub struct BodyDecoder<L> {
 
 #[derive(Debug)]
 enum Framing {
-    Sse(SseDecoder),
+    /// A stream, framed as the wire frames it.
+    Stream(Box<dyn Frames>),
     /// The body so far (within the body limit).
     Json(Vec<u8>),
 }
@@ -157,15 +201,11 @@ enum Framing {
 const STAGE: &str = "response body decoder";
 
 impl<L: Lift> BodyDecoder<L> {
-    /// A decoder for a streamed body (`text/event-stream`).
+    /// A decoder for a streamed body (`text/event-stream`), framed as the
+    /// wire frames its streams ([`Lift::frames`]: SSE unless it brings its
+    /// own).
     pub fn sse(lifter: L) -> Self {
-        let sse = SseDecoder::new();
-        let sse = if L::STRAY_LINES {
-            sse.with_stray_lines()
-        } else {
-            sse
-        };
-        Self::new(Framing::Sse(sse), lifter)
+        Self::new(Framing::Stream(L::frames()), lifter)
     }
 
     /// A decoder for a whole JSON body (`application/json`).
@@ -173,9 +213,11 @@ impl<L: Lift> BodyDecoder<L> {
         Self::new(Framing::Json(Vec::new()), lifter)
     }
 
-    /// The decoder for a response with this `Content-Type`: SSE for
+    /// The decoder for a response with this `Content-Type`: a stream for
     /// `text/event-stream`, JSON for `application/json` (what a server sends for
-    /// either mode when it ignores `stream`), else what was asked for.
+    /// either mode when it ignores `stream`), else what was asked for (a
+    /// stream of the wire's own framing, such as
+    /// `application/vnd.amazon.eventstream`, when streaming).
     pub fn for_content_type(lifter: L, content_type: Option<&str>, streaming: bool) -> Self {
         let content_type = content_type.unwrap_or("").to_ascii_lowercase();
         if content_type.starts_with("text/event-stream") {
@@ -191,8 +233,8 @@ impl<L: Lift> BodyDecoder<L> {
     /// or whole ([`DEFAULT_MAX_BODY_BYTES`] by default); past either, the
     /// decoder fails with [`Error::LimitExceeded`].
     pub fn with_limits(mut self, max_event_bytes: usize, max_body_bytes: usize) -> Self {
-        if let Framing::Sse(sse) = self.framing {
-            self.framing = Framing::Sse(sse.with_max_event_bytes(max_event_bytes));
+        if let Framing::Stream(frames) = &mut self.framing {
+            frames.set_max_event_bytes(max_event_bytes);
         }
         self.max_body_bytes = max_body_bytes;
         self
@@ -239,7 +281,7 @@ impl<L: Lift> BodyDecoder<L> {
             });
         }
         match &mut self.framing {
-            Framing::Sse(sse) => sse.push(&bytes, &mut self.events)?,
+            Framing::Stream(frames) => frames.push(&bytes, &mut self.events)?,
             Framing::Json(body) => body.extend_from_slice(&bytes),
         }
         self.lift_events(out)
@@ -248,8 +290,8 @@ impl<L: Lift> BodyDecoder<L> {
     /// [`Machine::finish`], before its errors are scrubbed.
     fn end(&mut self, out: &mut Output) -> Result<(), Error> {
         match &mut self.framing {
-            Framing::Sse(sse) => {
-                sse.finish(&mut self.events)?;
+            Framing::Stream(frames) => {
+                frames.finish(&mut self.events)?;
                 self.lift_events(out)?;
             }
             Framing::Json(body) => {
@@ -342,4 +384,109 @@ pub fn token_count(usage: &Value, path: &str) -> Option<u64> {
             .filter(|n| n.is_finite() && *n >= 0.0)
             .map(|n| n as u64)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Joiner, Message};
+
+    /// A framing of its own: each event is one length byte, then its data.
+    #[derive(Debug, Default)]
+    struct LengthPrefixed {
+        held: Vec<u8>,
+        max: usize,
+    }
+
+    impl Frames for LengthPrefixed {
+        fn push(&mut self, bytes: &[u8], events: &mut Output<SseEvent>) -> Result<(), Error> {
+            self.held.extend_from_slice(bytes);
+            while let Some(&len) = self.held.first() {
+                let len = usize::from(len);
+                if len > self.max {
+                    return Err(Error::LimitExceeded {
+                        stage: "test",
+                        what: "an event",
+                        limit: self.max,
+                    });
+                }
+                if self.held.len() <= len {
+                    break;
+                }
+                let frame: Vec<u8> = self.held.drain(..=len).skip(1).collect();
+                events.push(SseEvent {
+                    event: None,
+                    data: String::from_utf8_lossy(&frame).into_owned(),
+                    ..SseEvent::default()
+                });
+            }
+            Ok(())
+        }
+
+        fn finish(&mut self, _events: &mut Output<SseEvent>) -> Result<(), Error> {
+            match self.held.is_empty() {
+                true => Ok(()),
+                false => Err(truncated("test", "a frame was cut")),
+            }
+        }
+
+        fn set_max_event_bytes(&mut self, limit: usize) {
+            self.max = limit;
+        }
+    }
+
+    /// Each event's data is assistant text.
+    #[derive(Default)]
+    struct Texts;
+
+    impl Lift for Texts {
+        const PROVIDER: &'static str = "test";
+
+        fn frames() -> Box<dyn Frames> {
+            Box::new(LengthPrefixed::default())
+        }
+
+        fn event(&mut self, event: SseEvent, out: &mut Output) -> Result<(), Error> {
+            out.push(Event::text(event.data));
+            Ok(())
+        }
+
+        fn body(&mut self, _body: &[u8], _out: &mut Output) -> Result<(), Error> {
+            Ok(())
+        }
+
+        fn finish(&mut self, _out: &mut Output) -> Result<(), Error> {
+            Ok(())
+        }
+    }
+
+    fn decode(body: &[u8], piece: usize, max_event: usize) -> Result<Vec<Message>, Error> {
+        let mut decoder =
+            BodyDecoder::for_content_type(Texts, Some("application/vnd.amazon.eventstream"), true)
+                .with_limits(max_event, DEFAULT_MAX_BODY_BYTES);
+        let mut events = Output::new();
+        for piece in body.chunks(piece) {
+            decoder.push(Bytes::copy_from_slice(piece), &mut events)?;
+        }
+        decoder.finish(&mut events)?;
+        Ok(Joiner::join(events.drain()))
+    }
+
+    #[test]
+    fn a_wire_brings_its_own_framing_with_the_decoders_limits() {
+        let body = b"\x03Hel\x02lo";
+        for piece in 1..=body.len() {
+            assert_eq!(
+                decode(body, piece, 16).unwrap(),
+                vec![Message::assistant("Hello")]
+            );
+        }
+        let cut = decode(&body[..5], 1, 16).unwrap_err().to_string();
+        assert!(cut.contains("a frame was cut"), "{cut}");
+        let big = decode(body, 1, 2).unwrap_err();
+        assert!(
+            matches!(big, Error::LimitExceeded { limit: 2, .. }),
+            "{big}"
+        );
+    }
 }
