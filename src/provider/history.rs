@@ -2,7 +2,6 @@
 //! of message, and the order they are visited in, in one place.
 
 use crate::Error;
-use crate::message::Role;
 use crate::message::{
     Message, MultimodalMessage, ReasoningMessage, TextMessage, ToolAggregateMessage, ToolCall,
     ToolCallsMessage, ToolResult, ToolResultsMessage,
@@ -52,6 +51,7 @@ pub(crate) fn tool_role(provider: &str, kind: &str) -> Error {
     ))
 }
 
+#[cfg(any(feature = "openai", feature = "anthropic"))]
 /// The text of a system or assistant `message`, which this wire takes as text
 /// only: a file in it is an error naming `what` takes files (`"Chat
 /// Completions takes images, documents and audio"`) and from whom it came.
@@ -65,6 +65,7 @@ pub(crate) fn text_only(
         match block.as_text() {
             Some(piece) => text.push_str(piece),
             None => {
+                use crate::message::Role;
                 let role = match message.role {
                     Role::System => "system",
                     Role::User => "user",

@@ -27,6 +27,7 @@ pub enum ToolResultMedia {
     Reject,
 }
 
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 /// A wire's part type, as the [`MediaPlan`] writes it: a text part (the
 /// heading of injected files) and a file.
 pub(crate) trait MediaPart: Sized {
@@ -37,6 +38,7 @@ pub(crate) trait MediaPart: Sized {
     fn file(block: &ContentBlock) -> Result<Self, Error>;
 }
 
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 /// Where a tool result's files go, by [`ToolResultMedia`] — the plan every
 /// lowering follows, each over its own part type `P`: the files injected
 /// after a run of tool results wait here for the user message that follows
@@ -48,6 +50,7 @@ pub(crate) struct MediaPlan<P> {
     waiting: Vec<P>,
 }
 
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 /// What the [`MediaPlan`] made of one tool result.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Placement {
@@ -60,6 +63,7 @@ pub(crate) enum Placement {
     Injected(String),
 }
 
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 impl<P: MediaPart> MediaPlan<P> {
     pub(crate) fn new(provider: &'static str, policy: ToolResultMedia) -> Self {
         MediaPlan {
@@ -227,6 +231,7 @@ mod tests {
     use super::*;
     use crate::Media;
 
+    #[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
     impl MediaPart for String {
         fn text(text: String) -> Self {
             text
@@ -241,6 +246,7 @@ mod tests {
         }
     }
 
+    #[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
     #[test]
     fn the_plan_places_files_by_policy_and_hands_the_waiting_ones_out_once() {
         let text = ToolResult::text("c1", "shot", "plain");

@@ -35,7 +35,7 @@ mod history;
 mod key;
 mod kind;
 pub mod media;
-#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
+#[cfg(feature = "server")]
 pub(crate) mod portable;
 mod redact;
 #[cfg(any(feature = "openai", feature = "anthropic"))]

@@ -108,11 +108,13 @@ impl<T> Output<T> {
     }
 
     /// The waiting items from the `start`th on, in order.
+    #[cfg(feature = "http")]
     pub(crate) fn iter_from(&self, start: usize) -> impl Iterator<Item = &T> {
         self.queue.range(start..)
     }
 
     /// Takes back the waiting items from the `len`th on.
+    #[cfg(feature = "http")]
     pub(crate) fn truncate(&mut self, len: usize) {
         self.queue.truncate(len);
     }

@@ -38,6 +38,7 @@ mod decode;
 mod encode;
 mod lift;
 mod lower;
+#[cfg(feature = "server")]
 pub(crate) mod portable;
 pub mod types;
 

@@ -26,6 +26,7 @@
 
 mod lift;
 mod lower;
+#[cfg(feature = "server")]
 pub(crate) mod portable;
 pub mod types;
 
