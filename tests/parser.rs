@@ -452,6 +452,53 @@ fn truncated_calls_are_marked_with_their_raw_text() {
     }
 }
 
+/// Checks `text` read whole against every split of it into two pieces, under
+/// every policy, besides the chunkings of `assert_chunking_invariant`.
+#[track_caller]
+fn assert_every_split_agrees(text: &str) {
+    for policy in [OnInvalid::Text, OnInvalid::Mark, OnInvalid::Error] {
+        let parser = parser().on_invalid(policy);
+        assert_chunking_invariant(&parser, text);
+        let want = parser.parse(text, &tools()).map_err(|e| e.to_string());
+        for at in (1..text.len()).filter(|&at| text.is_char_boundary(at)) {
+            let mut machine = parser.machine(&tools(), 0).unwrap();
+            let mut out = Output::new();
+            let got = machine
+                .push(Event::text(&text[..at]), &mut out)
+                .and_then(|()| machine.push(Event::text(&text[at..]), &mut out))
+                .and_then(|()| machine.finish(&mut out))
+                .map(|()| Joiner::join(out.drain().collect::<Vec<_>>()))
+                .map_err(|e| e.to_string());
+            assert_eq!(got, want, "{policy:?}, split at {at} of {text:?}");
+        }
+    }
+}
+
+#[test]
+fn an_unclosed_call_before_a_thought_reads_alike_in_any_chunking() {
+    // A call cut off inside its arguments, then a stray quote, a thought with a
+    // call in it, and a JSON-form call whose argument is "]": read whole and
+    // read a byte at a time, these once gave different messages.
+    assert_every_split_agrees(concat!(
+        "<tool_call name=\"get_weather\">{\"city\": \"x\"",
+        "\"<think><tool_call name=\"now\">{}</tool_call></think>",
+        "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\":\"]\"}}</tool_call>",
+    ));
+}
+
+#[test]
+fn a_bad_escape_after_a_closing_tag_in_a_string_reads_alike_in_any_chunking() {
+    // The block runs from the bad escape to the next closing tag, wherever the
+    // piece holding the escape began.
+    for text in [
+        "<tool_call>{\"name\": \"get</tool_call>\\q\", \"arguments\": {}}</tool_call> after",
+        "<tool_call>{\"na</tool_call>\\u12g4me\": \"get_weather\"}</tool_call> after",
+        "<tool_call name=\"get_weather\">{\"city\": \"a</tool_call>\"]}</tool_call> after",
+    ] {
+        assert_every_split_agrees(text);
+    }
+}
+
 #[test]
 fn a_block_cut_before_its_name_is_text() {
     for text in [

@@ -345,7 +345,10 @@ impl Tagged {
                                 Tail::Close(Expect::new(self.ends.markers)),
                             );
                         }
-                        Scanned::Invalid(_, message) => {
+                        Scanned::Invalid(at, message) => {
+                            // The block runs to the next closing marker from the
+                            // fault on, wherever the piece began.
+                            pos += at;
                             self.state = TaggedState::After(Tail::junk(ctx, &message, self.ends));
                         }
                     }
@@ -568,7 +571,10 @@ impl Hermes {
                     pos = at;
                     self.tail = Some(Tail::Close(Expect::new(CLOSE.markers)));
                 }
-                Scanned::Invalid(_, message) => self.tail = Some(Tail::junk(ctx, &message, CLOSE)),
+                Scanned::Invalid(at, message) => {
+                    pos = at;
+                    self.tail = Some(Tail::junk(ctx, &message, CLOSE));
+                }
             }
         }
         let Hermes { sax, fields, tail } = self;

@@ -72,8 +72,8 @@ impl LlamaJson {
                     let at = match step {
                         Scanned::More => return Ok(BlockStep::More),
                         Scanned::Invalid(used, _) if !ctx.named() && self.last.is_none() => {
-                            // Where the scanner notices bad JSON depends on the
-                            // cuts: all after the `{` is read again as prose.
+                            // Bad JSON before any name: all after the `{` is
+                            // read again as prose.
                             ctx.abandon_call();
                             return Ok(BlockStep::NotACall {
                                 at: pos + used,

@@ -19,8 +19,8 @@ pub(crate) enum Scanned {
     /// A byte that cannot continue the value (outside strings), at this offset:
     /// usually the start of an end tag. Nothing from it on was used.
     Stray(usize),
-    /// The text is not JSON, at about this offset of the piece (never before
-    /// the first byte the scanner took from it).
+    /// The text is not JSON, at the byte at this offset of the piece (the same
+    /// byte of the text, however it was cut into pieces).
     Invalid(usize, String),
 }
 
@@ -364,7 +364,9 @@ impl Sax {
                             pos += used;
                             self.state = State::Colon;
                         }
-                        Err(BadEscape(message)) => return Scanned::Invalid(pos, message),
+                        Err(BadEscape { at, message }) => {
+                            return Scanned::Invalid(pos + at, message);
+                        }
                     }
                     continue;
                 }
@@ -384,7 +386,9 @@ impl Sax {
                             }
                             self.value_done();
                         }
-                        Err(BadEscape(message)) => return Scanned::Invalid(pos, message),
+                        Err(BadEscape { at, message }) => {
+                            return Scanned::Invalid(pos + at, message);
+                        }
                     }
                     continue;
                 }

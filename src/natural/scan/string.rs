@@ -34,7 +34,13 @@ pub(crate) enum Decoded {
 
 /// A malformed escape sequence.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct BadEscape(pub(crate) String);
+pub(crate) struct BadEscape {
+    /// The offset, in the piece, of the byte that breaks the escape: exact,
+    /// whatever the pieces, so that what follows an error does not depend on
+    /// where the text was cut.
+    pub(crate) at: usize,
+    pub(crate) message: String,
+}
 
 impl StringDecoder {
     /// Decodes `input`, handing decoded text to `out`, until the closing quote.
@@ -89,7 +95,10 @@ impl StringDecoder {
                         b't' => "\t",
                         _ => {
                             let shown = input[pos - 1..].chars().next().unwrap_or('?');
-                            return Err(BadEscape(format!("invalid escape `\\{shown}`")));
+                            return Err(BadEscape {
+                                at: pos - 1,
+                                message: format!("invalid escape `\\{shown}`"),
+                            });
                         }
                     };
                     out(decoded);
@@ -98,8 +107,9 @@ impl StringDecoder {
                 DecodeState::Unicode { digits, value } => {
                     let byte = bytes[pos];
                     pos += 1;
-                    let digit = (byte as char).to_digit(16).ok_or_else(|| {
-                        BadEscape(format!("invalid unicode escape digit `{}`", byte as char))
+                    let digit = (byte as char).to_digit(16).ok_or_else(|| BadEscape {
+                        at: pos - 1,
+                        message: format!("invalid unicode escape digit `{}`", byte as char),
                     })?;
                     let value = (value << 4) | digit as u16;
                     if digits < 3 {
