@@ -4,7 +4,7 @@
 
 #![cfg(all(feature = "cli", feature = "demo", unix))]
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::process::{Child, Output};

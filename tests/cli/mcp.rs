@@ -5,7 +5,7 @@
 
 #![cfg(all(feature = "cli", feature = "demo", feature = "mcp"))]
 
-mod common;
+use crate::common;
 
 use std::process::Output;
 use std::time::{Duration, Instant};

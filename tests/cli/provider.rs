@@ -2,7 +2,7 @@
 
 #![cfg(all(feature = "cli", feature = "demo"))]
 
-mod common;
+use crate::common;
 
 use std::process::Output;
 

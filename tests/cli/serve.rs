@@ -5,7 +5,7 @@
 
 #![cfg(all(feature = "cli", feature = "demo"))]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 
 #![cfg(all(feature = "cli", feature = "demo", unix))]
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

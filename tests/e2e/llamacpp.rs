@@ -7,7 +7,7 @@
 
 #![cfg(all(feature = "openai", feature = "function", feature = "retry"))]
 
-mod common;
+use crate::common;
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};

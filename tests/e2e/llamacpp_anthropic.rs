@@ -1,5 +1,5 @@
 //! The Anthropic Messages wire against a real server: llama.cpp's own HTTP
-//! server (the one `.ci/test` starts, see `tests/llamacpp_e2e.rs`) answers
+//! server (the one `.ci/test` starts, see `tests/e2e/llamacpp.rs`) answers
 //! `/v1/messages` too. SmolLM2-135M, fixed seed, temperature 0.
 //!
 //! `.ci/test` sets `LMSTACK_LLAMACPP_URL`; a plain `cargo test` lists these

@@ -1,6 +1,6 @@
 //! The official Python SDKs as clients of `lmstack serve`: `openai==3.51.0` and
 //! `anthropic==2.10.0`, installed by `.ci/test` in its venv, whose python
-//! reaches the tests through `LMSTACK_CI_PYTHON`. The scripts in `tests/sdk/`
+//! reaches the tests through `LMSTACK_CI_PYTHON`. The scripts in `tests/e2e/sdk/`
 //! drive each SDK and print what they saw; these tests check it.
 //!
 //! - the demo (no configuration): chat, streaming chat with usage, and errors
@@ -14,7 +14,7 @@
 
 #![cfg(all(feature = "cli", feature = "demo"))]
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 
@@ -35,7 +35,7 @@ fn serve(args: &[&str]) -> Serving {
 
 /// Runs `tests/sdk/SCRIPT SCENARIO BASE [MODEL]`; what it printed.
 fn sdk(script: &str, scenario: &str, base: &str, model: Option<&str>) -> Value {
-    let path = format!("{}/tests/sdk/{script}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/tests/e2e/sdk/{script}", env!("CARGO_MANIFEST_DIR"));
     let mut command = Command::new(python());
     command.arg(path).arg(scenario).arg(base).args(model);
     let output = command.output().expect("python runs");
@@ -204,7 +204,7 @@ fn a_text_only_model_behind_the_gateway_gives_the_sdk_native_tool_calls() {
     )
     .unwrap();
     let serving = serve(&["--config", config.to_str().unwrap()]);
-    let path = format!("{}/tests/sdk/openai_client.py", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/tests/e2e/sdk/openai_client.py", env!("CARGO_MANIFEST_DIR"));
     let output = Command::new(python())
         .args([
             &path,

@@ -27,6 +27,7 @@
 
 #![cfg(all(feature = "openai", feature = "retry", feature = "function"))]
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -718,7 +718,7 @@ fn turn() -> impl Strategy<Value = Vec<Message>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(crate::regressions::beside(ProptestConfig::with_cases(48)))]
 
     #[test]
     fn streaming_and_non_streaming_give_the_same_messages(turn in turn(), chunking in chunking()) {

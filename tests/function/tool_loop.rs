@@ -382,7 +382,7 @@ fn script() -> impl Strategy<Value = Vec<Vec<Message>>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(crate::regressions::beside(ProptestConfig::with_cases(48)))]
 
     #[test]
     fn streaming_across_rounds_equals_non_streaming(script in script(), chunking in chunking()) {

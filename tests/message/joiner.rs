@@ -139,6 +139,8 @@ fn deltas(segments: &[Segment], chunking: Chunking) -> Vec<Event> {
 }
 
 proptest! {
+    #![proptest_config(crate::regressions::beside(ProptestConfig::default()))]
+
     #[test]
     fn any_split_joins_to_the_same_messages(
         segments in segments(),

@@ -10,11 +10,7 @@ use serde_json::{Value, json};
 use tower::Layer;
 
 // The tools and checks the families' dialect tests use too.
-#[path = "dialects/harness.rs"]
-#[allow(dead_code)] // this file uses part of them
-mod harness;
-
-use harness::{assert_deltas_concatenate, call, calls, text_of, tools};
+use crate::dialects::harness::{assert_deltas_concatenate, call, calls, text_of, tools};
 
 fn parser() -> NaturalToolUseParser {
     NaturalToolUseParser::new()
@@ -606,11 +602,11 @@ fn fragment() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
+    #![proptest_config(crate::regressions::beside(ProptestConfig {
         // PROPTEST_CASES runs more cases (for example in a long soak).
         cases: std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(256),
         ..ProptestConfig::default()
-    })]
+    }))]
 
     #[test]
     fn any_chunking_gives_the_whole_text_result(

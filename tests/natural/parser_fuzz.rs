@@ -92,10 +92,10 @@ fn text() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
+    #![proptest_config(crate::regressions::beside(ProptestConfig {
         cases: std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(512),
         ..ProptestConfig::default()
-    })]
+    }))]
 
     #[test]
     fn arbitrary_text_never_panics_and_streaming_agrees(

@@ -553,7 +553,7 @@ fn transformer() -> impl Strategy<Value = (RenderDialect, NaturalToolUseTransfor
 }
 
 proptest! {
-    #![proptest_config(cases(256))]
+    #![proptest_config(crate::regressions::beside(cases(256)))]
 
     #[test]
     fn read_history_of_render_gives_the_aggregates_back(
@@ -773,7 +773,7 @@ fn history_reader_hands_each_message_out_once_what_follows_cannot_change_it() {
 }
 
 proptest! {
-    #![proptest_config(cases(128))]
+    #![proptest_config(crate::regressions::beside(cases(128)))]
 
     #[test]
     fn transcripts_read_the_same_in_any_chunking(
@@ -1112,7 +1112,7 @@ fn markup_piece() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(cases(256))]
+    #![proptest_config(crate::regressions::beside(cases(256)))]
 
     /// Hand-written transcripts, with metadata that says anything.
     #[test]
@@ -1151,7 +1151,7 @@ async fn natural_tool_use_writes_the_history_in_the_form_and_with_the_ids_asked(
 }
 
 proptest! {
-    #![proptest_config(cases(256))]
+    #![proptest_config(crate::regressions::beside(cases(256)))]
 
     /// A single-form turn with text around its aggregates comes back as it was,
     /// but for the line break that text before calls gains.

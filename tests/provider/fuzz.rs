@@ -555,7 +555,7 @@ fn mutate(mut body: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(crate::regressions::beside(ProptestConfig::with_cases(256)))]
 
     #[test]
     fn the_sse_decoder_takes_any_bytes_alike_however_cut(
@@ -783,7 +783,7 @@ mod anthropic {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(256))]
+        #![proptest_config(crate::regressions::beside(ProptestConfig::with_cases(256)))]
 
         #[test]
         fn the_anthropic_lifter_takes_any_bytes_in_either_framing(
@@ -859,7 +859,7 @@ static GEMINI_RECORDED: LazyLock<Recorded> = LazyLock::new(|| {
 
 #[cfg(feature = "gemini")]
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(crate::regressions::beside(ProptestConfig::with_cases(256)))]
 
     #[test]
     fn the_gemini_lifter_takes_any_bytes_in_either_framing(

@@ -91,7 +91,7 @@ fn decode(bytes: &[u8], sizes: &[usize]) -> Vec<SseEvent> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(crate::regressions::beside(ProptestConfig::with_cases(512)))]
 
     #[test]
     fn decoding_gives_back_what_was_rendered_however_it_is_cut(

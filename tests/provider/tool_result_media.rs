@@ -3,7 +3,7 @@
 //! file reaches the request whole, exactly once, and never inside text;
 //! `reject`, and Anthropic for audio (it takes none), name the call and the
 //! media type. The exact wire shapes are checked per provider in
-//! `tests/{openai,anthropic,gemini}_lower.rs`.
+//! `tests/provider/{openai_chat,anthropic,gemini}/lower.rs`.
 
 #![cfg(all(feature = "openai", feature = "anthropic", feature = "gemini"))]
 

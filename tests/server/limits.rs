@@ -6,7 +6,7 @@
 
 #![cfg(all(feature = "server", feature = "retry"))]
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -10,6 +10,7 @@
 
 #![cfg(all(feature = "cli", feature = "demo"))]
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::sync::Arc;

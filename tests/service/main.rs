@@ -1,5 +1,8 @@
 //! The generic driver runs one state machine in both modes, with the same result.
 
+#[path = "../common/regressions.rs"]
+mod regressions;
+
 use lmstack::service::{Machine, MachineFactory, MachineLayer, Output};
 use lmstack::testing::{Chunking, ScriptedModel, Turn, collect_both};
 use lmstack::{BoxError, ChatRequest, Error, Event, FinishReason, Message, Reply};
@@ -129,7 +132,7 @@ fn chunking() -> impl Strategy<Value = Chunking> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(128))]
+    #![proptest_config(crate::regressions::beside(ProptestConfig::with_cases(128)))]
 
     #[test]
     fn uppercase_layer_gives_the_same_messages_in_both_modes(text in "\\PC{0,60}", chunking in chunking()) {

@@ -4,7 +4,7 @@
 
 #![cfg(all(feature = "openai", feature = "anthropic", feature = "gemini"))]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

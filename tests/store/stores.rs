@@ -370,6 +370,8 @@ fn media_types() -> impl Strategy<Value = &'static str> {
 }
 
 proptest! {
+    #![proptest_config(crate::regressions::beside(ProptestConfig::default()))]
+
     #[test]
     fn dehydrating_then_rehydrating_gives_the_same_messages(
         blobs in proptest::collection::vec(

@@ -1,5 +1,8 @@
 //! `ScriptedModel` plays its script in both modes, cut as asked, and records requests.
 
+#[path = "../common/regressions.rs"]
+mod regressions;
+
 use std::task::{Context, Poll};
 
 use futures::Stream;
@@ -184,6 +187,8 @@ fn message() -> impl Strategy<Value = Message> {
 }
 
 proptest! {
+    #![proptest_config(crate::regressions::beside(ProptestConfig::default()))]
+
     #[test]
     fn streamed_messages_join_back_to_themselves(
         messages in prop::collection::vec(message(), 0..6),

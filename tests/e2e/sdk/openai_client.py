@@ -1,7 +1,7 @@
 """The official OpenAI Python SDK as a client of `lmstack serve`.
 
 Usage: openai_client.py SCENARIO BASE_URL [MODEL]. Prints one JSON object: what
-the scenario saw, for tests/sdk_clients.rs to check. Exits non-zero when the SDK
+the scenario saw, for tests/e2e/sdk_clients.rs to check. Exits non-zero when the SDK
 raises something the scenario did not expect.
 """
 

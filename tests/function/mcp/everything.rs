@@ -12,7 +12,7 @@
 #![cfg(feature = "mcp")]
 
 // Only the MCP part of the shared helpers: the rest needs the providers.
-#[path = "common/mcp.rs"]
+#[path = "../../common/mcp.rs"]
 mod everything_server;
 
 use std::path::Path;

@@ -4,7 +4,7 @@
 
 #![cfg(feature = "mcp")]
 
-#[path = "common/server.rs"]
+#[path = "../../common/server.rs"]
 #[allow(dead_code)] // this file uses only a part of the scripted server
 mod server;
 

@@ -22,7 +22,7 @@
     feature = "gemini"
 ))]
 
-mod common;
+use crate::common;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;

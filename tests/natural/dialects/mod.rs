@@ -4,7 +4,7 @@
 //! arguments, unicode in and around, text before, between and after, near-miss
 //! markers kept exactly, and the same messages streamed as whole.
 
-mod harness;
+pub mod harness;
 
 mod deepseek;
 mod glm;

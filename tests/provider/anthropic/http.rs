@@ -5,7 +5,7 @@
 
 #![cfg(feature = "anthropic")]
 
-mod common;
+use crate::common;
 
 use common::server::{Answer, Server};
 use common::*;

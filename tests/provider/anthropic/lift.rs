@@ -5,7 +5,7 @@
 
 #![cfg(feature = "anthropic")]
 
-mod common;
+use crate::common;
 
 use common::*;
 use lmstack::provider::TransportErrorKind;
@@ -577,7 +577,7 @@ fn tool_arguments_stream_as_fragments_of_one_call() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(crate::regressions::beside(ProptestConfig::with_cases(64)))]
 
     #[test]
     fn any_cutting_of_a_recorded_stream_joins_to_the_same_messages(
@@ -713,7 +713,7 @@ impl Turn {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(128))]
+    #![proptest_config(crate::regressions::beside(ProptestConfig::with_cases(128)))]
 
     #[test]
     fn a_joined_stream_equals_the_non_streaming_body(

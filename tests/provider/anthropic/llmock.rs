@@ -3,13 +3,13 @@
 //! provider and the retry layer: 429 and 529 (`overloaded_error`) retried,
 //! disconnects retried only before the first event, a 4xx not retried.
 //!
-//! Like `tests/llmock_faults.rs`, these need the server: `.ci/test` starts it
+//! Like `tests/provider/openai_chat/llmock.rs`, these need the server: `.ci/test` starts it
 //! and sets `LMSTACK_LLMOCK_URL`; a plain `cargo test` lists them as ignored.
 //! Each test scripts its faults for its own model name.
 
 #![cfg(all(feature = "anthropic", feature = "retry"))]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 
 #![cfg(feature = "anthropic")]
 
-mod common;
+use crate::common;
 
 use common::*;
 use lmstack::provider::ToolResultMedia;

@@ -6,7 +6,7 @@
 
 #![cfg(feature = "anthropic")]
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use common::*;
@@ -1179,7 +1179,7 @@ fn wire_request() -> impl Strategy<Value = Value> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(128))]
+    #![proptest_config(crate::regressions::beside(ProptestConfig::with_cases(128)))]
 
     #[test]
     fn any_client_request_decodes_and_lowers_back(body in wire_request()) {

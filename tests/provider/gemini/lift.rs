@@ -5,7 +5,7 @@
 
 #![cfg(feature = "gemini")]
 
-mod common;
+use crate::common;
 
 use common::*;
 use lmstack::message::FinishReason;
@@ -425,7 +425,7 @@ fn recorded_streams() -> Vec<Vec<u8>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(crate::regressions::beside(ProptestConfig::with_cases(64)))]
 
     #[test]
     fn any_cutting_of_a_recorded_stream_lifts_to_the_same_events(
@@ -465,7 +465,7 @@ fn part() -> impl Strategy<Value = Value> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(128))]
+    #![proptest_config(crate::regressions::beside(ProptestConfig::with_cases(128)))]
 
     /// A turn streamed one part per response (usage growing, as Gemini sends it)
     /// joins to the messages of the same turn as one non-streaming body.

@@ -8,7 +8,7 @@
 
 #![cfg(all(feature = "gemini", feature = "retry"))]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

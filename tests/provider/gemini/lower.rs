@@ -4,7 +4,7 @@
 
 #![cfg(feature = "gemini")]
 
-mod common;
+use crate::common;
 
 use common::*;
 use lmstack::provider::body::BodyDecoder;

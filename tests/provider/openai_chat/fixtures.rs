@@ -5,7 +5,7 @@
 
 #![cfg(feature = "openai")]
 
-mod common;
+use crate::common;
 
 use common::*;
 use lmstack::provider::ProviderError;
@@ -355,7 +355,7 @@ fn groq_whole_call_and_x_groq_usage() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(crate::regressions::beside(ProptestConfig::with_cases(64)))]
 
     /// Cut anywhere, every streamed fixture gives the events of the whole body.
     #[test]

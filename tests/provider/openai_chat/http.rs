@@ -4,7 +4,7 @@
 
 #![cfg(all(feature = "openai", feature = "function", feature = "retry"))]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

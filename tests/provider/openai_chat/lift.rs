@@ -4,7 +4,7 @@
 
 #![cfg(feature = "openai")]
 
-mod common;
+use crate::common;
 
 use common::*;
 use lmstack::provider::TransportErrorKind;
@@ -526,7 +526,7 @@ fn joined(events: Vec<Event>) -> (Vec<Message>, Option<FinishReason>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(crate::regressions::beside(ProptestConfig::with_cases(256)))]
 
     /// One core, two modes: any turn streamed in any server's style and cut at
     /// any bytes joins to the messages (and finish reason) of its non-streaming body.

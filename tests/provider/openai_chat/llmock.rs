@@ -12,7 +12,7 @@
 
 #![cfg(all(feature = "openai", feature = "retry"))]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

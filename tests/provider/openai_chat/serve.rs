@@ -5,7 +5,7 @@
 
 #![cfg(feature = "openai")]
 
-mod common;
+use crate::common;
 
 use common::*;
 use lmstack::provider::body::BodyDecoder;
@@ -499,7 +499,7 @@ fn canonical_request() -> impl Strategy<Value = ChatRequest> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(crate::regressions::beside(ProptestConfig::with_cases(256)))]
 
     /// A canonical request lowered to a body and decoded gives itself back.
     #[test]
@@ -758,7 +758,7 @@ fn in_body_order(mut pieces: Vec<Piece>) -> Vec<Piece> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(crate::regressions::beside(ProptestConfig::with_cases(256)))]
 
     /// Streamed, the encoded reply — cut anywhere — lifts back to the messages
     /// the events join to, and to the finish reason the client expects.
