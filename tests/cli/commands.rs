@@ -11,28 +11,47 @@ fn lmstack(args: &[&str]) -> std::process::Output {
         .expect("the lmstack binary runs")
 }
 
+/// Every subcommand of `lmstack`, in the order `--help` lists them.
+const SUBCOMMANDS: [&str; 8] = [
+    "demo", "parse", "render", "lift", "lower", "chat", "mcp", "serve",
+];
+
+/// The names in the `Commands:` section of a help text.
+fn commands_listed(help: &str) -> Vec<&str> {
+    help.lines()
+        .skip_while(|line| *line != "Commands:")
+        .skip(1)
+        .take_while(|line| !line.trim().is_empty())
+        .filter_map(|line| line.split_whitespace().next())
+        .collect()
+}
+
 #[test]
-fn help_lists_the_seven_subcommands() {
+fn help_lists_every_subcommand_and_no_other() {
     let output = lmstack(&["--help"]);
     assert!(output.status.success());
     let help = String::from_utf8(output.stdout).unwrap();
-    for subcommand in ["demo", "parse", "render", "lift", "lower", "chat", "mcp"] {
-        assert!(
-            help.lines()
-                .any(|line| line.trim_start().starts_with(subcommand)),
-            "`{subcommand}` missing from:\n{help}"
-        );
-    }
+    let mut expected = SUBCOMMANDS.to_vec();
+    expected.push("help");
+    assert_eq!(commands_listed(&help), expected, "{help}");
 }
 
 #[test]
 fn every_subcommand_has_help() {
-    for subcommand in ["demo", "parse", "render", "lift", "lower", "chat", "mcp"] {
-        let output = lmstack(&[subcommand, "--help"]);
+    let mcp = ["mcp list", "mcp call"];
+    for subcommand in SUBCOMMANDS.into_iter().chain(mcp) {
+        let mut args: Vec<&str> = subcommand.split(' ').collect();
+        args.push("--help");
+        let output = lmstack(&args);
         assert!(output.status.success(), "{subcommand} --help failed");
         let help = String::from_utf8(output.stdout).unwrap();
-        assert!(help.contains("Usage: lmstack"), "{help}");
+        assert!(
+            help.contains(&format!("Usage: lmstack {subcommand}")),
+            "{subcommand}: {help}"
+        );
     }
+    let help = String::from_utf8(lmstack(&["mcp", "--help"]).stdout).unwrap();
+    assert_eq!(commands_listed(&help), ["list", "call", "help"], "{help}");
 }
 
 #[test]

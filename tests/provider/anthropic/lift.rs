@@ -586,6 +586,9 @@ proptest! {
         for (name, body) in recorded_anthropic_streams() {
             let whole = lift(&body, true).unwrap();
             let cut = lift_cut(&body, true, &sizes).unwrap();
+            // Not only the same, but something: every recording holds a
+            // message and ends with a stop reason.
+            prop_assert!(!whole.0.is_empty() && whole.1.is_some(), "{}: {:?}", name, whole);
             prop_assert_eq!(cut, whole, "{}", name);
         }
     }
@@ -724,8 +727,33 @@ proptest! {
         let whole = lift(&turn.body(), false).unwrap();
         let streamed = lift_cut(&turn.stream(&cuts), true, &sizes).unwrap();
         prop_assert_eq!(&streamed, &whole);
-        let calls: Vec<Value> = whole.0.iter().flat_map(|m| m.calls()).map(|c| c.arguments.clone()).collect();
-        let expected: Vec<Value> = turn.calls.iter().map(|(_, input)| input.clone()).collect();
+        // And what went in comes out, read from the turn itself: the thinking
+        // with its signature, the text, each call's id, name and input, the
+        // usage and the stop reason.
+        let (messages, finish) = &whole;
+        let thinking: Vec<(String, Option<String>)> = messages.iter().filter_map(|m| match m {
+            Message::Reasoning(thought) => Some((thought.text.clone(), thought.signature.clone())),
+            _ => None,
+        }).collect();
+        let expected: Vec<(String, Option<String>)> = turn.thinking.iter().map(|(text, signature)| (text.clone(), Some(signature.clone()))).collect();
+        prop_assert_eq!(thinking, expected);
+        let text: String = messages.iter().filter_map(Message::as_text).collect();
+        prop_assert_eq!(text, turn.text.clone().unwrap_or_default());
+        let calls: Vec<(String, String, Value)> = messages.iter().flat_map(|m| m.calls()).map(|c| (c.id.clone(), c.name.clone(), c.arguments.clone())).collect();
+        let expected: Vec<(String, String, Value)> = turn.calls.iter().enumerate().map(|(n, (name, input))| (format!("toolu_{n}"), name.clone(), input.clone())).collect();
         prop_assert_eq!(calls, expected);
+        let usage: Vec<(u64, u64)> = messages.iter().filter_map(|m| match m {
+            Message::Usage(usage) => Some((usage.input_tokens, usage.output_tokens)),
+            _ => None,
+        }).collect();
+        let (uncached, output, cached) = turn.usage;
+        prop_assert_eq!(usage, vec![(uncached + cached, output)]);
+        let stop = match turn.stop {
+            "end_turn" => FinishReason::Stop,
+            "tool_use" => FinishReason::ToolCalls,
+            "max_tokens" => FinishReason::Length,
+            other => FinishReason::Other(other.into()),
+        };
+        prop_assert_eq!(finish.clone(), Some(stop));
     }
 }

@@ -546,9 +546,36 @@ fn check_round_trip(events: &[Event], sizes: &[usize]) -> Result<(), TestCaseErr
     }
     let expected = comparable(joined);
     let reason = expected_reason(events, joined_reason);
+    // The calls put in, read from the events themselves (not through the
+    // joiner): each one's id and name, in order.
+    let mut calls_in = Vec::new();
+    for event in events {
+        match event {
+            Event::ToolCallDelta(delta) => {
+                if let Some(details) = &delta.details {
+                    calls_in.push((details.id.clone().unwrap(), details.name.clone().unwrap()));
+                }
+            }
+            Event::Message {
+                message: Message::ToolCalls(message),
+            } => calls_in.extend(
+                message
+                    .calls
+                    .iter()
+                    .map(|call| (call.id.clone(), call.name.clone())),
+            ),
+            _ => {}
+        }
+    }
     for stream in [true, false] {
         let bytes = encode(events, stream);
         let (messages, read_reason) = read_back(&bytes, stream, sizes);
+        let calls_out: Vec<(String, String)> = messages
+            .iter()
+            .flat_map(|m| m.calls())
+            .map(|call| (call.id.clone(), call.name.clone()))
+            .collect();
+        prop_assert_eq!(&calls_out, &calls_in, "stream: {}", stream);
         prop_assert_eq!(&comparable(messages), &expected, "stream: {}", stream);
         prop_assert_eq!(read_reason.as_ref(), Some(&reason), "stream: {}", stream);
     }

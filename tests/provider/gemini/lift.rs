@@ -434,6 +434,10 @@ proptest! {
         for body in recorded_streams() {
             let whole = events(BodyDecoder::sse(Lifter::new()), &body).unwrap();
             let cut = decode_cut(BodyDecoder::sse(Lifter::new()), &body, &sizes).unwrap();
+            // Not only the same, but something: every recording holds content
+            // and ends with a finish reason.
+            prop_assert!(whole.len() > 1, "{:?}", whole);
+            prop_assert!(matches!(whole.last(), Some(Event::Finish { .. })), "{:?}", whole);
             prop_assert_eq!(&cut, &whole);
         }
     }
@@ -497,7 +501,41 @@ proptest! {
         let body = response(parts.clone(), true, parts.len()).to_string();
         let streamed = Joiner::join(decode_cut(BodyDecoder::sse(Lifter::new()), stream.as_bytes(), &sizes).unwrap());
         let whole = Joiner::join(decode_cut(BodyDecoder::json(Lifter::new()), body.as_bytes(), &sizes).unwrap());
-        prop_assert_eq!(streamed, whole);
+        prop_assert_eq!(&streamed, &whole);
+        // And what went in comes out, read from the parts themselves: the
+        // text, the thoughts, each call's name and arguments, its id where it
+        // had one, and the usage of the last response.
+        let (mut text, mut thoughts, mut calls) = (String::new(), String::new(), Vec::new());
+        for part in &parts {
+            if let Some(call) = part.get("functionCall") {
+                calls.push((call["name"].as_str().unwrap().to_owned(), call["args"].clone()));
+            } else if part["thought"] == true {
+                thoughts.push_str(part["text"].as_str().unwrap());
+            } else {
+                text.push_str(part["text"].as_str().unwrap());
+            }
+        }
+        let (mut read_text, mut read_thoughts) = (String::new(), String::new());
+        for message in &whole {
+            match message {
+                Message::Text(said) => read_text.push_str(&said.text),
+                Message::Reasoning(thought) => read_thoughts.push_str(&thought.text),
+                _ => {}
+            }
+        }
+        prop_assert_eq!(read_text, text);
+        prop_assert_eq!(read_thoughts, thoughts);
+        let lifted = calls_in(&whole);
+        let read_calls: Vec<(String, Value)> = lifted.iter().map(|c| (c.name.clone(), c.arguments.clone())).collect();
+        prop_assert_eq!(read_calls, calls);
+        let given = parts.iter().filter_map(|part| part.get("functionCall")).map(|call| call.get("id"));
+        for (call, id) in lifted.iter().zip(given) {
+            if let Some(id) = id {
+                prop_assert_eq!(Some(call.id.as_str()), id.as_str());
+            }
+        }
+        let n = parts.len() as u64;
+        prop_assert_eq!(counts(&usage(&whole)), (10, 3 * n, Some(2 * n)));
     }
 }
 

@@ -429,7 +429,13 @@ fn media_by_url_and_tool_role_text_are_refused() {
         "{text}"
     );
     let request = ChatRequest::new(vec![Message::text(lmstack::Role::Tool, "x")]);
-    assert!(lower(&request, &LowerOptions::default()).is_err());
+    match lower(&request, &LowerOptions::default()) {
+        Err(Error::InvalidRequest(message)) => assert_eq!(
+            message,
+            "gemini: a `text` message with role `tool` names no call; send tool output as `tool_results`"
+        ),
+        other => panic!("an invalid request, not {other:?}"),
+    }
 }
 
 /// The first bytes of a WAV file.

@@ -727,6 +727,40 @@ fn events_of(pieces: &[Piece], usage: Option<(u64, u64)>, finish: &FinishReason)
     events
 }
 
+/// What a reply's pieces put in, read from the pieces alone (not through the
+/// joiner, which the properties compare with as well): the text, the reasoning,
+/// and each call's name and arguments, in order; a tool loop's work is left out.
+fn put_in(pieces: &[Piece]) -> (String, String, Vec<(String, Value)>) {
+    let (mut text, mut reasoning, mut calls) = (String::new(), String::new(), Vec::new());
+    for piece in pieces {
+        match piece {
+            Piece::Reasoning(texts) => texts.iter().for_each(|t| reasoning.push_str(t)),
+            Piece::Text(texts) => texts.iter().for_each(|t| text.push_str(t)),
+            Piece::TextMessage(whole) => text.push_str(whole),
+            Piece::Calls(list) => calls.extend(list.iter().map(|(name, parts)| {
+                (name.clone(), serde_json::from_str(&parts.concat()).unwrap())
+            })),
+            Piece::CallsMessage(list) => calls.extend(list.iter().cloned()),
+            Piece::Aggregate => {}
+        }
+    }
+    (text, reasoning, calls)
+}
+
+/// The same, read from the messages a client lifted.
+fn came_out(messages: &[Message]) -> (String, String, Vec<(String, Value)>) {
+    let (mut text, mut reasoning, mut calls) = (String::new(), String::new(), Vec::new());
+    for message in messages {
+        match message {
+            Message::Reasoning(thought) => reasoning.push_str(&thought.text),
+            Message::Text(said) => text.push_str(&said.text),
+            _ => {}
+        }
+        calls.extend(message.calls().iter().map(|c| (c.name.clone(), c.arguments.clone())));
+    }
+    (text, reasoning, calls)
+}
+
 /// The finish reason the client reads back.
 fn wire_finish(finish: &FinishReason, calls: bool) -> FinishReason {
     match finish {
@@ -778,6 +812,7 @@ proptest! {
             expected.retain(|m| !matches!(m, Message::Usage(_)));
         }
         let calls = expected.iter().any(|m| !m.calls().is_empty());
+        prop_assert_eq!(came_out(&messages), put_in(&pieces));
         prop_assert_eq!(as_on_the_wire(messages), expected);
         prop_assert_eq!(reason, Some(wire_finish(&finish, calls)));
     }
@@ -790,11 +825,13 @@ proptest! {
         finish in finish_reason(),
         sizes in proptest::collection::vec(1usize..64, 1..8),
     ) {
-        let events = events_of(&in_body_order(pieces), usage, &finish);
+        let pieces = in_body_order(pieces);
+        let events = events_of(&pieces, usage, &finish);
         let bytes = encode(&events, false, false);
         let (messages, reason) = lift_back(&bytes, false, &sizes).unwrap();
         let expected = as_on_the_wire(Joiner::join(events));
         let calls = expected.iter().any(|m| !m.calls().is_empty());
+        prop_assert_eq!(came_out(&messages), put_in(&pieces));
         prop_assert_eq!(as_on_the_wire(messages), expected);
         prop_assert_eq!(reason, Some(wire_finish(&finish, calls)));
     }
@@ -951,7 +988,19 @@ fn an_error_mid_stream_is_an_error_frame_that_ends_it() {
 fn an_assistant_image_cannot_be_written() {
     let mut encoder = ReplyEncoder::new("chatcmpl-x", 1, "m");
     let image = Message::multimodal(Role::Assistant, vec![ContentBlock::image_url("https://x")]);
-    assert!(encoder.push(Ok(image.into()), &mut Output::new()).is_err());
+    let error = encoder
+        .push(Ok(image.into()), &mut Output::new())
+        .unwrap_err();
+    match &error {
+        Error::Stage { stage, message } => {
+            assert_eq!(*stage, "openai server");
+            assert!(
+                message.contains("images, documents or audio in an assistant reply"),
+                "{message}"
+            );
+        }
+        other => panic!("a stage error, not {other:?}"),
+    }
 }
 
 #[test]
