@@ -204,7 +204,10 @@ fn a_text_only_model_behind_the_gateway_gives_the_sdk_native_tool_calls() {
     )
     .unwrap();
     let serving = serve(&["--config", config.to_str().unwrap()]);
-    let path = format!("{}/tests/e2e/sdk/openai_client.py", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/tests/e2e/sdk/openai_client.py",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let output = Command::new(python())
         .args([
             &path,

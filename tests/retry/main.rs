@@ -228,8 +228,7 @@ fn a_retry_after_above_the_cap_is_not_waited_out() {
     };
     let model = Model::new(outcomes());
     let (layer, slept) = layer(&[]);
-    let error =
-        block_on(layer.clone().layer(model.clone()).oneshot(request(true))).unwrap_err();
+    let error = block_on(layer.clone().layer(model.clone()).oneshot(request(true))).unwrap_err();
     assert_eq!(
         error.provider_error().and_then(|error| error.retry_after),
         Some(Duration::from_secs(61))

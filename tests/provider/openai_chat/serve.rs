@@ -756,7 +756,12 @@ fn came_out(messages: &[Message]) -> (String, String, Vec<(String, Value)>) {
             Message::Text(said) => text.push_str(&said.text),
             _ => {}
         }
-        calls.extend(message.calls().iter().map(|c| (c.name.clone(), c.arguments.clone())));
+        calls.extend(
+            message
+                .calls()
+                .iter()
+                .map(|c| (c.name.clone(), c.arguments.clone())),
+        );
     }
     (text, reasoning, calls)
 }
