@@ -13,6 +13,10 @@ mod regressions;
 #[path = "../common/mod.rs"]
 mod common;
 
+#[cfg(not(feature = "http"))]
+#[path = "../common/without_providers.rs"]
+mod common;
+
 #[cfg(feature = "function")]
 mod effects;
 mod function_call;

@@ -11,14 +11,10 @@
 
 #![cfg(feature = "mcp")]
 
-// Only the MCP part of the shared helpers: the rest needs the providers.
-#[path = "../../common/mcp.rs"]
-mod everything_server;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use everything_server::{everything, everything_command, everything_dir, everything_http};
+use crate::common::mcp::{everything, everything_command, everything_dir, everything_http};
 use futures::StreamExt;
 use lmstack::function::mcp::{McpConfig, McpError, McpServer};
 use lmstack::function::{

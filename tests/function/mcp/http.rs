@@ -4,14 +4,10 @@
 
 #![cfg(feature = "mcp")]
 
-#[path = "../../common/server.rs"]
-#[allow(dead_code)] // this file uses only a part of the scripted server
-mod server;
-
 use std::time::{Duration, Instant};
 
+use crate::common::server::{Answer, Server};
 use lmstack::function::mcp::{McpConfig, McpError, McpServer};
-use server::{Answer, Server};
 
 #[tokio::test]
 async fn the_bearer_token_is_sent_and_a_refusal_is_a_clear_error_without_it() {
