@@ -139,6 +139,52 @@ pub struct Usage {
     pub metadata: Metadata,
 }
 
+impl Usage {
+    /// Adds `other` to this usage, as the rounds of a tool loop add up: every
+    /// count saturating; an optional count is reported when either side reports
+    /// it; a counter in the metadata (a whole number, such as Anthropic's
+    /// cache writes) is summed, any other metadata field kept where set.
+    ///
+    /// ```
+    /// use lmstack::Usage;
+    ///
+    /// let mut total = Usage { input_tokens: u64::MAX, output_tokens: 2, ..Usage::default() };
+    /// let mut round = Usage { input_tokens: 5, output_tokens: 3, ..Usage::default() };
+    /// round.cached_input_tokens = Some(4);
+    /// round.metadata.insert("cache_creation_input_tokens", 7.into());
+    /// total.add(&round);
+    /// total.add(&round);
+    /// assert_eq!((total.input_tokens, total.output_tokens), (u64::MAX, 8));
+    /// assert_eq!(total.cached_input_tokens, Some(8));
+    /// assert_eq!(total.reasoning_tokens, None);
+    /// assert_eq!(total.metadata.get("cache_creation_input_tokens"), Some(&14.into()));
+    /// ```
+    pub fn add(&mut self, other: &Usage) {
+        let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+        };
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cached_input_tokens = add(self.cached_input_tokens, other.cached_input_tokens);
+        self.reasoning_tokens = add(self.reasoning_tokens, other.reasoning_tokens);
+        let counters: Vec<(String, u64)> = other
+            .metadata
+            .extra()
+            .filter_map(|(key, value)| {
+                let ours = self.metadata.get(key).and_then(serde_json::Value::as_u64);
+                add(ours, value.as_u64())
+                    .filter(|_| ours.is_some())
+                    .map(|sum| (key.to_owned(), sum))
+            })
+            .collect();
+        self.metadata.merge_missing(&other.metadata);
+        for (key, sum) in counters {
+            self.metadata.insert(key, sum.into());
+        }
+    }
+}
+
 impl Message {
     /// A text message with the given role.
     pub fn text(role: Role, text: impl Into<String>) -> Self {

@@ -1,4 +1,5 @@
-//! The dialects the parser reads.
+//! The dialects tool calls are written in as text: read by the parser,
+//! rendered by the transformer.
 
 use std::fmt;
 use std::str::FromStr;
@@ -11,6 +12,10 @@ use std::str::FromStr;
 /// `MiniMax`, `Granite`) reads its family's markup and also the tagged form,
 /// which the transformer falls back to for a call the family's form cannot
 /// carry; [`Dialect::for_model`] picks one from a model's name.
+///
+/// The transformer renders the dialects of [`Dialect::RENDERED`] in their own
+/// form; any other is rendered as [`Dialect::rendered_as`] says (`Auto` is
+/// read-only: it renders the tagged form).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Dialect {
     /// The XML-like dialects at once (the default).
@@ -90,6 +95,70 @@ impl Dialect {
             Dialect::MiniMax => "minimax",
             Dialect::Granite => "granite",
         }
+    }
+
+    /// Every dialect the transformer renders in its own form, by CLI name.
+    pub const RENDERED: [Dialect; 11] = {
+        let mut rendered = [Dialect::Tagged; 11];
+        let (mut all, mut written) = (0, 0);
+        while all < Dialect::ALL.len() {
+            if Dialect::ALL[all].renders() {
+                rendered[written] = Dialect::ALL[all];
+                written += 1;
+            }
+            all += 1;
+        }
+        assert!(written == rendered.len());
+        rendered
+    };
+
+    /// True when the transformer renders this dialect's own form (one of
+    /// [`RENDERED`](Self::RENDERED)): all but the read-only `Auto`,
+    /// `Qwen3Coder`, `ClaudeXml` and `Json`.
+    pub const fn renders(self) -> bool {
+        !matches!(
+            self,
+            Dialect::Auto | Dialect::Qwen3Coder | Dialect::ClaudeXml | Dialect::Json
+        )
+    }
+
+    /// The form the transformer renders for this dialect: its own when it
+    /// [`renders`](Self::renders) it, Hermes for Qwen3-Coder (the form Qwen's
+    /// chat templates show), else tagged (`Auto`, `ClaudeXml`, `Json`).
+    ///
+    /// ```
+    /// use lmstack::natural::Dialect;
+    /// assert_eq!(Dialect::Granite.rendered_as(), Dialect::Granite);
+    /// assert_eq!(Dialect::Qwen3Coder.rendered_as(), Dialect::Hermes);
+    /// assert_eq!(Dialect::Auto.rendered_as(), Dialect::Tagged);
+    /// ```
+    pub fn rendered_as(self) -> Dialect {
+        match self {
+            Dialect::Qwen3Coder => Dialect::Hermes,
+            dialect if dialect.renders() => dialect,
+            _ => Dialect::Tagged,
+        }
+    }
+
+    /// The dialect to read what is rendered for this one with, when the text
+    /// may hold other forms too: `Auto` when it reads that form (tagged,
+    /// Hermes, GLM, MiniMax), else the family's own dialect.
+    pub fn read_by(self) -> Dialect {
+        let rendered = self.rendered_as();
+        if Dialect::Auto.reads(rendered) {
+            Dialect::Auto
+        } else {
+            rendered
+        }
+    }
+
+    /// The dialect named `name` among those the transformer renders (the
+    /// `lmstack render --dialect` names); the error lists them.
+    pub fn parse_rendered(name: &str) -> Result<Dialect, String> {
+        name.parse()
+            .ok()
+            .filter(|dialect: &Dialect| dialect.renders())
+            .ok_or_else(|| unknown(name, "the transformer writes", &Dialect::RENDERED))
     }
 
     /// True when reading `self` includes reading `other`: `Auto` reads the
@@ -193,14 +262,14 @@ impl FromStr for Dialect {
         Dialect::ALL
             .into_iter()
             .find(|dialect| dialect.name() == name)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Dialect::ALL.iter().map(|d| d.name()).collect();
-                format!(
-                    "unknown dialect `{name}`; the dialects are: {}",
-                    names.join(", ")
-                )
-            })
+            .ok_or_else(|| unknown(name, "the dialects are", &Dialect::ALL))
     }
+}
+
+/// The error for an unknown dialect `name`: `known`, listed after `lead`.
+fn unknown(name: &str, lead: &str, known: &[Dialect]) -> String {
+    let names: Vec<&str> = known.iter().map(|d| d.name()).collect();
+    format!("unknown dialect `{name}`; {lead}: {}", names.join(", "))
 }
 
 #[cfg(test)]
@@ -246,5 +315,29 @@ mod tests {
         assert!(Dialect::Glm.reads(Dialect::Tagged));
         assert!(Dialect::MiniMax.reads(Dialect::Tagged));
         assert!(!Dialect::Hermes.reads(Dialect::Tagged));
+    }
+
+    #[test]
+    fn names_read_back_and_only_the_rendered_dialects_parse_as_rendered() {
+        for dialect in Dialect::ALL {
+            assert_eq!(dialect.name().parse::<Dialect>(), Ok(dialect));
+            assert!(dialect.rendered_as().renders(), "{dialect}");
+            assert!(dialect.read_by().reads(dialect.rendered_as()), "{dialect}");
+        }
+        let rendered = "tagged, hermes, mistral, llama3-json, pythonic, kimi-k2, deepseek, glm, \
+                        harmony, minimax, granite";
+        assert_eq!(Dialect::RENDERED.map(Dialect::name).join(", "), rendered);
+        for dialect in Dialect::RENDERED {
+            assert_eq!(dialect.rendered_as(), dialect);
+            assert_eq!(Dialect::parse_rendered(dialect.name()), Ok(dialect));
+        }
+        for name in ["auto", "qwen3-coder", "claude-xml", "json", "nope"] {
+            let error = Dialect::parse_rendered(name).unwrap_err();
+            let expected = format!("unknown dialect `{name}`; the transformer writes: {rendered}");
+            assert_eq!(error, expected);
+        }
+        assert_eq!(Dialect::Hermes.read_by(), Dialect::Auto);
+        assert_eq!(Dialect::Qwen3Coder.read_by(), Dialect::Auto);
+        assert_eq!(Dialect::Mistral.read_by(), Dialect::Mistral);
     }
 }

@@ -7,10 +7,10 @@ use std::collections::HashSet;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::format::{
-    self, MediaKind, PLACEHOLDERS_KEY, Part, TOOL_AGGREGATES_KEY, TOOL_CALL_IDS_KEY,
-    TOOL_METADATA_KEY,
+use super::metadata::{
+    PLACEHOLDERS_KEY, Part, TOOL_AGGREGATES_KEY, TOOL_CALL_IDS_KEY, TOOL_METADATA_KEY, apply_extras,
 };
+use super::result_text::{MediaKind, placeholder};
 use super::{NaturalToolUseParser, ParserMachine};
 use crate::message::{
     MultimodalMessage, TextMessage, ToolAggregateMessage, ToolCallsMessage, ToolResultsMessage,
@@ -344,7 +344,7 @@ impl Group {
 
 /// The media block a placeholder text block stands for, if it is still there.
 fn claim(block: &ContentBlock, media: &mut [Option<ContentBlock>]) -> Option<ContentBlock> {
-    let (kind, number) = format::placeholder(block.as_text()?)?;
+    let (kind, number) = placeholder(block.as_text()?)?;
     let slot = media.get_mut(number - 1)?;
     let fits = MediaKind::of(slot.as_ref()?) == Some(kind);
     fits.then(|| slot.take()).flatten()
@@ -408,7 +408,7 @@ fn pair(
         metadata.merge_missing(&std::mem::take(&mut call.metadata));
     }
     if let Some(extras) = metadata.remove(TOOL_METADATA_KEY) {
-        format::apply_extras(&extras, &mut calls, &mut ordered);
+        apply_extras(&extras, &mut calls, &mut ordered);
     }
     out.push(Message::ToolAggregate(ToolAggregateMessage {
         calls,

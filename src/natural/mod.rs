@@ -3,26 +3,29 @@
 //!
 //! - [`NaturalToolUseParser`]: model text → tool calls, in the dialects of
 //!   [`Dialect`];
-//! - [`NaturalToolUseTransformer`]: tool calls and results → text, the reverse;
+//! - [`NaturalToolUseTransformer`]: tool calls and results → text, the reverse,
+//!   in the dialects of [`Dialect::RENDERED`];
 //! - [`NaturalToolUse`]: both, plus a system-prompt section describing the
 //!   tools: the one layer that makes a text-only model tool-capable;
 //! - [`json_in_reply`]: the JSON value in a reply, for tools that ask a model
 //!   for JSON.
 
 mod dialect;
-mod format;
 mod history;
+mod json_text;
+mod markers;
+mod metadata;
 mod parser;
 mod prompt;
 mod reply_json;
+mod result_text;
 mod scan;
 mod tool_use;
 mod transformer;
-mod turn;
 
 pub use dialect::Dialect;
-pub use format::{RenderDialect, TOOL_AGGREGATES_KEY, TOOL_CALL_IDS_KEY, TOOL_METADATA_KEY};
 pub use history::HistoryReader;
+pub use metadata::{TOOL_AGGREGATES_KEY, TOOL_CALL_IDS_KEY, TOOL_METADATA_KEY};
 pub use parser::{NaturalToolUseParser, OnInvalid, ParserMachine};
 pub use reply_json::json_in_reply;
 pub use tool_use::NaturalToolUse;

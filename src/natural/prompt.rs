@@ -3,7 +3,8 @@
 
 use serde_json::{Map, Value};
 
-use super::format::{self, RenderDialect};
+use super::dialect::Dialect;
+use super::transformer::write_example;
 use crate::message::{MultimodalMessage, TextMessage};
 use crate::{ContentBlock, Message, Role, ToolChoice, ToolSpec};
 
@@ -15,11 +16,7 @@ const END: &str = "Call a tool only when you need it; otherwise answer directly.
 /// The section for `tools`: each tool's name, description, JSON Schema and one
 /// example call in `dialect`, then how calls and results go (in words that fit
 /// every dialect: the examples show the form).
-pub(crate) fn section(
-    tools: &[ToolSpec],
-    choice: Option<&ToolChoice>,
-    dialect: RenderDialect,
-) -> String {
+pub(crate) fn section(tools: &[ToolSpec], choice: Option<&ToolChoice>, dialect: Dialect) -> String {
     let mut text = String::from(START);
     text.push_str(
         " Each tool is listed below with the JSON Schema of its arguments and an example call.\n",
@@ -36,7 +33,7 @@ pub(crate) fn section(
         text.push_str(&tool.parameters.to_string());
         text.push_str("\n\nExample:\n");
         let arguments = example(&tool.parameters, &tool.parameters, 0);
-        format::write_example(&mut text, &tool.name, &arguments, dialect);
+        write_example(&mut text, &tool.name, &arguments, dialect);
         text.push('\n');
     }
     text.push_str(
@@ -178,7 +175,7 @@ fn resolve<'a>(root: &'a Value, target: &str) -> Option<&'a Value> {
 mod tests {
     use super::*;
     use crate::ToolCall;
-    use crate::natural::{Dialect, NaturalToolUseParser};
+    use crate::natural::NaturalToolUseParser;
     use serde_json::json;
 
     #[test]
@@ -223,7 +220,7 @@ mod tests {
             "ibm-granite/granite-3.3-8b-instruct",
             "HuggingFaceTB/SmolLM2-135M-Instruct",
         ] {
-            let text = section(&tools, None, RenderDialect::for_model(model));
+            let text = section(&tools, None, Dialect::for_model(model).rendered_as());
             let (_, rest) = text.split_once("Example:\n").unwrap();
             let (example, _) = rest.split_once("\n\n## How").unwrap();
             let read = NaturalToolUseParser::new()
@@ -247,7 +244,7 @@ mod tests {
     #[test]
     fn the_section_is_installed_once_and_replaced_when_tools_change() {
         let tools = [ToolSpec::new("add", "Adds.", json!({"type": "object"}))];
-        let first = section(&tools, None, RenderDialect::Tagged);
+        let first = section(&tools, None, Dialect::Tagged);
         let mut messages = vec![Message::system("Be brief."), Message::user("hi")];
         install(&mut messages, &first);
         let once = messages.clone();
@@ -258,7 +255,7 @@ mod tests {
             format!("Be brief.\n\n{first}")
         );
 
-        let second = section(&tools, Some(&ToolChoice::Required), RenderDialect::Hermes);
+        let second = section(&tools, Some(&ToolChoice::Required), Dialect::Hermes);
         install(&mut messages, &second);
         assert_eq!(
             messages[0].as_text().unwrap(),

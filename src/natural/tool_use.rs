@@ -2,7 +2,6 @@
 //! tool-capable.
 
 use super::dialect::Dialect;
-use super::format::RenderDialect;
 use super::parser::{NaturalToolUseParser, ParserMachine};
 use super::prompt;
 use super::transformer::{Consolidation, NaturalToolUseTransformer};
@@ -68,8 +67,9 @@ impl NaturalToolUse {
     }
 
     /// The layer for `model`, by its name: the history and the prompt's
-    /// examples in the family's own call form ([`RenderDialect::for_model`]:
-    /// Hermes for the Qwen family, tagged for models it does not know), the
+    /// examples in the family's own call form ([`Dialect::for_model`], as
+    /// [`Dialect::rendered_as`] renders it: Hermes for the Qwen family, tagged
+    /// for models it does not know), the
     /// reply read in the family's own dialect ([`Dialect::for_model`]), which
     /// also reads the tagged form the writer falls back to, or by `auto` when
     /// that dialect would not read the form written (Qwen3-Coder, unknown
@@ -100,9 +100,9 @@ impl NaturalToolUse {
     /// # }).unwrap();
     /// ```
     pub fn for_model(model: &str) -> Self {
-        let written = RenderDialect::for_model(model);
         let native = Dialect::for_model(model);
-        let read = if native.reads(written.dialect()) {
+        let written = native.rendered_as();
+        let read = if native.reads(written) {
             native
         } else {
             Dialect::Auto
@@ -114,9 +114,11 @@ impl NaturalToolUse {
 
     /// The dialect the history and the prompt's examples are written in
     /// (`Tagged` by default); the reply is then read by
-    /// [`RenderDialect::read_by`]: `auto` when it reads that form, else the
-    /// family's own dialect. [`parser`](Self::parser) set after this one wins.
-    pub fn dialect(mut self, dialect: RenderDialect) -> Self {
+    /// [`Dialect::read_by`]: `auto` when it reads that form, else the family's
+    /// own dialect. A dialect the transformer does not render is written as
+    /// [`Dialect::rendered_as`] says. [`parser`](Self::parser) set after this
+    /// one wins.
+    pub fn dialect(mut self, dialect: Dialect) -> Self {
         self.transformer = self.transformer.dialect(dialect);
         self.parser = self.parser.dialect(dialect.read_by());
         self

@@ -27,6 +27,97 @@ pub enum ToolResultMedia {
     Reject,
 }
 
+/// A wire's part type, as the [`MediaPlan`] writes it: a text part (the
+/// heading of injected files) and a file.
+pub(crate) trait MediaPart: Sized {
+    /// A text part.
+    fn text(text: String) -> Self;
+    /// A file (an image, a document, audio) as the wire writes it in a user
+    /// message.
+    fn file(block: &ContentBlock) -> Result<Self, Error>;
+}
+
+/// Where a tool result's files go, by [`ToolResultMedia`] — the plan every
+/// lowering follows, each over its own part type `P`: the files injected
+/// after a run of tool results wait here for the user message that follows
+/// the run ([`take_waiting`](MediaPlan::take_waiting)).
+#[derive(Debug)]
+pub(crate) struct MediaPlan<P> {
+    provider: &'static str,
+    policy: ToolResultMedia,
+    waiting: Vec<P>,
+}
+
+/// What the [`MediaPlan`] made of one tool result.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Placement {
+    /// It holds no file: the wire writes its text.
+    NoFiles,
+    /// Its files go inside it: the wire writes them its own way.
+    Native,
+    /// Its files wait for the next user message; the result itself is this
+    /// text, which says so.
+    Injected(String),
+}
+
+impl<P: MediaPart> MediaPlan<P> {
+    pub(crate) fn new(provider: &'static str, policy: ToolResultMedia) -> Self {
+        MediaPlan {
+            provider,
+            policy,
+            waiting: Vec::new(),
+        }
+    }
+
+    /// Places `result`'s files: an error under [`ToolResultMedia::Reject`];
+    /// under `Inject`, queued under a heading that names the call by
+    /// `shown_id` (the id the model saw, if any).
+    pub(crate) fn place(
+        &mut self,
+        result: &ToolResult,
+        shown_id: Option<&str>,
+    ) -> Result<Placement, Error> {
+        if !result
+            .content
+            .iter()
+            .any(|block| block.as_media().is_some())
+        {
+            return Ok(Placement::NoFiles);
+        }
+        match self.policy {
+            ToolResultMedia::Native => Ok(Placement::Native),
+            ToolResultMedia::Reject => Err(rejected(self.provider, result)),
+            ToolResultMedia::Inject => {
+                let files = result.content.iter().filter(|b| b.as_media().is_some());
+                self.inject(result, shown_id, files)?;
+                Ok(Placement::Injected(text_with_note(result)))
+            }
+        }
+    }
+
+    /// Queues `files` of `result` for the next user message, under a heading
+    /// that names the call by `shown_id`.
+    pub(crate) fn inject<'a>(
+        &mut self,
+        result: &ToolResult,
+        shown_id: Option<&str>,
+        files: impl IntoIterator<Item = &'a ContentBlock>,
+    ) -> Result<(), Error> {
+        let heading = attachments_heading(shown_id, &result.name);
+        self.waiting.push(P::text(heading));
+        for block in files {
+            self.waiting.push(P::file(block)?);
+        }
+        Ok(())
+    }
+
+    /// The parts waiting for a user message, if any: the run of tool results
+    /// they follow is over.
+    pub(crate) fn take_waiting(&mut self) -> Option<Vec<P>> {
+        (!self.waiting.is_empty()).then(|| std::mem::take(&mut self.waiting))
+    }
+}
+
 /// The error of a tool result refused under [`ToolResultMedia::Reject`]: it
 /// names the call and the media types.
 pub fn rejected(provider: &str, result: &ToolResult) -> Error {
@@ -135,6 +226,62 @@ fn listed(items: &[String]) -> String {
 mod tests {
     use super::*;
     use crate::Media;
+
+    impl MediaPart for String {
+        fn text(text: String) -> Self {
+            text
+        }
+
+        fn file(block: &ContentBlock) -> Result<Self, Error> {
+            Ok(block
+                .as_media()
+                .and_then(Media::media_type)
+                .unwrap_or("?")
+                .to_owned())
+        }
+    }
+
+    #[test]
+    fn the_plan_places_files_by_policy_and_hands_the_waiting_ones_out_once() {
+        let text = ToolResult::text("c1", "shot", "plain");
+        let shot = ToolResult::new(
+            "c1",
+            "shot",
+            vec![
+                ContentBlock::text("Here."),
+                ContentBlock::image_bytes("image/png", b"png"),
+            ],
+        );
+        let mut native = MediaPlan::<String>::new("p", ToolResultMedia::Native);
+        assert_eq!(native.place(&text, Some("c1")).unwrap(), Placement::NoFiles);
+        assert_eq!(native.place(&shot, Some("c1")).unwrap(), Placement::Native);
+        assert_eq!(native.take_waiting(), None);
+
+        let mut inject = MediaPlan::<String>::new("p", ToolResultMedia::Inject);
+        let Placement::Injected(note) = inject.place(&shot, Some("c1")).unwrap() else {
+            panic!("injected");
+        };
+        assert!(
+            note.starts_with("Here.\n\n(The tool returned 1 image"),
+            "{note}"
+        );
+        assert_eq!(
+            inject.take_waiting(),
+            Some(vec![
+                "Attachments from tool call `c1` (shot):".to_owned(),
+                "image/png".to_owned()
+            ])
+        );
+        assert_eq!(inject.take_waiting(), None);
+
+        let mut reject = MediaPlan::<String>::new("p", ToolResultMedia::Reject);
+        assert_eq!(reject.place(&text, None).unwrap(), Placement::NoFiles);
+        let error = reject.place(&shot, None).unwrap_err().to_string();
+        assert!(
+            error.starts_with("invalid request: p: the result of tool call `c1`"),
+            "{error}"
+        );
+    }
 
     #[test]
     fn the_note_counts_every_kind_of_file() {

@@ -33,7 +33,10 @@ mod error;
 #[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 mod history;
 mod key;
+mod kind;
 pub mod media;
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
+pub(crate) mod portable;
 mod redact;
 pub mod sse;
 
@@ -56,6 +59,7 @@ mod wire;
 
 pub use error::{ProviderError, TransportError, TransportErrorKind};
 pub use key::ApiKey;
+pub use kind::Kind;
 pub use media::ToolResultMedia;
 pub use redact::{REDACTED, Secrets, redact_url};
 #[cfg(feature = "http")]

@@ -46,7 +46,7 @@ pub struct Provider<W, T = HttpTransport> {
 impl<W: Wire> Provider<W, HttpTransport> {
     /// The provider on its own HTTP transport.
     pub fn new(config: ProviderConfig<W>) -> Result<Self, Error> {
-        let transport = HttpTransport::new(W::NAME, config.http.clone())?;
+        let transport = HttpTransport::new(W::KIND.name(), config.http.clone())?;
         Ok(Self::with_transport(config, transport))
     }
 }
@@ -78,7 +78,7 @@ impl<W: Wire, T> Provider<W, T> {
             request.options.model.clone_from(&config.model);
         }
         resolve_references(
-            W::NAME,
+            W::KIND.name(),
             &mut request.messages,
             config.media_store.as_deref(),
         )?;
@@ -97,7 +97,10 @@ impl<W: Wire, T> Provider<W, T> {
             if let Some(key) = &config.api_key {
                 let (name, value) = config.wire.auth(key);
                 let mut value = HeaderValue::try_from(value).map_err(|_| {
-                    let message = format!("{}: the API key is not a valid header value", W::NAME);
+                    let message = format!(
+                        "{}: the API key is not a valid header value",
+                        W::KIND.name()
+                    );
                     Error::InvalidRequest(message)
                 })?;
                 value.set_sensitive(true);
@@ -106,11 +109,15 @@ impl<W: Wire, T> Provider<W, T> {
             headers.extend(config.headers.clone());
         }
         let mut http_request = builder.body(Bytes::from(body)).map_err(|error| {
-            TransportError::new(W::NAME, TransportErrorKind::Request, "invalid request")
-                .with_target(format!("POST {}", redact_url(&url)))
-                .with_source(error)
+            TransportError::new(
+                W::KIND.name(),
+                TransportErrorKind::Request,
+                "invalid request",
+            )
+            .with_target(format!("POST {}", redact_url(&url)))
+            .with_source(error)
         })?;
-        move_url_credentials(W::NAME, &mut http_request)?;
+        move_url_credentials(W::KIND.name(), &mut http_request)?;
         if request.options.stream {
             http_request.extensions_mut().insert(Streaming);
         }

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::body::Lift;
 use super::key::ApiKey;
+use super::kind::Kind;
 use crate::{ChatRequest, Error};
 
 /// One provider's wire format: the small part of a provider that is its own.
@@ -18,8 +19,8 @@ use crate::{ChatRequest, Error};
 /// written; `Default` gives the usual ones), held in
 /// [`ProviderConfig::wire`](super::ProviderConfig::wire).
 pub trait Wire: Clone + Default + fmt::Debug + Send + Sync + 'static {
-    /// The provider's name, carried by its errors (`openai`).
-    const NAME: &'static str;
+    /// Which wire it is; its name is carried by its errors (`openai`).
+    const KIND: Kind;
     /// The environment variable its key is read from by default
     /// (`OPENAI_API_KEY`).
     const KEY_ENV: &'static str;

@@ -78,7 +78,11 @@ pub(super) async fn admit<F: Format>(
         None => F::decode(&bytes).map_err(refusal)?,
     };
     drop((bytes, reading));
-    let dropped = carry(&mut request.options.extra, F::NAME, &served.provider);
+    let dropped = carry(
+        &mut request.options.extra,
+        F::KIND,
+        served.provider.parse().ok(),
+    );
     if !dropped.is_empty() {
         tracing::warn!(
             "options the `{}` upstream of `{name}` does not take were dropped: {}",

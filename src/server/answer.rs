@@ -51,11 +51,13 @@ impl Refusal {
         let (status, response) = error_response::<F>(&self.error, secrets);
         let (model, upstream) = self.model.unwrap_or_default();
         let took = started.elapsed();
-        gateway.metrics.answered(&model, F::NAME, status, took);
+        gateway
+            .metrics
+            .answered(&model, F::KIND.name(), status, took);
         let log = Logged {
             model: &model,
             upstream: &upstream,
-            format: F::NAME,
+            format: F::KIND.name(),
             stream: None,
             status,
             took,
@@ -113,7 +115,7 @@ impl Answer {
             gen_ai.operation.name = "chat",
             gen_ai.system = %served.provider,
             gen_ai.request.model = %name,
-            lmstack.format = F::NAME,
+            lmstack.format = F::KIND.name(),
             gen_ai.request.stream = request.options.stream,
             gen_ai.usage.input_tokens = tracing::field::Empty,
             gen_ai.usage.output_tokens = tracing::field::Empty,
@@ -125,7 +127,7 @@ impl Answer {
             secrets: gateway.secrets.clone(),
             model: name.to_owned(),
             upstream: served.provider.clone(),
-            format: F::NAME,
+            format: F::KIND.name(),
             stream: request.options.stream,
             started,
             span,
@@ -163,8 +165,8 @@ impl Answer {
                     span.record("gen_ai.usage.output_tokens", usage.output_tokens);
                     metrics.tokens(&model, usage.input_tokens, usage.output_tokens);
                     let mut tally = tally();
-                    tally.input_tokens += usage.input_tokens;
-                    tally.output_tokens += usage.output_tokens;
+                    tally.input_tokens = tally.input_tokens.saturating_add(usage.input_tokens);
+                    tally.output_tokens = tally.output_tokens.saturating_add(usage.output_tokens);
                 }
                 Ok(Event::Finish { reason }) => {
                     let reasons = tracing::field::debug(reason);

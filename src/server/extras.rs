@@ -2,77 +2,63 @@
 //! format and the upstream's wire differ: the portable ones go on under the
 //! upstream's names, the rest are dropped and named — an upstream such as
 //! Anthropic's refuses a body field it does not know, so an OpenAI client's
-//! `user` or `seed` would otherwise fail every request.
+//! `user` or `seed` would otherwise fail every request. Each wire names its
+//! portable options itself (its `portable` module); this only pairs two.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
-/// Carries `extra`, decoded from a request in format `from` (`openai`,
-/// `anthropic`), over to an upstream of wire `to` (`openai`, `anthropic`,
-/// `gemini`; any other name, or the same, leaves it as it is). Returns the keys
-/// dropped. (`n` above 1 was refused when the request was decoded.)
-///
-/// Portable: `stop` and `top_p` everywhere, `top_k` to Anthropic and Gemini,
-/// `seed` to OpenAI and Gemini, the end user (OpenAI's `user`, Anthropic's
-/// `metadata.user_id`) between OpenAI and Anthropic.
-pub(crate) fn carry(extra: &mut Map<String, Value>, from: &str, to: &str) -> Vec<String> {
-    let known = ["openai", "anthropic", "gemini"];
-    if from == to || !known.contains(&from) || !known.contains(&to) || extra.is_empty() {
+use crate::provider::Kind;
+use crate::provider::portable::PortableNames;
+use crate::provider::{anthropic, openai_chat};
+
+/// Carries `extra`, decoded from a request of wire `from`, over to an
+/// upstream of wire `to` (`None`, an upstream of no known wire, or the same
+/// wire leave it as it is). Returns the keys dropped. (`n` above 1 was refused
+/// when the request was decoded.)
+pub(crate) fn carry(extra: &mut Map<String, Value>, from: Kind, to: Option<Kind>) -> Vec<String> {
+    let (Some(reader), Some(writer)) = (names(from), to.and_then(names)) else {
+        return Vec::new();
+    };
+    if Some(from) == to || extra.is_empty() {
         return Vec::new();
     }
     let mut dropped = Vec::new();
     let mut carried = Map::new();
-    let mut generation = Map::new();
     for (key, value) in std::mem::take(extra) {
-        match (key.as_str(), to) {
-            ("stop" | "top_p", "openai" | "anthropic") => {
-                carried.insert(key, value);
-            }
-            ("top_k", "anthropic") | ("seed", "openai") => {
-                carried.insert(key, value);
-            }
-            ("stop", "gemini") => {
-                let stops = match value {
-                    Value::String(stop) => json!([stop]),
-                    stops => stops,
-                };
-                generation.insert("stopSequences".into(), stops);
-            }
-            ("top_p", "gemini") => {
-                generation.insert("topP".into(), value);
-            }
-            ("top_k", "gemini") => {
-                generation.insert("topK".into(), value);
-            }
-            ("seed", "gemini") => {
-                generation.insert("seed".into(), value);
-            }
-            ("user", "anthropic") if value.is_string() => {
-                carried.insert("metadata".into(), json!({"user_id": value}));
-            }
-            ("metadata", "openai") if value.get("user_id").is_some_and(Value::is_string) => {
-                carried.insert("user".into(), value["user_id"].clone());
-            }
-            // Asked for by the client's format itself, not by the client.
-            ("n", _) | ("stream_options", _) => {}
-            _ => dropped.push(key),
+        let written = match (reader.read)(&key, &value) {
+            Some((option, value)) => (writer.write)(option, value, &mut carried),
+            None => reader.own.contains(&key.as_str()),
+        };
+        if !written {
+            dropped.push(key);
         }
-    }
-    if !generation.is_empty() {
-        carried.insert("generationConfig".into(), generation.into());
     }
     *extra = carried;
     dropped
 }
 
+/// How `kind` names the portable options, where this build has the wire.
+fn names(kind: Kind) -> Option<&'static PortableNames> {
+    match kind {
+        Kind::OpenAiChat => Some(&openai_chat::portable::PORTABLE),
+        Kind::Anthropic => Some(&anthropic::portable::PORTABLE),
+        #[cfg(feature = "gemini")]
+        Kind::Gemini => Some(&crate::provider::gemini::portable::PORTABLE),
+        #[cfg(not(feature = "gemini"))]
+        Kind::Gemini => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn carried(extra: Value, from: &str, to: &str) -> (Value, Vec<String>) {
         let Value::Object(mut extra) = extra else {
             panic!("an object")
         };
-        let dropped = carry(&mut extra, from, to);
+        let dropped = carry(&mut extra, from.parse().unwrap(), to.parse().ok());
         (Value::Object(extra), dropped)
     }
 

@@ -6,14 +6,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use serde_json::Value;
 
-use crate::provider::{anthropic, openai_chat};
+use crate::provider::{Kind, anthropic, openai_chat};
 use crate::service::Machine;
 use crate::{ChatRequest, Error, Event};
 
 /// A wire format served: how a request is read, a reply and an error written.
 pub(crate) trait Format: Send + Sync + 'static {
-    /// Its name in metrics and logs.
-    const NAME: &'static str;
+    /// Its wire (named in metrics and logs).
+    const KIND: Kind;
     /// A frame that keeps a silent stream open, which clients skip.
     const KEEP_ALIVE: &'static [u8];
     /// The machine that writes a reply.
@@ -52,7 +52,7 @@ pub(crate) trait Format: Send + Sync + 'static {
 pub(crate) struct ChatCompletions;
 
 impl Format for ChatCompletions {
-    const NAME: &'static str = "openai";
+    const KIND: Kind = Kind::OpenAiChat;
     const KEEP_ALIVE: &'static [u8] = b": keep-alive\n\n";
     type Encoder = openai_chat::ReplyEncoder;
 
@@ -88,7 +88,7 @@ impl Format for ChatCompletions {
 pub(crate) struct Messages;
 
 impl Format for Messages {
-    const NAME: &'static str = "anthropic";
+    const KIND: Kind = Kind::Anthropic;
     const KEEP_ALIVE: &'static [u8] = b"event: ping\ndata: {\"type\": \"ping\"}\n\n";
     type Encoder = anthropic::ReplyEncoder;
 

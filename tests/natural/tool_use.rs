@@ -6,7 +6,7 @@
 use std::convert::Infallible;
 
 use lmstack::function::{FunctionCallLayer, Tool, ToolLoopLayer, ToolOutput, ToolRegistry};
-use lmstack::natural::{NaturalToolUse, RenderDialect};
+use lmstack::natural::{Dialect, NaturalToolUse};
 use lmstack::testing::{Chunking, ScriptedModel, collect_both};
 use lmstack::{
     ChatRequest, ContentBlock, Message, Role, ToolCall, ToolChoice, ToolResult, ToolSpec,
@@ -167,7 +167,7 @@ async fn the_model_sees_text_and_one_tools_section() {
 #[tokio::test]
 async fn a_stored_history_that_holds_the_section_does_not_get_it_twice() {
     let model = ScriptedModel::new().reply("hi").reply("hi again");
-    let layer = NaturalToolUse::new().dialect(RenderDialect::Hermes);
+    let layer = NaturalToolUse::new().dialect(Dialect::Hermes);
     let tool = ToolSpec::new("add", "Adds", json!({"type": "object"}));
     let first = ChatRequest::new(vec![Message::user("hi")]).tool(tool.clone());
     layer.layer(model.clone()).oneshot(first).await.unwrap();

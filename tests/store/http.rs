@@ -25,7 +25,7 @@ const PNG: &[u8] =
 
 /// A recorded non-streaming answer of each wire.
 fn answer<W: Wire>() -> Vec<u8> {
-    match W::NAME {
+    match W::KIND.name() {
         "openai" => cassette("openai/fantasy/gpt-4o-multi_tool.yaml")[0]
             .response
             .clone()
@@ -111,8 +111,12 @@ async fn continued_over_loopback<W: Wire>() {
         _ => unreachable!(),
     };
     // In the user's turn and in the tool result (natively or injected).
-    assert!(sent.matches(&*data).count() >= 2, "{}: {sent}", W::NAME);
-    assert!(!sent.contains("sha256:"), "{}: {sent}", W::NAME);
+    assert!(
+        sent.matches(&*data).count() >= 2,
+        "{}: {sent}",
+        W::KIND.name()
+    );
+    assert!(!sent.contains("sha256:"), "{}: {sent}", W::KIND.name());
 }
 
 #[tokio::test]
@@ -152,12 +156,12 @@ async fn refused_before_sending<W: Wire>() {
         assert!(
             matches!(error, Error::InvalidRequest(_)),
             "{}: {error:?}",
-            W::NAME
+            W::KIND.name()
         );
         let message = error.to_string();
         assert!(message.contains(&reference), "{message}");
         assert!(
-            message.starts_with(&format!("invalid request: {}:", W::NAME)),
+            message.starts_with(&format!("invalid request: {}:", W::KIND.name())),
             "{message}"
         );
         if store.is_none() {

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use futures::future::LocalBoxFuture;
 use lmstack::function::{FunctionCallLayer, MediaPolicy, ToolLoopLayer};
 use lmstack::natural::NaturalToolUse;
-use lmstack::provider::{ApiKey, Provider as HttpProvider, ProviderConfig, Wire};
+use lmstack::provider::{ApiKey, Kind, Provider as HttpProvider, ProviderConfig, Wire};
 use lmstack::retry::RetryLayer;
 use lmstack::{ChatRequest, Error, Message};
 use tower::util::BoxCloneSyncService;
@@ -19,7 +19,7 @@ use tower::{ServiceBuilder, ServiceExt};
 
 use crate::input::Limit;
 use crate::mcp_arg::ChatServers;
-use crate::provider_arg::{Provider, WithWire, Writing};
+use crate::provider_arg::{self, WithWire, Writing};
 use crate::session::{self, Session};
 use crate::{conversation, show, tools};
 
@@ -43,8 +43,8 @@ use crate::{conversation, show, tools};
 #[command(after_help = session::COMMANDS)]
 pub struct Args {
     /// The server's wire format.
-    #[arg(long, value_enum)]
-    provider: Provider,
+    #[arg(long, value_parser = provider_arg::kind())]
+    provider: Kind,
     /// The model to ask.
     #[arg(long)]
     model: String,
@@ -97,7 +97,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> ExitCode {
     let provider = args.provider;
-    crate::block_on(provider.run(Writing::default(), Chat(args)))
+    crate::block_on(provider_arg::run(provider, Writing::default(), Chat(args)))
 }
 
 /// The conversation, over the chosen wire.

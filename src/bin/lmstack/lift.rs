@@ -8,14 +8,14 @@
 use std::io::Read;
 use std::process::ExitCode;
 
-use lmstack::provider::Wire;
 use lmstack::provider::body::{BodyDecoder, DEFAULT_MAX_TOOL_CALLS, Lift};
 use lmstack::provider::sse::DEFAULT_MAX_EVENT_BYTES;
+use lmstack::provider::{Kind, Wire};
 use lmstack::service::{Machine, Output};
 use lmstack::{Error, Joiner};
 
 use crate::input::{self, Input};
-use crate::provider_arg::{Provider, WithWire, Writing};
+use crate::provider_arg::{self, WithWire, Writing};
 use crate::show::{MessageLines, print_json_line};
 
 /// Lifts a raw response body from stdin into canonical messages.
@@ -25,8 +25,8 @@ use crate::show::{MessageLines, print_json_line};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The wire format of the response.
-    #[arg(long, value_enum)]
-    provider: Provider,
+    #[arg(long, value_parser = provider_arg::kind())]
+    provider: Kind,
     /// The body is a stream (SSE); otherwise it is one JSON object.
     #[arg(long)]
     stream: bool,
@@ -38,7 +38,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    args.provider.run(Writing::default(), args)
+    provider_arg::run(args.provider, Writing::default(), args)
 }
 
 impl WithWire for Args {

@@ -3,19 +3,19 @@
 
 use std::process::ExitCode;
 
-use lmstack::provider::Wire;
+use lmstack::provider::{Kind, Wire};
 use lmstack::{ChatRequest, Error};
 
 use crate::input;
-use crate::provider_arg::{Media, Provider, WithWire, Writing};
+use crate::provider_arg::{self, Media, WithWire, Writing};
 use crate::show::print_json_line;
 
 /// Lowers a canonical request from stdin into the provider's request body.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The wire format to write.
-    #[arg(long, value_enum)]
-    provider: Provider,
+    #[arg(long, value_parser = provider_arg::kind())]
+    provider: Kind,
     /// What to do with images, documents and audio in tool results (by default the
     /// wire's choice: inject for OpenAI, native for Anthropic, by model for
     /// Gemini).
@@ -44,7 +44,7 @@ pub fn run(args: Args) -> ExitCode {
         tool_result_media: args.tool_result_media,
         max_completion_tokens: args.max_completion_tokens,
     };
-    args.provider.run(writing, Lower(request))
+    provider_arg::run(args.provider, writing, Lower(request))
 }
 
 /// Lowering one request, over the chosen wire.

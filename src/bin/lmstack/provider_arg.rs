@@ -1,22 +1,27 @@
 //! The `--provider` option shared by `lift`, `lower` and `chat`, and the one
 //! place a provider name becomes its [`Wire`]: each command is a [`WithWire`]
-//! job, generic over the wire, run by [`Provider::run`].
+//! job, generic over the wire, run by [`run`].
 
 use clap::ValueEnum;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use lmstack::provider::anthropic::{self, Messages};
 use lmstack::provider::gemini::{self, GenerateContent};
 use lmstack::provider::openai_chat::{ChatCompletions, LowerOptions, MaxTokensField};
-use lmstack::provider::{ToolResultMedia, Wire};
+use lmstack::provider::{Kind, ToolResultMedia, Wire};
 
-/// A provider's wire format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Provider {
-    /// OpenAI Chat Completions and compatible servers (vLLM, llama.cpp, Ollama, GLM, Groq).
-    Openai,
-    /// Anthropic Messages.
-    Anthropic,
-    /// Google Gemini's `generateContent`.
-    Gemini,
+/// `--provider`: a wire format by its [`Kind`] name, each listed with what it
+/// speaks to.
+pub fn kind() -> impl TypedValueParser<Value = Kind> {
+    let values = Kind::ALL.map(|kind| {
+        PossibleValue::new(kind.name()).help(match kind {
+            Kind::OpenAiChat => {
+                "OpenAI Chat Completions and compatible servers (vLLM, llama.cpp, Ollama, GLM, Groq)"
+            }
+            Kind::Anthropic => "Anthropic Messages",
+            Kind::Gemini => "Google Gemini's `generateContent`",
+        })
+    });
+    PossibleValuesParser::new(values).try_map(|name| name.parse::<Kind>())
 }
 
 /// How requests are written, as the command line says it; each wire takes
@@ -51,34 +56,32 @@ pub trait WithWire {
     fn run<W: Wire>(self, wire: W) -> Self::Output;
 }
 
-impl Provider {
-    /// Runs `job` over this provider's wire, written as `writing` says.
-    pub fn run<J: WithWire>(self, writing: Writing, job: J) -> J::Output {
-        let media = writing.tool_result_media.map(Media::policy);
-        match self {
-            Provider::Openai => job.run(ChatCompletions {
-                lowering: LowerOptions {
-                    tool_result_media: media.unwrap_or(ToolResultMedia::Inject),
-                    max_tokens_field: if writing.max_completion_tokens {
-                        MaxTokensField::MaxCompletionTokens
-                    } else {
-                        MaxTokensField::MaxTokens
-                    },
-                    ..LowerOptions::default()
+/// Runs `job` over the wire of `kind`, written as `writing` says.
+pub fn run<J: WithWire>(kind: Kind, writing: Writing, job: J) -> J::Output {
+    let media = writing.tool_result_media.map(Media::policy);
+    match kind {
+        Kind::OpenAiChat => job.run(ChatCompletions {
+            lowering: LowerOptions {
+                tool_result_media: media.unwrap_or(ToolResultMedia::Inject),
+                max_tokens_field: if writing.max_completion_tokens {
+                    MaxTokensField::MaxCompletionTokens
+                } else {
+                    MaxTokensField::MaxTokens
                 },
-            }),
-            Provider::Anthropic => job.run(Messages {
-                lowering: anthropic::LowerOptions {
-                    tool_result_media: media.unwrap_or(ToolResultMedia::Native),
-                    ..anthropic::LowerOptions::default()
-                },
-            }),
-            Provider::Gemini => job.run(GenerateContent {
-                lowering: gemini::LowerOptions {
-                    tool_result_media: media,
-                },
-            }),
-        }
+                ..LowerOptions::default()
+            },
+        }),
+        Kind::Anthropic => job.run(Messages {
+            lowering: anthropic::LowerOptions {
+                tool_result_media: media.unwrap_or(ToolResultMedia::Native),
+                ..anthropic::LowerOptions::default()
+            },
+        }),
+        Kind::Gemini => job.run(GenerateContent {
+            lowering: gemini::LowerOptions {
+                tool_result_media: media,
+            },
+        }),
     }
 }
 

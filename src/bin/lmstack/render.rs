@@ -8,9 +8,7 @@
 use std::io::Read;
 use std::process::ExitCode;
 
-use lmstack::natural::{
-    Consolidation, NaturalToolUseParser, NaturalToolUseTransformer, RenderDialect,
-};
+use lmstack::natural::{Consolidation, Dialect, NaturalToolUseParser, NaturalToolUseTransformer};
 use lmstack::service::{Machine, Output};
 use lmstack::{Error, Event, Message};
 
@@ -23,8 +21,8 @@ pub struct Args {
     /// The dialect to write: tagged (`<tool_call name="F">`), hermes (Qwen
     /// family), or a family's own call form: mistral, llama3-json, pythonic,
     /// kimi-k2, deepseek, glm, harmony, minimax, granite.
-    #[arg(long, default_value = "tagged")]
-    dialect: RenderDialect,
+    #[arg(long, default_value = "tagged", value_parser = Dialect::parse_rendered)]
+    dialect: Dialect,
     /// Where results go: split (the calls in an assistant message, the results
     /// in a user message after it) or single (the whole turn in one message,
     /// each call followed by its response; `user` when it holds responses,

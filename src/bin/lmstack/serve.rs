@@ -135,7 +135,7 @@ async fn serve(args: Args) -> Result<(), Error> {
     for (name, model) in &config.models {
         let (stack, sent) = model.stack(name).await?;
         secrets.extend([sent]);
-        gateway = gateway.model(name, model.provider_name(), stack, model.max_concurrent);
+        gateway = gateway.model(name, model.provider.name(), stack, model.max_concurrent);
     }
     gateway = gateway.secrets(secrets);
     let listener = tokio::net::TcpListener::bind(listen)

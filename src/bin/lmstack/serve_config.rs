@@ -7,9 +7,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use lmstack::function::{FunctionCallLayer, ToolLoopLayer, ToolRegistry, UnknownTools};
-use lmstack::natural::{NaturalToolUse, RenderDialect};
+use lmstack::natural::{Dialect, NaturalToolUse};
 use lmstack::provider::transport::HttpConfig;
-use lmstack::provider::{ApiKey, Provider as HttpProvider, ProviderConfig, Secrets, Wire};
+use lmstack::provider::{ApiKey, Kind, Provider as HttpProvider, ProviderConfig, Secrets, Wire};
 use lmstack::retry::RetryLayer;
 use lmstack::server::Stack;
 use lmstack::{ChatRequest, Error};
@@ -18,7 +18,7 @@ use tower::ServiceBuilder;
 use tower::util::BoxCloneSyncService;
 
 use crate::mcp_arg;
-use crate::provider_arg::{Provider, WithWire, Writing};
+use crate::provider_arg::{self, WithWire, Writing};
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
@@ -83,7 +83,7 @@ impl TryFrom<f64> for Seconds {
 #[serde(deny_unknown_fields)]
 pub struct Model {
     /// The upstream's wire format: `openai`, `anthropic` or `gemini`.
-    pub provider: ProviderName,
+    pub provider: Kind,
     /// The upstream's API root (the provider's own API when left out).
     pub base_url: Option<String>,
     /// The model the upstream is asked for (the table's name when left out).
@@ -115,21 +115,12 @@ pub struct Model {
     pub mcp_urls: Vec<String>,
 }
 
-/// A provider's name in the file.
-#[derive(Clone, Copy, Debug, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProviderName {
-    Openai,
-    Anthropic,
-    Gemini,
-}
-
 /// The natural tool-use dialects the file names.
 #[derive(Clone, Copy, Debug, Deserialize)]
 #[serde(try_from = "String")]
 pub enum NaturalTools {
     /// Written in this dialect, by its CLI name.
-    Dialect(RenderDialect),
+    Dialect(Dialect),
     /// Picked from the upstream model's name (`NaturalToolUse::for_model`).
     Model,
 }
@@ -140,8 +131,7 @@ impl TryFrom<String> for NaturalTools {
     fn try_from(name: String) -> Result<Self, String> {
         match name.as_str() {
             "model" => Ok(NaturalTools::Model),
-            _ => name
-                .parse()
+            _ => Dialect::parse_rendered(&name)
                 .map(NaturalTools::Dialect)
                 .map_err(|error| format!("{error}; or model")),
         }
@@ -172,13 +162,11 @@ impl Model {
     /// of the client's tools, and of tools nobody declared, go back to the
     /// client) → [NaturalToolUse] → [Retry] → the provider.
     pub async fn stack(&self, name: &str) -> Result<(Stack, Secrets), Error> {
-        let provider = match self.provider {
-            ProviderName::Openai => Provider::Openai,
-            ProviderName::Anthropic => Provider::Anthropic,
-            ProviderName::Gemini => Provider::Gemini,
-        };
-        let (upstream, secrets) =
-            provider.run(Writing::default(), Upstream { model: self, name })?;
+        let (upstream, secrets) = provider_arg::run(
+            self.provider,
+            Writing::default(),
+            Upstream { model: self, name },
+        )?;
         let options = mcp_arg::Options::default();
         let mut sources = Vec::new();
         for command in &self.mcp {
@@ -209,15 +197,6 @@ impl Model {
             .option_layer(natural)
             .service(upstream);
         Ok((BoxCloneSyncService::new(stack), secrets))
-    }
-
-    /// The provider's name, for logs and metrics.
-    pub fn provider_name(&self) -> &'static str {
-        match self.provider {
-            ProviderName::Openai => "openai",
-            ProviderName::Anthropic => "anthropic",
-            ProviderName::Gemini => "gemini",
-        }
     }
 }
 
@@ -272,7 +251,7 @@ mod tests {
 
     #[test]
     fn natural_tools_takes_every_written_dialect_or_model() {
-        for dialect in RenderDialect::ALL {
+        for dialect in Dialect::RENDERED {
             let read = NaturalTools::try_from(dialect.name().to_owned());
             assert!(matches!(read, Ok(NaturalTools::Dialect(d)) if d == dialect));
         }

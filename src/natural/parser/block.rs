@@ -3,7 +3,7 @@
 //! name), or not a call.
 
 use super::call_list::CallList;
-use super::calls::{BlockContext, BlockStep, PENDING_LIMIT};
+use super::calls::{BlockContext, BlockStep, Step};
 use super::harmony::Harmony;
 use super::json_block::{Hermes, Tagged};
 use super::llama_json::LlamaJson;
@@ -14,7 +14,6 @@ use super::response::Response;
 use super::token_call::TokenCall;
 use super::xml_block::Xml;
 use crate::Error;
-use crate::natural::scan::is_space;
 use crate::natural::scan::tag::{TAG_LIMIT, TagReader, TagStep};
 
 /// A tool-call block being read.
@@ -81,17 +80,10 @@ pub(super) struct Bodies {
 }
 
 impl Block {
-    pub(super) fn feed(
-        &mut self,
-        input: &str,
-        ctx: &mut BlockContext<'_>,
-    ) -> Result<BlockStep, Error> {
+    pub(super) fn feed(&mut self, input: &str, ctx: &mut BlockContext<'_>) -> Step {
         match self {
             Block::Pending(pending) => match pending.decide(input, ctx) {
-                Decision::More => Ok(BlockStep::More),
-                Decision::NotACall { at, replay_from } => {
-                    Ok(BlockStep::NotACall { at, replay_from })
-                }
+                Decision::Step(step) => Ok(step),
                 Decision::Become(block, used) => {
                     *self = block;
                     ctx.base += used;
@@ -139,14 +131,10 @@ impl Block {
     reason = "returned once per block, straight into place"
 )]
 enum Decision {
-    More,
     /// The body is this block's, from byte `used` of the piece on.
     Become(Block, usize),
-    /// Not a call: see [`BlockStep::NotACall`].
-    NotACall {
-        at: usize,
-        replay_from: usize,
-    },
+    /// Undecided ([`BlockStep::More`]), or not a call ([`BlockStep::NotACall`]).
+    Step(BlockStep),
 }
 
 impl Pending {
@@ -158,7 +146,7 @@ impl Pending {
             if let Some((reader, start)) = &mut self.reader {
                 let start = *start;
                 return match reader.feed(&input[pos..]) {
-                    TagStep::More => Decision::More,
+                    TagStep::More => Decision::Step(BlockStep::More),
                     TagStep::Done(used) => {
                         let (reader, _) = self.reader.take().expect("reading a tag");
                         let (tag, _) = reader.finish();
@@ -167,28 +155,22 @@ impl Pending {
                                 Decision::Become(Block::Xml(Xml::qwen3(name, ctx)), pos + used)
                             }
                             // Another tag: it is read again as prose.
-                            _ => Decision::NotACall {
+                            _ => Decision::Step(BlockStep::NotACall {
                                 at: pos + used,
                                 replay_from: start,
-                            },
+                            }),
                         }
                     }
-                    TagStep::NotATag(at) => Decision::NotACall {
+                    TagStep::NotATag(at) => Decision::Step(BlockStep::NotACall {
                         at: pos + at,
                         replay_from: start,
-                    },
+                    }),
                 };
             }
-            let Some(offset) = bytes[pos..].iter().position(|&b| !is_space(b)) else {
-                if ctx.pos(bytes.len()) > PENDING_LIMIT {
-                    return Decision::NotACall {
-                        at: bytes.len(),
-                        replay_from: ctx.pos(bytes.len()),
-                    };
-                }
-                return Decision::More;
+            pos = match ctx.skip_space(bytes, pos, 0, |at| ctx.not_a_call(at, None)) {
+                Ok(pos) => pos,
+                Err(step) => return Decision::Step(step),
             };
-            pos += offset;
             match bytes[pos] {
                 b'{' if self.hermes => {
                     ctx.begin(0);
@@ -203,10 +185,7 @@ impl Pending {
                     return Decision::Become(Block::Xml(Xml::glm(ctx)), pos);
                 }
                 _ => {
-                    return Decision::NotACall {
-                        at: pos,
-                        replay_from: ctx.pos(pos),
-                    };
+                    return Decision::Step(ctx.not_a_call(pos, None));
                 }
             }
         }

@@ -3,9 +3,8 @@
 //! `[TOOL_CALLS][…]`. Each element streams as its own call; the block ends with
 //! the array.
 
-use super::calls::{BlockContext, BlockStep, PENDING_LIMIT};
+use super::calls::{BlockContext, BlockStep, Step};
 use super::json_block::{CallVisitor, Fields};
-use crate::natural::scan::is_space;
 use crate::natural::scan::json::{Sax, Scanned};
 use crate::{Error, InvalidCallKind};
 
@@ -19,17 +18,13 @@ pub(super) struct CallList {
 }
 
 impl CallList {
-    pub(super) fn feed(
-        &mut self,
-        input: &str,
-        ctx: &mut BlockContext<'_>,
-    ) -> Result<BlockStep, Error> {
+    pub(super) fn feed(&mut self, input: &str, ctx: &mut BlockContext<'_>) -> Step {
         let bytes = input.as_bytes();
         let mut pos = 0;
         let start = match self.start {
             Some(start) => start,
             None => {
-                pos = match skip_space(bytes, ctx) {
+                pos = match ctx.skip_space(bytes, 0, 0, |at| ctx.not_a_call(at, None)) {
                     Ok(pos) => pos,
                     Err(step) => return Ok(step),
                 };
@@ -39,17 +34,10 @@ impl CallList {
                 *self.start.insert(ctx.pos(pos))
             }
         };
-        let mut visitor = CallVisitor {
-            fields: &mut self.fields,
-            ctx,
-            list: true,
-            base: start,
-            failed: None,
-        };
-        let step = self.sax.feed(&input[pos..], &mut visitor);
-        if let Some(error) = visitor.failed {
-            return Err(error);
-        }
+        let sax = &mut self.sax;
+        let step = CallVisitor::run(&mut self.fields, ctx, true, start, |visitor| {
+            sax.feed(&input[pos..], visitor)
+        })?;
         match step {
             Scanned::More => Ok(BlockStep::More),
             // A list that held no call (`[]`, `[1, 2]`) is text.
@@ -81,18 +69,11 @@ impl CallList {
         let Some(start) = self.start.filter(|_| self.fields.begun > 0) else {
             return Ok(false);
         };
-        let mut visitor = CallVisitor {
-            fields: &mut self.fields,
-            ctx,
-            list: true,
-            base: start,
-            failed: None,
-        };
         // The list's `]` and one `}` may be missing.
-        let closed = self.sax.close(2, &mut visitor);
-        if let Some(error) = visitor.failed {
-            return Err(error);
-        }
+        let sax = &mut self.sax;
+        let closed = CallVisitor::run(&mut self.fields, ctx, true, start, |visitor| {
+            sax.close(2, visitor)
+        })?;
         if let Err(why) = closed {
             ctx.fault(
                 InvalidCallKind::Truncated,
@@ -101,16 +82,5 @@ impl CallList {
         }
         ctx.end(ctx.raw_end())?;
         Ok(true)
-    }
-}
-
-/// The first byte after the whitespace that follows a marker, or the step to
-/// answer while there is none: more, or not a call once the whitespace passes
-/// [`PENDING_LIMIT`].
-pub(super) fn skip_space(bytes: &[u8], ctx: &BlockContext<'_>) -> Result<usize, BlockStep> {
-    match bytes.iter().position(|&b| !is_space(b)) {
-        Some(offset) => Ok(offset),
-        None if ctx.pos(bytes.len()) > PENDING_LIMIT => Err(ctx.not_a_call(bytes.len(), None)),
-        None => Err(BlockStep::More),
     }
 }

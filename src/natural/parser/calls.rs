@@ -9,6 +9,7 @@ use super::tools::{Lookup, ToolTable};
 use crate::Error;
 use crate::message::ToolCallDelta;
 use crate::message::{Event, InvalidCall, InvalidCallKind, Message, Metadata, Role, TextMessage};
+use crate::natural::scan::skip_space;
 use crate::schema::ParamKind;
 use crate::service::Output;
 
@@ -61,6 +62,9 @@ pub(super) enum BlockStep {
     /// again as prose.
     Ended { at: usize, replay_from: usize },
 }
+
+/// What feeding a block a piece gives: its step, or a fatal error.
+pub(super) type Step = Result<BlockStep, Error>;
 
 impl BlockStep {
     /// The step of a reader that was handed the piece from byte `used` on, as a
@@ -251,6 +255,24 @@ impl BlockContext<'_> {
     pub(super) fn abandon_call(&mut self) {
         if let Some(call) = self.calls.current.take() {
             self.calls.next_index = call.index;
+        }
+    }
+
+    /// The first byte of `bytes` from `pos` on that is not whitespace, or the
+    /// step to answer while there is none: more, or `give_up(bytes.len())`
+    /// once the block's raw text from `since` on is longer than
+    /// [`PENDING_LIMIT`].
+    pub(super) fn skip_space(
+        &self,
+        bytes: &[u8],
+        pos: usize,
+        since: usize,
+        give_up: impl FnOnce(usize) -> BlockStep,
+    ) -> Result<usize, BlockStep> {
+        match skip_space(bytes, pos) {
+            Some(pos) => Ok(pos),
+            None if self.pos(bytes.len()) - since > PENDING_LIMIT => Err(give_up(bytes.len())),
+            None => Err(BlockStep::More),
         }
     }
 

@@ -16,33 +16,30 @@
 //! A header that is none of these (an unknown channel, another role, a broken
 //! line) is text exactly as written.
 
-use super::calls::{BlockContext, BlockStep, Body};
+use super::calls::{BlockContext, BlockStep, Body, Step};
 use super::json_block::{Ends, Tagged};
 use crate::Error;
+use crate::natural::markers::HARMONY;
 use crate::natural::scan::marker::{MarkerMatch, Matched};
 use crate::natural::scan::tag::TAG_LIMIT;
 
-const CHANNEL: &str = "<|channel|>";
-const START: &str = "<|start|>";
-const CONSTRAIN: &str = "<|constrain|>";
-const MESSAGE: &str = "<|message|>";
+const CHANNEL: &str = HARMONY.channel;
+const START: &str = HARMONY.start;
+const MESSAGE: &str = HARMONY.message;
 
-/// The markers Harmony reads in the prose: the two that open a header, then the
-/// terminators of a message, which vanish. A reasoning body ends at any of them.
-pub(super) const MARKERS: &[&str] = &[CHANNEL, START, "<|end|>", "<|return|>", "<|call|>"];
+/// What ends a reasoning body: any of the markers Harmony reads in the prose
+/// (see [`special`](super::special)).
+const REASONING_ENDS: &[&str] = &[CHANNEL, START, HARMONY.end, HARMONY.ret, HARMONY.call];
 
 /// The markers inside a header.
-const HEADER_MARKERS: &[&str] = &[CHANNEL, CONSTRAIN, MESSAGE];
+const HEADER_MARKERS: &[&str] = &[CHANNEL, HARMONY.constrain, MESSAGE];
 
 /// What ends a call's arguments: its terminators, or the header of the next
 /// message where a terminator was left out (read again as prose).
-const CALL_ENDS: Ends = Ends::then(&["<|call|>", "<|end|>", "<|return|>", START, CHANNEL], 3);
+const CALL_ENDS: Ends = Ends::then(&[HARMONY.call, HARMONY.end, HARMONY.ret, START, CHANNEL], 3);
 
 /// The channels a header may name.
 const CHANNELS: &[&str] = &["analysis", "commentary", "final"];
-
-/// The recipient prefix of the request's tools.
-const FUNCTIONS: &str = "functions.";
 
 /// A message being read: its header, then a call's arguments.
 #[derive(Debug)]
@@ -75,23 +72,16 @@ enum Read {
 }
 
 impl Harmony {
-    /// What `marker`, one of [`MARKERS`], opens: a header, or nothing (a
-    /// terminator).
-    pub(super) fn open(marker: &'static str) -> Option<Harmony> {
-        [CHANNEL, START].contains(&marker).then(|| {
-            Harmony::Header(Header {
-                opened_by: marker,
-                text: String::new(),
-                marker: None,
-            })
+    /// The header that `marker` (`<|channel|>`, or `<|start|>`) opens.
+    pub(super) fn header(marker: &'static str) -> Harmony {
+        Harmony::Header(Header {
+            opened_by: marker,
+            text: String::new(),
+            marker: None,
         })
     }
 
-    pub(super) fn feed(
-        &mut self,
-        input: &str,
-        ctx: &mut BlockContext<'_>,
-    ) -> Result<BlockStep, Error> {
+    pub(super) fn feed(&mut self, input: &str, ctx: &mut BlockContext<'_>) -> Step {
         let header = match self {
             Harmony::Call(arguments) => return arguments.feed(input, ctx),
             Harmony::Header(header) => header,
@@ -167,13 +157,13 @@ impl Header {
         let Some((channel, recipient)) = parse(self.opened_by == START, &self.text) else {
             return Read::Not(used);
         };
-        match recipient.and_then(|to| to.strip_prefix(FUNCTIONS)) {
+        match recipient.and_then(|to| to.strip_prefix(HARMONY.functions)) {
             Some(name) => {
                 ctx.begin(0);
                 ctx.name(name);
                 Read::Call(used)
             }
-            None if channel == "analysis" => Read::Body(used, Body::Reasoning(MARKERS)),
+            None if channel == "analysis" => Read::Body(used, Body::Reasoning(REASONING_ENDS)),
             None => Read::Body(used, Body::Text),
         }
     }
@@ -201,7 +191,7 @@ fn parse(start: bool, text: &str) -> Option<(&str, Option<&str>)> {
     } else {
         text
     };
-    let (meta, constraint) = match text.split_once(CONSTRAIN) {
+    let (meta, constraint) = match text.split_once(HARMONY.constrain) {
         Some((meta, constraint)) => (meta, Some(constraint)),
         None => (text, None),
     };

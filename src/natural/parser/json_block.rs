@@ -5,14 +5,15 @@
 
 use memchr::memchr;
 
-use super::calls::{BlockContext, BlockStep};
-use crate::natural::scan::is_space;
+use super::calls::{BlockContext, BlockStep, Step};
+use crate::natural::markers::TAGGED;
 use crate::natural::scan::json::{Path, Sax, Scanned, Verbatim, Visit, Visitor};
 use crate::natural::scan::marker::{Found, MarkerFinder};
+use crate::natural::scan::skip_space;
 use crate::{Error, InvalidCallKind};
 
 /// What ends a tagged or Hermes block.
-const CLOSE: Ends = Ends::own(&["</tool_call>"]);
+const CLOSE: Ends = Ends::own(&[TAGGED.call_close]);
 
 /// The markers that end a block's arguments: its own closing markers first,
 /// then markers that start what follows (Harmony's next header), which end the
@@ -42,12 +43,7 @@ impl Ends {
     /// The step after marker `index`, which ends at byte `end` of the piece:
     /// the block is done with it, or ends before it (the call's markup ends
     /// there too) and it is read again.
-    fn step(
-        self,
-        index: usize,
-        end: usize,
-        ctx: &mut BlockContext<'_>,
-    ) -> Result<BlockStep, Error> {
+    fn step(self, index: usize, end: usize, ctx: &mut BlockContext<'_>) -> Step {
         if index < self.own {
             ctx.end(ctx.pos(end))?;
             return Ok(BlockStep::Done(end));
@@ -192,14 +188,14 @@ impl Tail {
         ctx: &mut BlockContext<'_>,
         ends: Ends,
         on_close: &mut dyn FnMut(&mut BlockContext<'_>) -> Result<(), Error>,
-    ) -> Result<BlockStep, Error> {
+    ) -> Step {
         let bytes = input.as_bytes();
         while pos < bytes.len() {
             match self {
-                Tail::Space => match bytes[pos..].iter().position(|&b| !is_space(b)) {
+                Tail::Space => match skip_space(bytes, pos) {
                     None => pos = bytes.len(),
-                    Some(offset) => {
-                        pos += offset;
+                    Some(next) => {
+                        pos = next;
                         *self = if bytes[pos] == b'<' {
                             Tail::Close(Expect::new(ends.markers))
                         } else {
@@ -279,20 +275,16 @@ impl Tagged {
         }
     }
 
-    pub(super) fn feed(
-        &mut self,
-        input: &str,
-        ctx: &mut BlockContext<'_>,
-    ) -> Result<BlockStep, Error> {
+    pub(super) fn feed(&mut self, input: &str, ctx: &mut BlockContext<'_>) -> Step {
         let bytes = input.as_bytes();
         let mut pos = 0;
         while pos < bytes.len() {
             match &mut self.state {
                 TaggedState::Start | TaggedState::BeforeJson => {
-                    let Some(offset) = bytes[pos..].iter().position(|&b| !is_space(b)) else {
+                    let Some(next) = skip_space(bytes, pos) else {
                         return Ok(BlockStep::More);
                     };
-                    pos += offset;
+                    pos = next;
                     let start = matches!(self.state, TaggedState::Start);
                     self.state = match bytes[pos] {
                         b'{' | b'[' => TaggedState::Json(Verbatim::default()),
@@ -360,10 +352,10 @@ impl Tagged {
                 }
                 TaggedState::After(tail) => {
                     if self.fenced && matches!(tail, Tail::Space) {
-                        match bytes[pos..].iter().position(|&b| !is_space(b)) {
+                        match skip_space(bytes, pos) {
                             None => return Ok(BlockStep::More),
-                            Some(offset) if bytes[pos + offset] == b'`' => {
-                                pos += offset;
+                            Some(next) if bytes[next] == b'`' => {
+                                pos = next;
                                 self.state = TaggedState::Fence {
                                     ticks: 0,
                                     closing: true,
@@ -441,16 +433,37 @@ enum Field {
 /// (a list of calls, [`CallList`](super::call_list::CallList)), each then begun
 /// and ended as a call.
 pub(super) struct CallVisitor<'a, 'b> {
-    pub(super) fields: &'a mut Fields,
-    pub(super) ctx: &'a mut BlockContext<'b>,
+    fields: &'a mut Fields,
+    ctx: &'a mut BlockContext<'b>,
     /// Calls are the elements of a root array.
-    pub(super) list: bool,
+    list: bool,
     /// The block's raw offset of the scanned text's byte 0.
-    pub(super) base: usize,
-    pub(super) failed: Option<Error>,
+    base: usize,
+    failed: Option<Error>,
 }
 
-impl CallVisitor<'_, '_> {
+impl<'a, 'b> CallVisitor<'a, 'b> {
+    /// Runs `scan` with a visitor that reads calls into `fields` (the elements
+    /// of a root array when `list`), the scanned text starting at the block's
+    /// raw offset `base`; the visitor's failure wins over what `scan` gives.
+    pub(super) fn run<T>(
+        fields: &'a mut Fields,
+        ctx: &'a mut BlockContext<'b>,
+        list: bool,
+        base: usize,
+        scan: impl FnOnce(&mut Self) -> T,
+    ) -> Result<T, Error> {
+        let mut visitor = CallVisitor {
+            fields,
+            ctx,
+            list,
+            base,
+            failed: None,
+        };
+        let scanned = scan(&mut visitor);
+        visitor.failed.map_or(Ok(scanned), Err)
+    }
+
     /// The depth of a call's fields.
     fn field_depth(&self) -> usize {
         usize::from(self.list) + 1
@@ -540,24 +553,11 @@ impl Hermes {
         self
     }
 
-    pub(super) fn feed(
-        &mut self,
-        input: &str,
-        ctx: &mut BlockContext<'_>,
-    ) -> Result<BlockStep, Error> {
+    pub(super) fn feed(&mut self, input: &str, ctx: &mut BlockContext<'_>) -> Step {
         let mut pos = 0;
         if self.tail.is_none() {
-            let mut visitor = CallVisitor {
-                fields: &mut self.fields,
-                ctx,
-                list: false,
-                base: 0,
-                failed: None,
-            };
-            let step = self.sax.feed(input, &mut visitor);
-            if let Some(error) = visitor.failed {
-                return Err(error);
-            }
+            let sax = &mut self.sax;
+            let step = CallVisitor::run(&mut self.fields, ctx, false, 0, |v| sax.feed(input, v))?;
             match step {
                 Scanned::More => return Ok(BlockStep::More),
                 Scanned::Done(used) => {
@@ -593,17 +593,7 @@ pub(super) fn close_json(
     fields: &mut Fields,
     ctx: &mut BlockContext<'_>,
 ) -> Result<(), Error> {
-    let mut visitor = CallVisitor {
-        fields,
-        ctx,
-        list: false,
-        base: 0,
-        failed: None,
-    };
-    let closed = sax.close(1, &mut visitor);
-    if let Some(error) = visitor.failed {
-        return Err(error);
-    }
+    let closed = CallVisitor::run(fields, ctx, false, 0, |visitor| sax.close(1, visitor))?;
     if let Err(why) = closed {
         ctx.fault(
             InvalidCallKind::Truncated,

@@ -8,9 +8,8 @@
 //! anything else ends the block, and what was read past the last call is read
 //! again as prose.
 
-use super::calls::{BlockContext, BlockStep, PENDING_LIMIT};
+use super::calls::{BlockContext, BlockStep, Step};
 use super::json_block::{CallVisitor, Fields, close_json};
-use crate::natural::scan::is_space;
 use crate::natural::scan::json::{Sax, Scanned};
 use crate::{Error, InvalidCallKind};
 
@@ -39,23 +38,17 @@ enum State {
 }
 
 impl LlamaJson {
-    pub(super) fn feed(
-        &mut self,
-        input: &str,
-        ctx: &mut BlockContext<'_>,
-    ) -> Result<BlockStep, Error> {
+    pub(super) fn feed(&mut self, input: &str, ctx: &mut BlockContext<'_>) -> Step {
         let bytes = input.as_bytes();
         let mut pos = 0;
         while pos < bytes.len() {
             match self.state {
                 State::Start | State::Between { .. } => {
-                    let Some(offset) = bytes[pos..].iter().position(|&b| !is_space(b)) else {
-                        if ctx.pos(bytes.len()) - self.last.unwrap_or(0) > PENDING_LIMIT {
-                            return Ok(self.not_a_call(bytes.len(), ctx));
-                        }
-                        return Ok(BlockStep::More);
+                    let since = self.last.unwrap_or(0);
+                    pos = match ctx.skip_space(bytes, pos, since, |at| self.not_a_call(at, ctx)) {
+                        Ok(pos) => pos,
+                        Err(step) => return Ok(step),
                     };
-                    pos += offset;
                     match (self.state, bytes[pos]) {
                         (State::Between { semicolon: false }, b';') => {
                             self.state = State::Between { semicolon: true };
@@ -72,17 +65,10 @@ impl LlamaJson {
                     }
                 }
                 State::Object => {
-                    let mut visitor = CallVisitor {
-                        fields: &mut self.fields,
-                        ctx,
-                        list: false,
-                        base: self.start,
-                        failed: None,
-                    };
-                    let step = self.sax.feed(&input[pos..], &mut visitor);
-                    if let Some(error) = visitor.failed {
-                        return Err(error);
-                    }
+                    let sax = &mut self.sax;
+                    let step = CallVisitor::run(&mut self.fields, ctx, false, self.start, |v| {
+                        sax.feed(&input[pos..], v)
+                    })?;
                     let at = match step {
                         Scanned::More => return Ok(BlockStep::More),
                         Scanned::Invalid(used, _) if !ctx.named() && self.last.is_none() => {

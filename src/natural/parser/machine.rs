@@ -9,12 +9,13 @@ use super::emit::Emitter;
 use super::json_block::{Hermes, Tagged};
 use super::protocol::Protocol;
 use super::response::Response;
-use super::special::{self, Opened};
+use super::special::{self, Opened, Special};
 use super::tools::ToolTable;
 use super::xml_block::Xml;
 use crate::Error;
 use crate::message::{Event, Message, Role};
 use crate::natural::dialect::Dialect;
+use crate::natural::markers::{MINIMAX, TAGGED};
 use crate::natural::scan::is_space;
 use crate::natural::scan::marker::{Found, MarkerFinder, MarkerMatch, Matched};
 use crate::natural::scan::tag::{self, Tag, TagReader, TagStep};
@@ -28,7 +29,7 @@ pub struct ParserMachine {
     tools: ToolTable,
     dialect: Dialect,
     /// The dialect's special-token markers, read beside the tags.
-    special: &'static [&'static str],
+    special: &'static [Special],
     /// Some of them start with `[`.
     bracket: bool,
     /// The byte that opens the dialect's calls at the start of a line.
@@ -546,11 +547,11 @@ impl ParserMachine {
         after_block: bool,
         out: &mut Output,
     ) -> Result<(), Error> {
-        let marker = self.special[index];
+        let special = &self.special[index];
+        let marker = special.marker;
         self.calls.start_block(marker)?;
-        let dialect = self.dialect;
         let mut ctx = self.ctx(out, marker.len());
-        match special::open(dialect, index, &mut ctx)? {
+        match special::open(special, &mut ctx) {
             Opened::Block(block) => self.mode = Mode::Block(block),
             Opened::Nothing => self.calls.raw.clear(),
             Opened::Reasoning(ends) => {
@@ -576,9 +577,9 @@ impl ParserMachine {
         let bare = tag.attrs.is_empty() && tag.inline.is_none() && !tag.closing;
         let dialect = self.dialect;
         let response = self.transcript.then(|| Response::open(tag)).flatten();
-        let opens_block = tag.opens("tool_call")
+        let opens_block = tag.opens(TAGGED.call)
             || (bare && tag.name.ends_with("function_calls"))
-            || (bare && tag.name == MINIMAX)
+            || (bare && tag.name == MINIMAX.block)
             || response.is_some();
         if opens_block {
             self.drop_space();
@@ -596,7 +597,7 @@ impl ParserMachine {
             .all(|(key, _)| key == "name" || key == "id");
         let block = if let Some(response) = response {
             Some(Block::Response(response))
-        } else if tag.opens("tool_call") && tag.inline.is_none() {
+        } else if tag.opens(TAGGED.call) && tag.inline.is_none() {
             match (tag.attrs.as_slice(), tag.attr("name")) {
                 (_, Some(name)) if tagged_attrs && dialect.reads(Dialect::Tagged) => {
                     self.calls.start_block(raw)?;
@@ -626,7 +627,7 @@ impl ParserMachine {
                 }
                 _ => None,
             }
-        } else if bare && tag.name == MINIMAX && dialect.reads(Dialect::MiniMax) {
+        } else if bare && tag.name == MINIMAX.block && dialect.reads(Dialect::MiniMax) {
             Some(Block::Xml(Xml::minimax()))
         } else if bare && dialect.reads(Dialect::ClaudeXml) {
             tag.name
@@ -659,7 +660,7 @@ impl ParserMachine {
             Found::More => Ok(input.len()),
             Found::Marker { index, end } => {
                 let marker = finder.marker(index);
-                let special = self.special.iter().position(|m| *m == marker);
+                let special = self.special.iter().position(|s| s.marker == marker);
                 self.mode = Mode::Prose;
                 if let Some(index) = special {
                     self.open_special(index, false, out)?;
@@ -777,9 +778,6 @@ impl ParserMachine {
         Ok(())
     }
 }
-
-/// The element of a MiniMax block.
-const MINIMAX: &str = "minimax:tool_call";
 
 /// Below this length a piece is scanned byte by byte: for token-sized pieces
 /// the call into `memchr` costs more than the scan.

@@ -5,17 +5,18 @@
 //! byte after the marker decides: `[` a list, a name character a named call.
 //! A named call's arguments end when their object closes; prose follows.
 
-use super::call_list::{CallList, skip_space};
-use super::calls::{BlockContext, BlockStep};
+use super::call_list::CallList;
+use super::calls::{BlockContext, BlockStep, Step};
 use super::json_block::{close_arguments, with_args};
+use crate::natural::markers::MISTRAL;
 use crate::natural::scan::json::{Scanned, Verbatim};
 use crate::natural::scan::marker::{MarkerMatch, Matched};
 use crate::natural::scan::tag::name_byte;
-use crate::natural::scan::{NAME_LIMIT, is_space};
+use crate::natural::scan::{NAME_LIMIT, skip_space};
 use crate::{Error, InvalidCallKind};
 
 /// The control tokens after a call's name: its arguments, or its id first.
-const TOKENS: [&str; 2] = ["[ARGS]", "[CALL_ID]"];
+const TOKENS: [&str; 2] = [MISTRAL.args, MISTRAL.call_id];
 
 /// What follows `[TOOL_CALLS]`.
 #[derive(Debug, Default)]
@@ -30,19 +31,16 @@ pub(super) enum Mistral {
 }
 
 impl Mistral {
-    pub(super) fn feed(
-        &mut self,
-        input: &str,
-        ctx: &mut BlockContext<'_>,
-    ) -> Result<BlockStep, Error> {
+    pub(super) fn feed(&mut self, input: &str, ctx: &mut BlockContext<'_>) -> Step {
         match self {
             Mistral::List(list) => list.feed(input, ctx),
             Mistral::Named(call) => call.feed(input, 0, ctx),
             Mistral::Start => {
-                let pos = match skip_space(input.as_bytes(), ctx) {
-                    Ok(pos) => pos,
-                    Err(step) => return Ok(step),
-                };
+                let pos =
+                    match ctx.skip_space(input.as_bytes(), 0, 0, |at| ctx.not_a_call(at, None)) {
+                        Ok(pos) => pos,
+                        Err(step) => return Ok(step),
+                    };
                 match input.as_bytes()[pos] {
                     b'[' => {
                         // The list reads from the whitespace on, as after any marker.
@@ -102,12 +100,7 @@ enum Named {
 
 impl NamedCall {
     /// Reads from byte `pos` of the piece.
-    fn feed(
-        &mut self,
-        input: &str,
-        mut pos: usize,
-        ctx: &mut BlockContext<'_>,
-    ) -> Result<BlockStep, Error> {
+    fn feed(&mut self, input: &str, mut pos: usize, ctx: &mut BlockContext<'_>) -> Step {
         let bytes = input.as_bytes();
         while pos < bytes.len() {
             match &mut self.state {
@@ -168,10 +161,10 @@ impl NamedCall {
                     }
                 }
                 Named::BeforeArgs => {
-                    let Some(offset) = bytes[pos..].iter().position(|&b| !is_space(b)) else {
+                    let Some(next) = skip_space(bytes, pos) else {
                         return Ok(BlockStep::More);
                     };
-                    pos += offset;
+                    pos = next;
                     if bytes[pos] != b'{' {
                         // The call ends here; what follows is prose again.
                         ctx.fault(

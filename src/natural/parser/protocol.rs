@@ -11,7 +11,7 @@
 
 use memchr::memchr;
 
-use super::calls::{BlockContext, BlockStep};
+use super::calls::{BlockContext, BlockStep, Step};
 use crate::natural::scan::is_space;
 use crate::natural::scan::json::{Path, Sax, Scanned, Visit, Visitor};
 use crate::{Error, InvalidCallKind};
@@ -89,11 +89,7 @@ impl Protocol {
         }
     }
 
-    pub(super) fn feed(
-        &mut self,
-        input: &str,
-        ctx: &mut BlockContext<'_>,
-    ) -> Result<BlockStep, Error> {
+    pub(super) fn feed(&mut self, input: &str, ctx: &mut BlockContext<'_>) -> Step {
         let bytes = input.as_bytes();
         let mut pos = 0;
         while pos < bytes.len() {

@@ -9,7 +9,7 @@
 //! ([`PyLiteral`]). A positional argument or a bad literal is a fault, and the
 //! call runs to its `)`.
 
-use super::calls::{BlockContext, BlockStep, PENDING_LIMIT};
+use super::calls::{BlockContext, BlockStep, PENDING_LIMIT, Step};
 use super::json_block::{Expect, Expected};
 use crate::natural::scan::python::{BadLiteral, PyLiteral, Read};
 use crate::natural::scan::{NAME_LIMIT, is_space};
@@ -126,11 +126,7 @@ impl Pythonic {
         }
     }
 
-    pub(super) fn feed(
-        &mut self,
-        input: &str,
-        ctx: &mut BlockContext<'_>,
-    ) -> Result<BlockStep, Error> {
+    pub(super) fn feed(&mut self, input: &str, ctx: &mut BlockContext<'_>) -> Step {
         let bytes = input.as_bytes();
         let mut pos = 0;
         while pos < bytes.len() {

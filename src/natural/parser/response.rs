@@ -2,7 +2,8 @@
 //! the transformer (or by hand in its format) come back as tool results.
 
 use super::calls::{BlockContext, BlockStep};
-use crate::natural::format::{self, RESPONSE_CLOSE};
+use crate::natural::markers::TAGGED;
+use crate::natural::result_text::read_result;
 use crate::natural::scan::marker::{Found, MarkerFinder};
 use crate::natural::scan::tag::Tag;
 use crate::{Event, Message, ToolResult};
@@ -38,7 +39,7 @@ impl Response {
         };
         Some(Response {
             attrs,
-            finder: MarkerFinder::new([RESPONSE_CLOSE]),
+            finder: MarkerFinder::new([TAGGED.response_close]),
             body: String::new(),
         })
     }
@@ -58,6 +59,6 @@ impl Response {
 
     /// The result the body holds.
     fn result(&mut self) -> ToolResult {
-        format::read_result(self.attrs.take(), &std::mem::take(&mut self.body))
+        read_result(self.attrs.take(), &std::mem::take(&mut self.body))
     }
 }

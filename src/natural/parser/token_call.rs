@@ -14,9 +14,10 @@
 
 use memchr::memchr;
 
-use super::calls::{BlockContext, BlockStep, PENDING_LIMIT};
+use super::calls::{BlockContext, BlockStep, Step};
 use super::json_block::{Expect, Expected, Tagged};
-use crate::natural::scan::is_space;
+use crate::natural::markers::{DEEPSEEK, KIMI_K2, Section};
+use crate::natural::scan::skip_space;
 use crate::natural::scan::tag::TAG_LIMIT;
 use crate::{Error, InvalidCallKind};
 
@@ -28,27 +29,11 @@ pub(super) enum Family {
 }
 
 impl Family {
-    /// Opens a call.
-    fn call_begin(self) -> &'static [&'static str] {
+    /// The family's special tokens.
+    fn markers(self) -> &'static Section {
         match self {
-            Family::KimiK2 => &["<|tool_call_begin|>"],
-            Family::DeepSeek => &["<｜tool▁call▁begin｜>"],
-        }
-    }
-
-    /// Between the call's header and its arguments.
-    fn separator(self) -> &'static [&'static str] {
-        match self {
-            Family::KimiK2 => &["<|tool_call_argument_begin|>"],
-            Family::DeepSeek => &["<｜tool▁sep｜>"],
-        }
-    }
-
-    /// Closes a call.
-    fn call_end(self) -> &'static [&'static str] {
-        match self {
-            Family::KimiK2 => &["<|tool_call_end|>"],
-            Family::DeepSeek => &["<｜tool▁call▁end｜>"],
+            Family::KimiK2 => &KIMI_K2,
+            Family::DeepSeek => &DEEPSEEK,
         }
     }
 }
@@ -106,26 +91,20 @@ impl TokenCall {
         }
     }
 
-    pub(super) fn feed(
-        &mut self,
-        input: &str,
-        ctx: &mut BlockContext<'_>,
-    ) -> Result<BlockStep, Error> {
+    pub(super) fn feed(&mut self, input: &str, ctx: &mut BlockContext<'_>) -> Step {
         let bytes = input.as_bytes();
         let mut pos = 0;
         loop {
             match &mut self.state {
-                State::Section(None) => match bytes[pos..].iter().position(|&b| !is_space(b)) {
-                    None if ctx.pos(bytes.len()) > PENDING_LIMIT => {
-                        return Ok(self.not_a_call(input, bytes.len()));
-                    }
-                    None => return Ok(BlockStep::More),
-                    Some(offset) => {
-                        pos += offset;
-                        let expect = Expect::new(self.family.call_begin());
-                        self.state = State::Section(Some((expect, ctx.pos(pos))));
-                    }
-                },
+                State::Section(None) => {
+                    pos = match ctx.skip_space(bytes, pos, 0, |at| self.not_a_call(input, at)) {
+                        Ok(pos) => pos,
+                        Err(step) => return Ok(step),
+                    };
+                    let expect =
+                        Expect::new(std::slice::from_ref(&self.family.markers().call_begin));
+                    self.state = State::Section(Some((expect, ctx.pos(pos))));
+                }
                 State::Section(Some((expect, start))) => match expect.feed(&input[pos..]) {
                     Expected::More => return Ok(BlockStep::More),
                     Expected::Mismatch(at) => return Ok(self.not_a_call(input, pos + at)),
@@ -148,7 +127,7 @@ impl TokenCall {
                         return Ok(BlockStep::More);
                     }
                     self.state = State::Separator {
-                        expect: Expect::new(self.family.separator()),
+                        expect: Expect::new(std::slice::from_ref(&self.family.markers().separator)),
                         header: std::mem::take(text),
                         start: *start,
                     };
@@ -169,10 +148,10 @@ impl TokenCall {
                 },
                 State::NameLine(name) => {
                     if name.is_empty() {
-                        match bytes[pos..].iter().position(|&b| !is_space(b)) {
-                            None => return Ok(BlockStep::More),
-                            Some(offset) => pos += offset,
-                        }
+                        let Some(next) = skip_space(bytes, pos) else {
+                            return Ok(BlockStep::More);
+                        };
+                        pos = next;
                     }
                     let stop = bytes[pos..]
                         .iter()
@@ -198,7 +177,9 @@ impl TokenCall {
                         "" => ctx.name("function"),
                         name => ctx.name(name),
                     }
-                    self.state = State::Args(Tagged::closed_by(self.family.call_end()));
+                    self.state = State::Args(Tagged::closed_by(std::slice::from_ref(
+                        &self.family.markers().call_end,
+                    )));
                 }
                 State::Args(tagged) => {
                     ctx.base += pos;
@@ -227,7 +208,9 @@ impl TokenCall {
                 ctx.name(name);
             }
         }
-        State::Args(Tagged::closed_by(self.family.call_end()))
+        State::Args(Tagged::closed_by(std::slice::from_ref(
+            &self.family.markers().call_end,
+        )))
     }
 
     /// Not a call: the opening marker is text, and what follows it up to byte

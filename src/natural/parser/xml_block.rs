@@ -10,10 +10,11 @@
 
 use memchr::memchr;
 
-use super::calls::{BlockContext, BlockStep, STAGE};
+use super::calls::{BlockContext, BlockStep, STAGE, Step};
+use crate::natural::markers::GLM_KEY;
 use crate::natural::scan::string::escape_with;
 use crate::natural::scan::tag::{Tag, TagReader, TagStep};
-use crate::natural::scan::xml_value::{KEY, Names, Style, ValueScan, ValueStep, is_bare};
+use crate::natural::scan::xml_value::{Names, Style, ValueScan, ValueStep, is_bare};
 use crate::natural::scan::{NAME_LIMIT, is_space};
 use crate::schema::ParamKind;
 use crate::{Error, InvalidCallKind};
@@ -112,11 +113,7 @@ impl Xml {
         }
     }
 
-    pub(super) fn feed(
-        &mut self,
-        input: &str,
-        ctx: &mut BlockContext<'_>,
-    ) -> Result<BlockStep, Error> {
+    pub(super) fn feed(&mut self, input: &str, ctx: &mut BlockContext<'_>) -> Step {
         let bytes = input.as_bytes();
         let mut pos = 0;
         while pos < bytes.len() {
@@ -363,7 +360,7 @@ impl Xml {
                         "an `<arg_value>` without an `<arg_key>`",
                     ),
                 }
-            } else if keyed && tag.closes(KEY) {
+            } else if keyed && tag.closes(GLM_KEY) {
                 if self.key.is_none() {
                     ctx.fault(InvalidCallKind::MalformedArguments, "a stray `</arg_key>`");
                 }

@@ -43,3 +43,12 @@ pub(crate) const NAME_LIMIT: usize = 256;
 pub(crate) fn is_space(byte: u8) -> bool {
     matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
 }
+
+/// Where the first byte of `bytes` from `pos` on that is not [whitespace](is_space)
+/// stands, if any.
+pub(crate) fn skip_space(bytes: &[u8], pos: usize) -> Option<usize> {
+    bytes[pos..]
+        .iter()
+        .position(|&b| !is_space(b))
+        .map(|offset| pos + offset)
+}

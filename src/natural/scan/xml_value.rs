@@ -13,6 +13,7 @@ use memchr::memchr;
 
 use super::is_space;
 use super::tag::{Tag, TagReader, TagStep};
+use crate::natural::markers::{GLM, GLM_KEY, MINIMAX};
 
 /// The tag names of one flavour, namespace prefix included.
 #[derive(Debug)]
@@ -39,9 +40,6 @@ pub(crate) enum Style {
     Keyed,
 }
 
-/// GLM's element naming the next value.
-pub(crate) const KEY: &str = "arg_key";
-
 impl Names {
     /// Qwen3-Coder's: `<function=F>` in a `<tool_call>` block.
     pub(crate) fn qwen3() -> Self {
@@ -66,9 +64,9 @@ impl Names {
     /// MiniMax's: Claude-style invokes in a `<minimax:tool_call>` block.
     pub(crate) fn minimax() -> Self {
         Names {
-            call: "invoke".into(),
-            param: "parameter".into(),
-            block: "minimax:tool_call".into(),
+            call: MINIMAX.call.into(),
+            param: MINIMAX.value.into(),
+            block: MINIMAX.block.into(),
             style: Style::Attr,
         }
     }
@@ -76,9 +74,9 @@ impl Names {
     /// GLM's: the call is the block; keyed values.
     pub(crate) fn glm() -> Self {
         Names {
-            call: "tool_call".into(),
-            param: "arg_value".into(),
-            block: "tool_call".into(),
+            call: GLM.call.into(),
+            param: GLM.value.into(),
+            block: GLM.block.into(),
             style: Style::Keyed,
         }
     }
@@ -98,7 +96,7 @@ impl Names {
     /// True when `tag` starts the next parameter.
     pub(crate) fn opens_param(&self, tag: &Tag) -> bool {
         match self.style {
-            Style::Keyed => is_bare(tag) && tag.opens(KEY),
+            Style::Keyed => is_bare(tag) && tag.opens(GLM_KEY),
             _ => self.name_of(tag, &self.param).is_some(),
         }
     }

@@ -417,21 +417,9 @@ impl ReplyEncoder {
     }
 
     fn add_usage(&mut self, usage: Usage) {
-        let Some(sum) = &mut self.usage else {
-            self.usage = Some(usage);
-            return;
-        };
-        let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
-            (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
-        };
-        sum.input_tokens = sum.input_tokens.saturating_add(usage.input_tokens);
-        sum.output_tokens = sum.output_tokens.saturating_add(usage.output_tokens);
-        sum.cached_input_tokens = add(sum.cached_input_tokens, usage.cached_input_tokens);
-        sum.reasoning_tokens = add(sum.reasoning_tokens, usage.reasoning_tokens);
-        let created = add(cache_creation(sum), cache_creation(&usage));
-        if let Some(created) = created {
-            sum.metadata.insert(CACHE_CREATION_KEY, created.into());
+        match &mut self.usage {
+            None => self.usage = Some(usage),
+            Some(sum) => sum.add(&usage),
         }
     }
 

@@ -16,15 +16,16 @@ use super::types::{
     ToolUseBlock,
 };
 use crate::message::{Metadata, MultimodalMessage, ReasoningMessage, TextMessage};
+use crate::provider::Kind;
 use crate::provider::history::{self, LowerHistory};
-use crate::provider::media::{self, ToolResultMedia};
+use crate::provider::media::{self, MediaPart, MediaPlan, Placement, ToolResultMedia};
 use crate::{
     ChatRequest, ContentBlock, Error, Media, MediaSource, Message, Role, ToolCall, ToolChoice,
     ToolResult, ToolSpec,
 };
 
 /// The name errors from this provider carry.
-pub const PROVIDER: &str = "anthropic";
+pub(crate) const PROVIDER: &str = Kind::Anthropic.name();
 
 /// The metadata key under which lifting keeps what lowering must send back as
 /// it came: a tool call's block fields other than `id`, `name` and `input`
@@ -175,9 +176,9 @@ struct History<'a> {
     /// The message whose content blocks are being gathered: an assistant
     /// turn, or a run of tool results (role `user`).
     open: Option<(WireRole, Vec<Block>)>,
-    /// Files of the current run of tool results, for the user message that
-    /// follows it (policy `Inject`).
-    injected: Vec<Block>,
+    /// Where tool results' files go; those of the current run of tool
+    /// results wait for the user message that follows it.
+    media: MediaPlan<Block>,
 }
 
 impl<'a> History<'a> {
@@ -187,7 +188,7 @@ impl<'a> History<'a> {
             system: Vec::new(),
             out: Vec::new(),
             open: None,
-            injected: Vec::new(),
+            media: MediaPlan::new(PROVIDER, options.tool_result_media),
         }
     }
 
@@ -197,16 +198,18 @@ impl<'a> History<'a> {
         Ok(())
     }
 
-    /// Appends a block to the open message of `role`, opening one (and closing
-    /// any other) when needed.
-    fn block(&mut self, role: WireRole, block: Block) {
-        match &mut self.open {
-            Some((open, blocks)) if *open == role => blocks.push(block),
-            _ => {
-                self.close();
-                self.open = Some((role, vec![block]));
-            }
+    /// The blocks of the open message of `role`, opening one (and closing any
+    /// other) when needed.
+    fn open(&mut self, role: WireRole) -> &mut Vec<Block> {
+        if !matches!(&self.open, Some((open, _)) if *open == role) {
+            self.close();
         }
+        &mut self.open.get_or_insert_with(|| (role, Vec::new())).1
+    }
+
+    /// Appends a block to the open message of `role`.
+    fn block(&mut self, role: WireRole, block: Block) {
+        self.open(role).push(block);
     }
 
     /// Writes a user message, closing what is open.
@@ -226,8 +229,7 @@ impl<'a> History<'a> {
                 content: Content::Blocks(blocks),
             });
         }
-        if !self.injected.is_empty() {
-            let files = std::mem::take(&mut self.injected);
+        if let Some(files) = self.media.take_waiting() {
             self.out.push(InputMessage {
                 role: WireRole::User,
                 content: Content::Blocks(files),
@@ -235,8 +237,9 @@ impl<'a> History<'a> {
         }
     }
 
-    /// A result's block; under `Inject`, its files go to `files`.
-    fn tool_result(&self, result: &ToolResult, files: &mut Vec<Block>) -> Result<Block, Error> {
+    /// A result's block; under `Inject`, its files wait for the message
+    /// after the run of results.
+    fn tool_result(&mut self, result: &ToolResult) -> Result<Block, Error> {
         if self.options.tool_result_media != ToolResultMedia::Reject {
             refuse_audio(&result.content, || {
                 format!(
@@ -245,12 +248,8 @@ impl<'a> History<'a> {
                 )
             })?;
         }
-        let has_media = result
-            .content
-            .iter()
-            .any(|block| block.as_media().is_some());
-        let content = if !has_media {
-            match result.content.as_slice() {
+        let content = match self.media.place(result, Some(&result.call_id))? {
+            Placement::NoFiles => match result.content.as_slice() {
                 [ContentBlock::Text { text }] => Content::Text(text.clone()),
                 blocks => Content::Blocks(
                     blocks
@@ -259,26 +258,12 @@ impl<'a> History<'a> {
                         .map(text_block)
                         .collect(),
                 ),
+            },
+            Placement::Native => {
+                let blocks = result.content.iter().map(content_block);
+                Content::Blocks(blocks.collect::<Result<_, _>>()?)
             }
-        } else {
-            match self.options.tool_result_media {
-                ToolResultMedia::Native => {
-                    let blocks = result.content.iter().map(content_block);
-                    Content::Blocks(blocks.collect::<Result<_, _>>()?)
-                }
-                ToolResultMedia::Reject => return Err(media::rejected(PROVIDER, result)),
-                ToolResultMedia::Inject => {
-                    files.push(text_block(media::attachments_heading(
-                        Some(&result.call_id),
-                        &result.name,
-                    )));
-                    let media = result.content.iter().filter(|b| b.as_media().is_some());
-                    for block in media {
-                        files.push(content_block(block)?);
-                    }
-                    Content::Text(media::text_with_note(result))
-                }
-            }
+            Placement::Injected(text) => Content::Text(text),
         };
         Ok(Block::ToolResult(ToolResultBlock {
             tool_use_id: result.call_id.clone(),
@@ -372,12 +357,11 @@ impl<'a> LowerHistory for History<'a> {
 
     fn results(&mut self, results: &[ToolResult]) -> Result<(), Error> {
         for result in results {
-            let mut files = Vec::new();
-            let block = self.tool_result(result, &mut files)?;
+            // The results message opens first: opening it closes the turn
+            // before, and with it any files waiting, not this result's.
+            self.open(WireRole::User);
+            let block = self.tool_result(result)?;
             self.block(WireRole::User, block);
-            // After the block: opening the results message closes the turn
-            // before it, and the files wait for the results message to close.
-            self.injected.extend(files);
         }
         Ok(())
     }
@@ -463,6 +447,16 @@ fn no_audio(holder: &str, audio: &ContentBlock) -> Error {
 
 /// A block as the Messages API writes it. Audio, which it cannot take, is an
 /// error; callers refuse it first with [`refuse_audio`], which says where it was.
+impl MediaPart for Block {
+    fn text(text: String) -> Self {
+        text_block(text)
+    }
+
+    fn file(block: &ContentBlock) -> Result<Self, Error> {
+        content_block(block)
+    }
+}
+
 fn content_block(block: &ContentBlock) -> Result<Block, Error> {
     let media = |media: &Media, title: Option<String>| -> Result<MediaBlock, Error> {
         Ok(MediaBlock {

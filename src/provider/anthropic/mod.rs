@@ -38,18 +38,20 @@ mod decode;
 mod encode;
 mod lift;
 mod lower;
+pub(crate) mod portable;
 pub mod types;
 
 pub use decode::decode_request;
 pub use encode::{ReplyEncoder, error_body};
 pub use lift::{CACHE_CREATION_KEY, Lifter};
-pub use lower::{BLOCK_KEY, DEFAULT_MAX_TOKENS, LowerOptions, PROVIDER, lower, lower_request};
+pub use lower::{BLOCK_KEY, DEFAULT_MAX_TOKENS, LowerOptions, lower, lower_request};
 
 use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 use super::config::ProviderConfig;
 use super::key::ApiKey;
+use super::kind::Kind;
 use super::media::ToolResultMedia;
 use super::service::Provider;
 use super::transport::HttpTransport;
@@ -68,7 +70,7 @@ pub struct Messages {
 }
 
 impl Wire for Messages {
-    const NAME: &'static str = PROVIDER;
+    const KIND: Kind = Kind::Anthropic;
     const KEY_ENV: &'static str = "ANTHROPIC_API_KEY";
     const DEFAULT_BASE_URL: &'static str = "https://api.anthropic.com/v1";
     type Lifter = Lifter;

@@ -9,8 +9,9 @@ use std::collections::HashSet;
 use serde_json::{Map, Value, json};
 
 use crate::message::{Metadata, MultimodalMessage, ReasoningMessage, TextMessage};
+use crate::provider::Kind;
 use crate::provider::history::{self, LowerHistory};
-use crate::provider::media::{self, ToolResultMedia};
+use crate::provider::media::{self, MediaPart, MediaPlan, Placement, ToolResultMedia};
 use crate::provider::redact::redact_url;
 use crate::{
     ChatRequest, ContentBlock, Error, Media, MediaSource, Message, Role, ToolCall, ToolChoice,
@@ -18,7 +19,7 @@ use crate::{
 };
 
 /// The name errors from this provider carry.
-pub const PROVIDER: &str = "gemini";
+pub(crate) const PROVIDER: &str = Kind::Gemini.name();
 
 /// The metadata key of a part's `thoughtSignature`, on the tool call or text
 /// message lifted from that part; lowering puts it back on the same part.
@@ -152,23 +153,22 @@ fn lower_tool_choice(choice: &ToolChoice) -> Value {
 
 /// The walk over the history.
 struct History {
-    policy: ToolResultMedia,
     system: Vec<Value>,
     contents: Vec<Value>,
     /// Ids the lifter made up: neither their calls nor their results send them.
     generated_ids: HashSet<String>,
-    /// Parts that follow the current run of function responses (policy `Inject`).
-    injected: Vec<Value>,
+    /// Where tool results' files go; those injected follow the current run
+    /// of function responses.
+    media: MediaPlan<Value>,
 }
 
 impl History {
     fn new(policy: ToolResultMedia) -> Self {
         History {
-            policy,
             system: Vec::new(),
             contents: Vec::new(),
             generated_ids: HashSet::new(),
-            injected: Vec::new(),
+            media: MediaPlan::new(PROVIDER, policy),
         }
     }
 
@@ -197,21 +197,13 @@ impl History {
         self.contents.push(json!({"role": role, "parts": [part]}));
     }
 
-    /// Queues `files` of `result` for the parts after the current run of
-    /// function responses, under a heading that names the call.
-    fn inject(&mut self, result: &ToolResult, files: &[&ContentBlock]) -> Result<(), Error> {
-        // A generated id was never shown to the model: the heading names the tool.
-        let id = Some(result.call_id.as_str()).filter(|id| !self.generated_ids.contains(*id));
-        let heading = media::attachments_heading(id, &result.name);
-        self.injected.push(json!({"text": heading}));
-        for block in files {
-            self.injected.push(content_part(block)?);
-        }
-        Ok(())
+    /// The call's id as the model saw it: a generated id never was.
+    fn shown_id<'a>(&self, result: &'a ToolResult) -> Option<&'a str> {
+        Some(result.call_id.as_str()).filter(|id| !self.generated_ids.contains(*id))
     }
 
     fn close_injected(&mut self) {
-        for part in std::mem::take(&mut self.injected) {
+        for part in self.media.take_waiting().into_iter().flatten() {
             self.push_part("user", part);
         }
     }
@@ -298,27 +290,19 @@ impl LowerHistory for History {
 
     fn results(&mut self, results: &[ToolResult]) -> Result<(), Error> {
         for result in results {
-            let files: Vec<&ContentBlock> = result
-                .content
-                .iter()
-                .filter(|block| block.as_media().is_some())
-                .collect();
-            let has_media = !files.is_empty();
             let mut response = json!({"name": result.name});
-            if !self.generated_ids.contains(&result.call_id) {
-                response["id"] = result.call_id.clone().into();
+            let shown_id = self.shown_id(result);
+            if let Some(id) = shown_id {
+                response["id"] = id.into();
             }
-            let text = match self.policy {
-                ToolResultMedia::Reject if has_media => {
-                    return Err(media::rejected(PROVIDER, result));
-                }
-                ToolResultMedia::Inject if has_media => {
-                    self.inject(result, &files)?;
-                    media::text_with_note(result)
-                }
-                ToolResultMedia::Native if has_media => {
-                    let (inside, after): (Vec<_>, Vec<_>) = files
-                        .into_iter()
+            let text = match self.media.place(result, shown_id)? {
+                Placement::NoFiles => result.text_content(),
+                Placement::Injected(text) => text,
+                Placement::Native => {
+                    let (inside, after): (Vec<_>, Vec<_>) = result
+                        .content
+                        .iter()
+                        .filter(|block| block.as_media().is_some())
                         .partition(|block| in_function_response(block));
                     if !inside.is_empty() {
                         let parts = inside.into_iter().map(content_part);
@@ -327,11 +311,10 @@ impl LowerHistory for History {
                     if after.is_empty() {
                         result.text_content()
                     } else {
-                        self.inject(result, &after)?;
+                        self.media.inject(result, shown_id, after.iter().copied())?;
                         media::text_with_note_of(result, after)
                     }
                 }
-                _ => result.text_content(),
             };
             response["response"] = response_object(&text, result.is_error);
             self.push("user", json!({"functionResponse": response}));
@@ -363,6 +346,16 @@ fn with_signature(mut part: Value, metadata: &Metadata) -> Value {
 /// audio, which goes after the responses as a part of its own.
 fn in_function_response(block: &ContentBlock) -> bool {
     !matches!(block, ContentBlock::Audio(_))
+}
+
+impl MediaPart for Value {
+    fn text(text: String) -> Self {
+        json!({ "text": text })
+    }
+
+    fn file(block: &ContentBlock) -> Result<Self, Error> {
+        content_part(block)
+    }
 }
 
 fn content_part(block: &ContentBlock) -> Result<Value, Error> {

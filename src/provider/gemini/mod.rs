@@ -26,16 +26,18 @@
 
 mod lift;
 mod lower;
+pub(crate) mod portable;
 
 pub use super::media::ToolResultMedia;
 pub use lift::Lifter;
-pub use lower::{GENERATED_ID_KEY, LowerOptions, PROVIDER, THOUGHT_SIGNATURE_KEY, lower};
+pub use lower::{GENERATED_ID_KEY, LowerOptions, THOUGHT_SIGNATURE_KEY, lower};
 
 use ::http::header::HeaderName;
 use serde_json::Value;
 
 use super::config::ProviderConfig;
 use super::key::ApiKey;
+use super::kind::Kind;
 use super::service::Provider;
 use super::transport::HttpTransport;
 use super::wire::Wire;
@@ -51,7 +53,7 @@ pub struct GenerateContent {
 }
 
 impl Wire for GenerateContent {
-    const NAME: &'static str = PROVIDER;
+    const KIND: Kind = Kind::Gemini;
     const KEY_ENV: &'static str = "GEMINI_API_KEY";
     const DEFAULT_BASE_URL: &'static str = "https://generativelanguage.googleapis.com/v1beta";
     type Lifter = Lifter;

@@ -334,17 +334,7 @@ impl ReplyEncoder {
     fn add_usage(&mut self, usage: Usage) {
         match &mut self.usage {
             None => self.usage = Some(usage),
-            Some(total) => {
-                total.input_tokens += usage.input_tokens;
-                total.output_tokens += usage.output_tokens;
-                let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
-                    (None, None) => None,
-                    (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
-                };
-                total.cached_input_tokens =
-                    add(total.cached_input_tokens, usage.cached_input_tokens);
-                total.reasoning_tokens = add(total.reasoning_tokens, usage.reasoning_tokens);
-            }
+            Some(total) => total.add(&usage),
         }
     }
 

@@ -15,8 +15,9 @@ use super::types::{
 };
 
 use crate::message::{MultimodalMessage, ReasoningMessage, TextMessage};
+use crate::provider::Kind;
 use crate::provider::history::{self, LowerHistory};
-use crate::provider::media::{self, ToolResultMedia};
+use crate::provider::media::{self, MediaPart, MediaPlan, Placement, ToolResultMedia};
 use crate::provider::redact::redact_url;
 use crate::{
     ChatRequest, ContentBlock, Error, Media, MediaSource, Message, Role, ToolCall, ToolChoice,
@@ -24,7 +25,7 @@ use crate::{
 };
 
 /// The name errors from this provider carry.
-pub const PROVIDER: &str = "openai";
+pub(crate) const PROVIDER: &str = Kind::OpenAiChat.name();
 
 /// The metadata key that records which wire field a reasoning message came in
 /// (`reasoning_content` or `reasoning`), so that it is echoed back in the same one.
@@ -191,9 +192,9 @@ struct History<'a> {
     options: &'a LowerOptions,
     out: Vec<ChatMessage>,
     assistant: Option<AssistantTurn>,
-    /// Parts of the synthetic user message that follows the current run of tool
-    /// messages (policy `Inject`).
-    injected: Vec<ContentPart>,
+    /// Where tool results' files go; the parts of the synthetic user message
+    /// that follows the current run of tool messages.
+    media: MediaPlan<ContentPart>,
 }
 
 #[derive(Default)]
@@ -219,7 +220,7 @@ impl<'a> History<'a> {
             options,
             out: Vec::new(),
             assistant: None,
-            injected: Vec::new(),
+            media: MediaPlan::new(PROVIDER, options.tool_result_media),
         }
     }
 
@@ -243,33 +244,16 @@ impl<'a> History<'a> {
     }
 
     fn tool_message(&mut self, result: &ToolResult) -> Result<ChatMessage, Error> {
-        let media = result
-            .content
-            .iter()
-            .filter(|block| block.as_media().is_some())
-            .count();
-        let content = if media == 0 {
-            text_content(&result.content)
-        } else {
-            match self.options.tool_result_media {
-                ToolResultMedia::Native => MessageContent::Parts(
-                    result
-                        .content
-                        .iter()
-                        .map(content_part)
-                        .collect::<Result<_, _>>()?,
-                ),
-                ToolResultMedia::Reject => return Err(media::rejected(PROVIDER, result)),
-                ToolResultMedia::Inject => {
-                    self.injected.push(ContentPart::Text {
-                        text: media::attachments_heading(Some(&result.call_id), &result.name),
-                    });
-                    for block in result.content.iter().filter(|b| b.as_media().is_some()) {
-                        self.injected.push(content_part(block)?);
-                    }
-                    MessageContent::Text(media::text_with_note(result))
-                }
-            }
+        let content = match self.media.place(result, Some(&result.call_id))? {
+            Placement::NoFiles => text_content(&result.content),
+            Placement::Native => MessageContent::Parts(
+                result
+                    .content
+                    .iter()
+                    .map(content_part)
+                    .collect::<Result<_, _>>()?,
+            ),
+            Placement::Injected(text) => MessageContent::Text(text),
         };
         Ok(ChatMessage {
             tool_call_id: Some(result.call_id.clone()),
@@ -306,8 +290,7 @@ impl<'a> History<'a> {
     }
 
     fn close_injected(&mut self) {
-        if !self.injected.is_empty() {
-            let parts = std::mem::take(&mut self.injected);
+        if let Some(parts) = self.media.take_waiting() {
             self.out
                 .push(wire_message(ChatRole::User, MessageContent::Parts(parts)));
         }
@@ -462,6 +445,16 @@ fn text_content(content: &[ContentBlock]) -> MessageContent {
                 .map(|text| ContentPart::Text { text: text.into() })
                 .collect(),
         ),
+    }
+}
+
+impl MediaPart for ContentPart {
+    fn text(text: String) -> Self {
+        ContentPart::Text { text }
+    }
+
+    fn file(block: &ContentBlock) -> Result<Self, Error> {
+        content_part(block)
     }
 }
 

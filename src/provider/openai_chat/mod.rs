@@ -38,6 +38,7 @@ mod decode;
 mod encode;
 mod lift;
 mod lower;
+pub(crate) mod portable;
 pub mod types;
 
 /// The media policy every provider shares, here for the paths written before it was.
@@ -46,7 +47,7 @@ pub use decode::decode_request;
 pub use encode::{ReplyEncoder, error_body, include_usage, models_body};
 pub use lift::Lifter;
 pub use lower::{
-    LowerOptions, MaxTokensField, PROVIDER, REASONING_FIELD_KEY, REFUSAL_KEY, ReasoningEcho, lower,
+    LowerOptions, MaxTokensField, REASONING_FIELD_KEY, REFUSAL_KEY, ReasoningEcho, lower,
     lower_request,
 };
 
@@ -55,6 +56,7 @@ use serde_json::Value;
 
 use super::config::ProviderConfig;
 use super::key::ApiKey;
+use super::kind::Kind;
 use super::service::Provider;
 use super::transport::HttpTransport;
 use super::wire::Wire;
@@ -69,7 +71,7 @@ pub struct ChatCompletions {
 }
 
 impl Wire for ChatCompletions {
-    const NAME: &'static str = PROVIDER;
+    const KIND: Kind = Kind::OpenAiChat;
     const KEY_ENV: &'static str = "OPENAI_API_KEY";
     const DEFAULT_BASE_URL: &'static str = "https://api.openai.com/v1";
     type Lifter = Lifter;

@@ -3,18 +3,21 @@
 
 use serde_json::{Map, Value};
 
-use super::format::{
-    self, Part, RenderDialect, SEPARATOR, TOOL_AGGREGATES_KEY, TOOL_CALL_IDS_KEY,
-    TOOL_METADATA_KEY, interleave,
-};
+use super::call_writer::write_calls;
 use crate::message::{MultimodalMessage, TextMessage};
+use crate::natural::dialect::Dialect;
+use crate::natural::markers::SEPARATOR;
+use crate::natural::metadata::{
+    Part, TOOL_AGGREGATES_KEY, TOOL_CALL_IDS_KEY, TOOL_METADATA_KEY, extras,
+};
+use crate::natural::result_text::{interleave, write_result};
 use crate::{ContentBlock, Message, Metadata, Role, ToolCall, ToolResult};
 
 /// How calls and results are written: the dialect, and whether with their ids
 /// (never in a form without a place for them).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Style {
-    pub(super) dialect: RenderDialect,
+    pub(super) dialect: Dialect,
     pub(super) ids: bool,
 }
 
@@ -96,7 +99,7 @@ impl Turn {
         for (number, (call, result)) in (first..).zip(calls.iter().zip(results)) {
             self.open_block();
             let call = std::slice::from_ref(call);
-            format::write_calls(&mut self.text, call, style.dialect, style.ids, number);
+            write_calls(&mut self.text, call, style.dialect, style.ids, number);
             self.text.push('\n');
             self.write_result(result, style);
         }
@@ -104,7 +107,7 @@ impl Turn {
             pairs: calls.len(),
             metadata: metadata.clone(),
         });
-        self.tool_source(metadata, format::extras(calls, results));
+        self.tool_source(metadata, extras(calls, results));
         self.keep_ids(calls.iter().flat_map(|c| [&c.id, &c.id]), style);
     }
 
@@ -119,10 +122,10 @@ impl Turn {
     ) {
         if !calls.is_empty() {
             self.open_block();
-            format::write_calls(&mut self.text, calls, style.dialect, style.ids, first);
+            write_calls(&mut self.text, calls, style.dialect, style.ids, first);
             self.after_block = true;
         }
-        self.tool_source(metadata, format::extras(calls, &[]));
+        self.tool_source(metadata, extras(calls, &[]));
         self.keep_ids(calls.iter().map(|c| &c.id), style);
     }
 
@@ -185,7 +188,7 @@ impl Turn {
     }
 
     fn write_result(&mut self, result: &ToolResult, style: Style) {
-        format::write_result(
+        write_result(
             &mut self.text,
             result,
             style.dialect,

@@ -1,14 +1,21 @@
 //! The natural tool use transformer: tool calls and their results → text, for
 //! models without native tool calling. The reverse of the parser.
 
+mod call_writer;
+mod python_literal;
+mod turn;
+
 use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::format::{
-    self, RenderDialect, SEPARATOR, TOOL_CALL_IDS_KEY, TOOL_METADATA_KEY, interleave,
-};
-use super::turn::{Style, Turn};
+pub(crate) use self::call_writer::write_example;
+use self::call_writer::{write_calls, writes_ids};
+use self::turn::{Style, Turn};
+use super::dialect::Dialect;
+use super::markers::SEPARATOR;
+use super::metadata::{TOOL_CALL_IDS_KEY, TOOL_METADATA_KEY, extras};
+use super::result_text::{interleave, write_result};
 use crate::message::{MultimodalMessage, TextMessage, ToolAggregateMessage};
 use crate::service::{Machine, MachineFactory, Output};
 use crate::{
@@ -114,7 +121,7 @@ impl std::str::FromStr for Consolidation {
 /// It is 18°C and sunny.
 /// ```
 ///
-/// **Dialects** ([`RenderDialect`]). Tagged (above), Hermes, or a model
+/// **Dialects** ([`Dialect::RENDERED`]). Tagged (above), Hermes, or a model
 /// family's own call form (`[TOOL_CALLS]F[ARGS]{…}`, `[f(a=1)]`, …); several
 /// calls are joined as the family joins them, a call the form cannot carry
 /// faithfully is written tagged, and results are always `<tool_response>`
@@ -181,7 +188,7 @@ impl std::str::FromStr for Consolidation {
 /// ```
 #[derive(Clone, Debug)]
 pub struct NaturalToolUseTransformer {
-    dialect: RenderDialect,
+    dialect: Dialect,
     call_limit: usize,
     consolidation: Consolidation,
     call_ids: bool,
@@ -198,7 +205,7 @@ impl NaturalToolUseTransformer {
     /// gathered up to 8 MiB.
     pub fn new() -> Self {
         NaturalToolUseTransformer {
-            dialect: RenderDialect::Tagged,
+            dialect: Dialect::Tagged,
             call_limit: 8 << 20,
             consolidation: Consolidation::Split,
             call_ids: true,
@@ -207,9 +214,10 @@ impl NaturalToolUseTransformer {
 
     /// Which dialect to write: `Tagged` (the default), `Hermes` (for
     /// Qwen-family models) or a model family's own call form (see
-    /// [`RenderDialect`]).
-    pub fn dialect(mut self, dialect: RenderDialect) -> Self {
-        self.dialect = dialect;
+    /// [`Dialect::RENDERED`]); any other dialect is written as
+    /// [`Dialect::rendered_as`] says.
+    pub fn dialect(mut self, dialect: Dialect) -> Self {
+        self.dialect = dialect.rendered_as();
         self
     }
 
@@ -238,7 +246,7 @@ impl NaturalToolUseTransformer {
     }
 
     /// The dialect it writes.
-    pub(crate) fn written(&self) -> RenderDialect {
+    pub(crate) fn written(&self) -> Dialect {
         self.dialect
     }
 
@@ -254,7 +262,7 @@ impl NaturalToolUseTransformer {
             numbered: known.len(),
             style: Style {
                 dialect: self.dialect,
-                ids: self.call_ids && self.dialect.writes_ids(),
+                ids: self.call_ids && writes_ids(self.dialect),
             },
             consolidation: self.consolidation,
             call_limit: self.call_limit,
@@ -389,7 +397,7 @@ impl TransformerMachine {
                         .calls(&message.calls, message.metadata, style, first);
                 } else {
                     let mut metadata = message.metadata;
-                    if let Some(extras) = format::extras(&message.calls, &[]) {
+                    if let Some(extras) = extras(&message.calls, &[]) {
                         metadata.insert(TOOL_METADATA_KEY, extras);
                     }
                     self.append_calls(&message.calls, metadata, first, out);
@@ -438,7 +446,7 @@ impl TransformerMachine {
         out: &mut Output,
     ) {
         self.append_calls(calls, metadata.clone(), first, out);
-        if let Some(extras) = format::extras(calls, results) {
+        if let Some(extras) = extras(calls, results) {
             metadata.insert(TOOL_METADATA_KEY, extras);
         }
         self.results(results, metadata, out);
@@ -515,7 +523,7 @@ impl TransformerMachine {
         out: &mut Output,
     ) {
         let mut text = String::new();
-        format::write_calls(&mut text, calls, self.style.dialect, self.style.ids, first);
+        write_calls(&mut text, calls, self.style.dialect, self.style.ids, first);
         let metadata = self.with_ids(metadata, calls.iter().map(|call| &call.id));
         self.append(text, metadata, out);
     }
@@ -570,7 +578,7 @@ impl TransformerMachine {
             if i > 0 {
                 text.push_str(SEPARATOR);
             }
-            format::write_result(
+            write_result(
                 &mut text,
                 result,
                 self.style.dialect,

@@ -1,0 +1,79 @@
+//! Every wire format lmstack speaks, named once: for errors, logs, the CLI's
+//! `--provider` and `lmstack serve`'s `provider = "…"`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// A wire format, as a client or an upstream speaks it.
+///
+/// ```
+/// use lmstack::provider::Kind;
+///
+/// assert_eq!("anthropic".parse::<Kind>(), Ok(Kind::Anthropic));
+/// assert_eq!(Kind::OpenAiChat.to_string(), "openai");
+/// assert!("bedrock".parse::<Kind>().unwrap_err().contains("openai, anthropic, gemini"));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "&'static str", try_from = "String")]
+pub enum Kind {
+    /// OpenAI Chat Completions and the servers compatible with it
+    /// ([`openai_chat`](super::openai_chat)).
+    OpenAiChat,
+    /// Anthropic Messages ([`anthropic`](super::anthropic)).
+    Anthropic,
+    /// Google Gemini's `generateContent` ([`gemini`](super::gemini)).
+    Gemini,
+}
+
+impl Kind {
+    /// Every wire format, in the order names are listed.
+    pub const ALL: [Kind; 3] = [Kind::OpenAiChat, Kind::Anthropic, Kind::Gemini];
+
+    /// Its name: `openai`, `anthropic`, `gemini`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Kind::OpenAiChat => "openai",
+            Kind::Anthropic => "anthropic",
+            Kind::Gemini => "gemini",
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Kind {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, String> {
+        Kind::ALL
+            .into_iter()
+            .find(|kind| kind.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<_> = Kind::ALL.iter().map(|kind| kind.name()).collect();
+                format!(
+                    "unknown provider `{name}`: expected one of {}",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+impl From<Kind> for &'static str {
+    fn from(kind: Kind) -> Self {
+        kind.name()
+    }
+}
+
+impl TryFrom<String> for Kind {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Self, String> {
+        name.parse()
+    }
+}
