@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 
 /// A llama.cpp grammar that makes the model write one Hermes-style call of
 /// `add(a, b)` as text: the first round of the natural-tool-use tests on
-/// llama.cpp (`tests/llamacpp_e2e.rs`, and through the gateway in
-/// `tests/sdk_clients.rs`).
+/// llama.cpp (`tests/e2e/llamacpp.rs`, and through the gateway in
+/// `tests/e2e/sdk_clients.rs`).
 pub const ADD_CALL_GRAMMAR: &str = r#"root ::= "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": " [0-9]+ ", \"b\": " [0-9]+ "}}\n</tool_call>""#;
 
 /// The path of a fixture under `tests/fixtures`.
