@@ -17,7 +17,7 @@
 
 use serde_json::Value;
 
-use super::python_literal::{identifier, python};
+use super::python_literal::{identifier, joined, python};
 use crate::ToolCall;
 use crate::natural::dialect::Dialect;
 use crate::natural::json_text::{one_line, pretty};
@@ -205,21 +205,6 @@ fn write_run(out: &mut String, run: &[ToolCall], form: Dialect, ids: bool, first
 /// The id `call` is written with: its own when `ids` is set.
 fn id_of(call: &ToolCall, ids: bool) -> Option<&str> {
     ids.then_some(call.id.as_str())
-}
-
-/// Writes each of `items` with `write`, `separator` between them.
-pub(super) fn joined<I: IntoIterator>(
-    out: &mut String,
-    items: I,
-    separator: &str,
-    mut write: impl FnMut(&mut String, I::Item),
-) {
-    for (i, item) in items.into_iter().enumerate() {
-        if i > 0 {
-            out.push_str(separator);
-        }
-        write(out, item);
-    }
 }
 
 /// `{"name": F, ["id": …, ]"KEY": {…}}`, one line.

@@ -2,7 +2,6 @@
 
 use serde_json::Value;
 
-use super::call_writer::joined;
 use crate::natural::scan::NAME_LIMIT;
 
 /// A Python keyword-argument or function name: ASCII letters, digits, `_`,
@@ -64,4 +63,19 @@ fn python_string(out: &mut String, text: &str) {
         }
     }
     out.push('"');
+}
+
+/// Writes each of `items` with `write`, `separator` between them.
+pub(super) fn joined<I: IntoIterator>(
+    out: &mut String,
+    items: I,
+    separator: &str,
+    mut write: impl FnMut(&mut String, I::Item),
+) {
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push_str(separator);
+        }
+        write(out, item);
+    }
 }
