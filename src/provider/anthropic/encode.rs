@@ -75,10 +75,10 @@ fn error_object(status: u16, error: &Error) -> ErrorBody {
 /// same code: the events become [`StreamEvent`]s, written as SSE frames or
 /// folded into one [`Response`].
 ///
-/// A pure [`Machine`]: a reply's items in — `Ok` events, or the `Err` that
+/// A pure [`Machine`](crate::service::Machine): a reply's items in — `Ok` events, or the `Err` that
 /// ends a failed reply — bytes out (in streaming mode, the frames of each event
 /// as they come; in non-streaming mode, the body at
-/// [`finish`](Machine::finish)). A gateway runs it with
+/// [`finish`](crate::service::Machine::finish)). A gateway runs it with
 /// [`MachineStream`](crate::service::MachineStream) over the reply's items,
 /// each wrapped in `Ok` (`reply.map(Ok)`), so that the error is encoded rather
 /// than ending the body. The message id and the model name are the caller's:
