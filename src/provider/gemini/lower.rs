@@ -6,7 +6,14 @@
 
 use std::collections::HashSet;
 
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use super::types::{
+    Blob, Content, FunctionCall, FunctionCallingConfig, FunctionDeclaration, FunctionResponse,
+    GenerateContentRequest, GenerationConfig, Part, Tool, ToolConfig,
+};
 
 use crate::message::{Metadata, MultimodalMessage, ReasoningMessage, TextMessage};
 use crate::provider::Kind;
@@ -82,84 +89,173 @@ fn gemini_version(model: &str) -> Option<u32> {
 /// }));
 /// ```
 pub fn lower(request: &ChatRequest, options: &LowerOptions) -> Result<Value, Error> {
+    let body = lower_request(request, options)?;
+    serde_json::to_value(body).map_err(|error| Error::json("gemini: the request body", error))
+}
+
+/// Lowers a request to the typed `generateContent` body.
+///
+/// `options.extra` is merged into the body last: an object into the object of
+/// the same name, key by key (so `generationConfig.thinkingConfig` joins
+/// `maxOutputTokens`), anything else replacing what is there; keys the body
+/// does not name (`safetySettings`, …) go to its `extra`.
+///
+/// ```
+/// use lmstack::provider::gemini::{LowerOptions, lower_request};
+/// use lmstack::{ChatRequest, Message};
+/// use serde_json::json;
+///
+/// let mut request = ChatRequest::new(vec![Message::user("Hi")]);
+/// request.options.max_tokens = Some(64);
+/// request.options.extra.insert(
+///     "generationConfig".into(),
+///     json!({"thinkingConfig": {"thinkingBudget": 0}}),
+/// );
+/// let body = lower_request(&request, &LowerOptions::default()).unwrap();
+/// assert_eq!(body.contents[0].role.as_deref(), Some("user"));
+/// let generation = body.generation_config.unwrap();
+/// assert_eq!(generation.max_output_tokens, Some(64));
+/// assert_eq!(generation.extra["thinkingConfig"], json!({"thinkingBudget": 0}));
+/// ```
+pub fn lower_request(
+    request: &ChatRequest,
+    options: &LowerOptions,
+) -> Result<GenerateContentRequest, Error> {
     let chat = &request.options;
     let policy = options.media_policy(chat.model.as_deref());
     let mut history = History::new(policy);
     history.lower(&request.messages)?;
-    let mut body = Map::new();
-    if !history.system.is_empty() {
-        body.insert("systemInstruction".into(), json!({"parts": history.system}));
+    let tools = if chat.tools.is_empty() {
+        Vec::new()
+    } else {
+        vec![Tool {
+            function_declarations: Some(chat.tools.iter().map(lower_tool).collect()),
+            extra: Map::new(),
+        }]
+    };
+    let generation = GenerationConfig {
+        temperature: chat.temperature,
+        max_output_tokens: chat.max_tokens,
+        extra: Map::new(),
+    };
+    let mut body = GenerateContentRequest {
+        system_instruction: (!history.system.is_empty()).then(|| Content {
+            role: None,
+            parts: Some(history.system),
+        }),
+        contents: history.contents,
+        tools,
+        tool_config: chat.tool_choice.as_ref().map(|choice| ToolConfig {
+            function_calling_config: Some(lower_tool_choice(choice)),
+            extra: Map::new(),
+        }),
+        generation_config: Some(generation).filter(|config| *config != GenerationConfig::default()),
+        extra: Map::new(),
+    };
+    for (key, value) in &chat.extra {
+        let extra = &mut body.extra;
+        match key.as_str() {
+            "systemInstruction" => merge_field(&mut body.system_instruction, key, value, extra),
+            "contents" => merge_list(&mut body.contents, key, value, extra),
+            "tools" => merge_list(&mut body.tools, key, value, extra),
+            "toolConfig" => merge_field(&mut body.tool_config, key, value, extra),
+            "generationConfig" => merge_field(&mut body.generation_config, key, value, extra),
+            _ => merge(extra, key, value),
+        }
     }
-    body.insert("contents".into(), history.contents.into());
-    if !chat.tools.is_empty() {
-        let declarations: Vec<Value> = chat.tools.iter().map(lower_tool).collect();
-        body.insert(
-            "tools".into(),
-            json!([{"functionDeclarations": declarations}]),
-        );
-    }
-    if let Some(choice) = &chat.tool_choice {
-        body.insert(
-            "toolConfig".into(),
-            json!({"functionCallingConfig": lower_tool_choice(choice)}),
-        );
-    }
-    let mut generation = Map::new();
-    if let Some(temperature) = chat.temperature {
-        generation.insert("temperature".into(), temperature.into());
-    }
-    if let Some(max_tokens) = chat.max_tokens {
-        generation.insert("maxOutputTokens".into(), max_tokens.into());
-    }
-    if !generation.is_empty() {
-        body.insert("generationConfig".into(), generation.into());
-    }
-    merge(&mut body, &chat.extra);
-    Ok(Value::Object(body))
+    Ok(body)
 }
 
-/// Merges `extra` into `body`: an object into the object of the same name, key
-/// by key (so `generationConfig.thinkingConfig` joins `maxOutputTokens`),
-/// anything else replacing what is there.
-fn merge(body: &mut Map<String, Value>, extra: &Map<String, Value>) {
-    for (key, value) in extra {
-        match (body.get_mut(key), value) {
-            (Some(Value::Object(into)), Value::Object(from)) => merge(into, from),
-            _ => {
-                body.insert(key.clone(), value.clone());
-            }
+/// Merges `value` into a typed field of the body as into its JSON: kept typed
+/// where the merged JSON reads back as the same JSON, key order included (an
+/// `extra` sub-key joins the field's own `extra`); else sent verbatim from the
+/// body's `extra` in its place.
+fn merge_field<T: Serialize + DeserializeOwned>(
+    field: &mut Option<T>,
+    key: &str,
+    value: &Value,
+    extra: &mut Map<String, Value>,
+) {
+    let mut merged = Map::new();
+    if let Some(current) = field
+        .take()
+        .and_then(|typed| serde_json::to_value(typed).ok())
+    {
+        merged.insert(key.to_owned(), current);
+    }
+    merge(&mut merged, key, value);
+    let Some(merged) = merged.remove(key) else {
+        return;
+    };
+    let typed = serde_json::from_value::<T>(merged.clone()).ok();
+    let same = |typed: &T| serde_json::to_string(typed).ok() == serde_json::to_string(&merged).ok();
+    match typed {
+        Some(typed) if same(&typed) => *field = Some(typed),
+        _ => {
+            extra.insert(key.to_owned(), merged);
         }
     }
 }
 
-fn lower_tool(tool: &ToolSpec) -> Value {
-    let mut declaration = Map::new();
-    declaration.insert("name".into(), tool.name.clone().into());
-    if !tool.description.is_empty() {
-        declaration.insert("description".into(), tool.description.clone().into());
-    }
-    declaration.insert("parametersJsonSchema".into(), tool.parameters.clone());
-    Value::Object(declaration)
+/// [`merge_field`] for a list, not written when empty.
+fn merge_list<T: Serialize + DeserializeOwned>(
+    field: &mut Vec<T>,
+    key: &str,
+    value: &Value,
+    extra: &mut Map<String, Value>,
+) {
+    let mut list = Some(std::mem::take(field)).filter(|list| !list.is_empty());
+    merge_field(&mut list, key, value, extra);
+    *field = list.unwrap_or_default();
 }
 
-fn lower_tool_choice(choice: &ToolChoice) -> Value {
-    match choice {
-        ToolChoice::Auto => json!({"mode": "AUTO"}),
-        ToolChoice::None => json!({"mode": "NONE"}),
-        ToolChoice::Required => json!({"mode": "ANY"}),
-        ToolChoice::Tool(name) => json!({"mode": "ANY", "allowedFunctionNames": [name]}),
+/// Merges `value` into `body[key]`: an object into an object, key by key,
+/// anything else replacing what is there.
+fn merge(body: &mut Map<String, Value>, key: &str, value: &Value) {
+    match (body.get_mut(key), value) {
+        (Some(Value::Object(into)), Value::Object(from)) => {
+            for (key, value) in from {
+                merge(into, key, value);
+            }
+        }
+        _ => {
+            body.insert(key.to_owned(), value.clone());
+        }
+    }
+}
+
+fn lower_tool(tool: &ToolSpec) -> FunctionDeclaration {
+    FunctionDeclaration {
+        name: tool.name.clone(),
+        description: Some(tool.description.clone()).filter(|text| !text.is_empty()),
+        parameters_json_schema: Some(tool.parameters.clone()),
+        extra: Map::new(),
+    }
+}
+
+fn lower_tool_choice(choice: &ToolChoice) -> FunctionCallingConfig {
+    let (mode, allowed) = match choice {
+        ToolChoice::Auto => ("AUTO", None),
+        ToolChoice::None => ("NONE", None),
+        ToolChoice::Required => ("ANY", None),
+        ToolChoice::Tool(name) => ("ANY", Some(vec![name.clone()])),
+    };
+    FunctionCallingConfig {
+        mode: Some(mode.into()),
+        allowed_function_names: allowed,
+        extra: Map::new(),
     }
 }
 
 /// The walk over the history.
 struct History {
-    system: Vec<Value>,
-    contents: Vec<Value>,
+    system: Vec<Part>,
+    contents: Vec<Content>,
     /// Ids the lifter made up: neither their calls nor their results send them.
     generated_ids: HashSet<String>,
     /// Where tool results' files go; those injected follow the current run
     /// of function responses.
-    media: MediaPlan<Value>,
+    media: MediaPlan<Part>,
 }
 
 impl History {
@@ -179,22 +275,22 @@ impl History {
     }
 
     /// Appends a part to the last content when it has `role`, else to a new one.
-    fn push(&mut self, role: &str, part: Value) {
-        if role != "user" || part.get("functionResponse").is_none() {
+    fn push(&mut self, role: &str, part: Part) {
+        if role != "user" || part.function_response.is_none() {
             self.close_injected();
         }
         self.push_part(role, part);
     }
 
-    fn push_part(&mut self, role: &str, part: Value) {
+    fn push_part(&mut self, role: &str, part: Part) {
         if let Some(last) = self.contents.last_mut()
-            && last["role"] == role
-            && let Some(parts) = last["parts"].as_array_mut()
+            && last.role.as_deref() == Some(role)
+            && let Some(parts) = &mut last.parts
         {
             parts.push(part);
             return;
         }
-        self.contents.push(json!({"role": role, "parts": [part]}));
+        self.contents.push(Content::new(role, vec![part]));
     }
 
     /// The call's id as the model saw it: a generated id never was.
@@ -211,7 +307,7 @@ impl History {
 
 impl LowerHistory for History {
     fn text(&mut self, message: &TextMessage) -> Result<(), Error> {
-        let part = with_signature(json!({"text": message.text}), &message.metadata);
+        let part = with_signature(Part::text(&message.text), &message.metadata);
         match message.role {
             Role::System => {
                 self.system.push(part);
@@ -231,7 +327,7 @@ impl LowerHistory for History {
             .collect::<Result<Vec<_>, _>>()?;
         match message.role {
             Role::System => {
-                if parts.iter().any(|part| part.get("text").is_none()) {
+                if parts.iter().any(|part| part.text.is_none()) {
                     return Err(Error::InvalidRequest(
                         "gemini: a system instruction holds text only, not images, documents or audio"
                             .into(),
@@ -260,13 +356,11 @@ impl LowerHistory for History {
         if message.redacted || (message.text.is_empty() && message.signature.is_none()) {
             return;
         }
-        let mut part = json!({"text": message.text});
-        if !message.text.is_empty() {
-            part["thought"] = true.into();
-        }
-        if let Some(signature) = &message.signature {
-            part["thoughtSignature"] = signature.clone().into();
-        }
+        let part = Part {
+            thought: (!message.text.is_empty()).then_some(true),
+            thought_signature: message.signature.clone(),
+            ..Part::text(&message.text)
+        };
         self.push("model", part);
     }
 
@@ -274,27 +368,35 @@ impl LowerHistory for History {
         for call in calls.iter().filter(|call| !call.provider_executed) {
             let generated = call.metadata.get(GENERATED_ID_KEY) == Some(&Value::Bool(true));
             let arguments = match &call.arguments {
-                Value::Null => json!({}),
+                Value::Null => Value::Object(Map::new()),
                 arguments => arguments.clone(),
             };
-            let mut function = json!({"name": call.name, "args": arguments});
+            let function = FunctionCall {
+                name: Some(call.name.clone()),
+                args: Some(arguments),
+                id: (!generated).then(|| call.id.clone()),
+                ..FunctionCall::default()
+            };
             if generated {
                 self.generated_ids.insert(call.id.clone());
-            } else {
-                function["id"] = call.id.clone().into();
             }
-            let part = with_signature(json!({"functionCall": function}), &call.metadata);
+            let part = Part {
+                function_call: Some(function),
+                ..Part::default()
+            };
+            let part = with_signature(part, &call.metadata);
             self.push("model", part);
         }
     }
 
     fn results(&mut self, results: &[ToolResult]) -> Result<(), Error> {
         for result in results {
-            let mut response = json!({"name": result.name});
             let shown_id = self.shown_id(result);
-            if let Some(id) = shown_id {
-                response["id"] = id.into();
-            }
+            let mut response = FunctionResponse {
+                name: Some(result.name.clone()),
+                id: shown_id.map(str::to_owned),
+                ..FunctionResponse::default()
+            };
             let text = match self.media.place(result, shown_id)? {
                 Placement::NoFiles => result.text_content(),
                 Placement::Injected(text) => text,
@@ -306,7 +408,7 @@ impl LowerHistory for History {
                         .partition(|block| in_function_response(block));
                     if !inside.is_empty() {
                         let parts = inside.into_iter().map(content_part);
-                        response["parts"] = parts.collect::<Result<Vec<_>, _>>()?.into();
+                        response.parts = Some(parts.collect::<Result<Vec<_>, _>>()?);
                     }
                     if after.is_empty() {
                         result.text_content()
@@ -316,8 +418,12 @@ impl LowerHistory for History {
                     }
                 }
             };
-            response["response"] = response_object(&text, result.is_error);
-            self.push("user", json!({"functionResponse": response}));
+            response.response = Some(response_object(&text, result.is_error));
+            let part = Part {
+                function_response: Some(response),
+                ..Part::default()
+            };
+            self.push("user", part);
         }
         Ok(())
     }
@@ -331,12 +437,19 @@ fn response_object(text: &str, is_error: bool) -> Value {
         _ => Value::String(text.to_owned()),
     };
     let key = if is_error { "error" } else { "result" };
-    json!({ key: value })
+    Value::Object(Map::from_iter([(key.to_owned(), value)]))
 }
 
-fn with_signature(mut part: Value, metadata: &Metadata) -> Value {
-    if let Some(signature) = metadata.get(THOUGHT_SIGNATURE_KEY) {
-        part["thoughtSignature"] = signature.clone();
+/// The part with the signature kept in `metadata`: a string as
+/// `thoughtSignature`, anything else as it is, in the same place (`extra`
+/// follows `thoughtSignature`).
+fn with_signature(mut part: Part, metadata: &Metadata) -> Part {
+    match metadata.get(THOUGHT_SIGNATURE_KEY) {
+        Some(Value::String(signature)) => part.thought_signature = Some(signature.clone()),
+        Some(other) => {
+            part.extra.insert("thoughtSignature".into(), other.clone());
+        }
+        None => {}
     }
     part
 }
@@ -348,9 +461,9 @@ fn in_function_response(block: &ContentBlock) -> bool {
     !matches!(block, ContentBlock::Audio(_))
 }
 
-impl MediaPart for Value {
+impl MediaPart for Part {
     fn text(text: String) -> Self {
-        json!({ "text": text })
+        Part::text(text)
     }
 
     fn file(block: &ContentBlock) -> Result<Self, Error> {
@@ -358,20 +471,24 @@ impl MediaPart for Value {
     }
 }
 
-fn content_part(block: &ContentBlock) -> Result<Value, Error> {
+fn content_part(block: &ContentBlock) -> Result<Part, Error> {
     match block {
-        ContentBlock::Text { text } => Ok(json!({"text": text})),
+        ContentBlock::Text { text } => Ok(Part::text(text)),
         ContentBlock::Image(media) | ContentBlock::Document(media) | ContentBlock::Audio(media) => {
             inline_data(media)
         }
     }
 }
 
-fn inline_data(media: &Media) -> Result<Value, Error> {
+fn inline_data(media: &Media) -> Result<Part, Error> {
     match &media.source {
-        MediaSource::Base64 { media_type, data } => {
-            Ok(json!({"inlineData": {"mimeType": media_type, "data": &**data}}))
-        }
+        MediaSource::Base64 { media_type, data } => Ok(Part {
+            inline_data: Some(Blob {
+                mime_type: Some(media_type.clone()),
+                data: Some(data.clone()),
+            }),
+            ..Part::default()
+        }),
         MediaSource::Url { url, .. } => Err(Error::InvalidRequest(format!(
             "gemini: images, documents and audio are sent inline only, not by URL ({})",
             redact_url(url)

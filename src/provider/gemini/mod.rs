@@ -1,10 +1,12 @@
 //! Google Gemini's `generateContent` API (the Gemini API and Vertex AI's
 //! `generateContent`, by base URL).
 //!
-//! The response is typed in [`types`]. Three parts, the first two pure:
+//! The request and the response are typed in [`types`]. Three parts, the first
+//! two pure:
 //!
-//! - [`lower`]: a canonical [`ChatRequest`] → the request body
-//!   ([`LowerOptions`] says how images in tool results are sent);
+//! - [`lower`] ([`lower_request`] for the typed body): a canonical
+//!   [`ChatRequest`] → the request body ([`LowerOptions`] says how images in
+//!   tool results are sent);
 //! - [`Lifter`]: the response, streamed (`alt=sse`, each event a whole
 //!   `GenerateContentResponse`) or whole (JSON), → canonical events, through the
 //!   same code in both modes;
@@ -32,7 +34,7 @@ pub mod types;
 
 pub use super::media::ToolResultMedia;
 pub use lift::Lifter;
-pub use lower::{GENERATED_ID_KEY, LowerOptions, THOUGHT_SIGNATURE_KEY, lower};
+pub use lower::{GENERATED_ID_KEY, LowerOptions, THOUGHT_SIGNATURE_KEY, lower, lower_request};
 
 use serde_json::Value;
 

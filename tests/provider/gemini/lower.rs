@@ -10,6 +10,7 @@ use common::*;
 use lmstack::provider::body::BodyDecoder;
 use lmstack::provider::gemini::{
     GENERATED_ID_KEY, Lifter, LowerOptions, THOUGHT_SIGNATURE_KEY, ToolResultMedia, lower,
+    lower_request,
 };
 use lmstack::{
     ChatRequest, ContentBlock, Error, Joiner, Media, Message, ToolCall, ToolChoice, ToolResult,
@@ -229,6 +230,100 @@ fn signatures_and_generated_ids_round_trip_on_their_parts() {
             {"role": "user", "parts": [{"functionResponse": {"name": "now", "response": {"result": "Monday"}}}]},
             {"role": "model", "parts": [{"text": "Monday."}, {"text": "", "thoughtSignature": "sig-end"}]},
         ])
+    );
+}
+
+/// The body's bytes, key order included, as the lowering has always written
+/// them; the typed body (`lower_request`) writes the same.
+#[test]
+fn the_body_is_written_field_by_field_in_its_order() {
+    let reasoning = Message::Reasoning(lmstack::message::ReasoningMessage {
+        text: "hmm".into(),
+        signature: Some("sig-r".into()),
+        redacted: false,
+        metadata: Default::default(),
+    });
+    let mut call = ToolCall::new("c1", "speak", json!({}));
+    call.metadata.insert(THOUGHT_SIGNATURE_KEY, "sig-c".into());
+    let mut done = Message::assistant("Done.");
+    let mut odd = Message::assistant("Odd.");
+    for (message, signature) in [(&mut done, json!("sig-t")), (&mut odd, json!(7))] {
+        let Message::Text(text) = message else {
+            unreachable!()
+        };
+        text.metadata.insert(THOUGHT_SIGNATURE_KEY, signature);
+    }
+    let result = ToolResult::new(
+        "c1",
+        "speak",
+        vec![
+            ContentBlock::text("It is said."),
+            ContentBlock::image_bytes("image/png", PNG),
+        ],
+    );
+    let mut request = ChatRequest::new(vec![
+        Message::system("Be brief."),
+        Message::user("Say hello"),
+        reasoning,
+        Message::tool_calls(vec![call]),
+        Message::tool_results(vec![result]),
+        done,
+        odd,
+    ])
+    .model("gemini-3-pro-preview");
+    let options = &mut request.options;
+    options
+        .tools
+        .push(ToolSpec::new("speak", "Speaks.", json!({"type": "object"})));
+    options.tool_choice = Some(ToolChoice::Tool("speak".into()));
+    options.temperature = Some(0.5);
+    options.max_tokens = Some(100);
+    options.extra.insert("safetySettings".into(), json!([]));
+    options.extra.insert(
+        "generationConfig".into(),
+        json!({"thinkingConfig": {"thinkingBudget": 0}}),
+    );
+    let image = inline("image/png", PNG).to_string();
+    let expected = [
+        r#"{"systemInstruction":{"parts":[{"text":"Be brief."}]},"contents":["#,
+        r#"{"role":"user","parts":[{"text":"Say hello"}]},"#,
+        r#"{"role":"model","parts":[{"text":"hmm","thought":true,"thoughtSignature":"sig-r"},"#,
+        r#"{"functionCall":{"name":"speak","args":{},"id":"c1"},"thoughtSignature":"sig-c"}]},"#,
+        r#"{"role":"user","parts":[{"functionResponse":{"name":"speak","id":"c1","parts":["#,
+        &image,
+        r#"],"response":{"result":"It is said."}}}]},"#,
+        r#"{"role":"model","parts":[{"text":"Done.","thoughtSignature":"sig-t"},"#,
+        r#"{"text":"Odd.","thoughtSignature":7}]}],"#,
+        r#""tools":[{"functionDeclarations":[{"name":"speak","description":"Speaks.","parametersJsonSchema":{"type":"object"}}]}],"#,
+        r#""toolConfig":{"functionCallingConfig":{"mode":"ANY","allowedFunctionNames":["speak"]}},"#,
+        r#""generationConfig":{"temperature":0.5,"maxOutputTokens":100,"thinkingConfig":{"thinkingBudget":0}},"#,
+        r#""safetySettings":[]}"#,
+    ]
+    .concat();
+    let body = lower(&request, &LowerOptions::default()).unwrap();
+    assert_eq!(body.to_string(), expected);
+    let typed = lower_request(&request, &LowerOptions::default()).unwrap();
+    assert_eq!(serde_json::to_string(&typed).unwrap(), expected);
+}
+
+/// An extra key that is a field of the body merges into it; one whose merged
+/// value is not of the field's type is sent verbatim.
+#[test]
+fn extra_fields_of_the_body_merge_or_replace() {
+    let mut request = ChatRequest::new(vec![Message::user("hi")]);
+    request.options.tool_choice = Some(ToolChoice::Auto);
+    request.options.extra.insert(
+        "toolConfig".into(),
+        json!({"functionCallingConfig": {"mode": "VALIDATED"}, "retrievalConfig": {}}),
+    );
+    request
+        .options
+        .extra
+        .insert("generationConfig".into(), json!("odd"));
+    let body = lower(&request, &LowerOptions::default()).unwrap();
+    assert_eq!(
+        body.to_string(),
+        r#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"toolConfig":{"functionCallingConfig":{"mode":"VALIDATED"},"retrievalConfig":{}},"generationConfig":"odd"}"#
     );
 }
 
