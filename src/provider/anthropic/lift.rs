@@ -1,5 +1,8 @@
 //! Lifting: Anthropic Messages responses → canonical events (see [`Lifter`]).
 
+use std::fmt;
+
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::lower::{BLOCK_KEY, PROVIDER};
@@ -15,7 +18,7 @@ use crate::message::{
     Event, FinishReason, Message, Metadata, ReasoningDelta, ReasoningMessage, Role, TextDelta,
     TextMessage, ToolCallDelta, Usage,
 };
-use crate::provider::body::{Lift, parse, token_count, truncated};
+use crate::provider::body::{Lift, excerpt, malformed, token_count, truncated};
 use crate::provider::error::ProviderError;
 use crate::provider::sse::SseEvent;
 use crate::service::Output;
@@ -181,7 +184,7 @@ impl Lifter {
     pub fn push_event(&mut self, data: &[u8], out: &mut Output) -> Result<(), Error> {
         self.events += 1;
         let what = format_args!("event {}", self.events);
-        let event = parse(PROVIDER, data, what, "a JSON Messages stream event")?;
+        let event = read(data, what, "a JSON Messages stream event")?;
         match event {
             StreamEvent::MessageStart { message } => self.start_message(message.id, message.usage),
             StreamEvent::ContentBlockStart {
@@ -414,7 +417,7 @@ impl Lift for Lifter {
 
     /// Lifts a whole non-streaming body (a `message` object, or an `error`).
     fn body(&mut self, body: &[u8], out: &mut Output) -> Result<(), Error> {
-        let message: Response = parse(PROVIDER, body, "the body", "a JSON Messages response")?;
+        let message: Response = read(body, format_args!("the body"), "a JSON Messages response")?;
         if let Some(error) = message.extra.get("error") {
             return Err(stream_error(error));
         }
@@ -450,6 +453,22 @@ impl Lift for Lifter {
         }
         Ok(())
     }
+}
+
+/// Reads `data` as `T` (as [`parse`](crate::provider::body::parse) does),
+/// an error inside a content block named as such.
+fn read<'a, T: Deserialize<'a>>(
+    data: &'a [u8],
+    what: fmt::Arguments,
+    expected: &str,
+) -> Result<T, Error> {
+    serde_json::from_slice(data).map_err(|error| {
+        let error = types::in_block(&error.to_string());
+        malformed(
+            PROVIDER,
+            format!("{what} is not {expected} ({error}): {}", excerpt(data)),
+        )
+    })
 }
 
 fn stream_error(error: &Value) -> Error {

@@ -324,6 +324,13 @@ pub(crate) fn describe(path: &serde_path_to_error::Path, message: &str) -> Strin
     }
 }
 
+/// A serde error message for a reader that tracks no path (the lifter): the
+/// block at fault is named `content block` (`content block.source: missing
+/// field `url``).
+pub(crate) fn in_block(message: &str) -> String {
+    message.replace(NESTED, "content block")
+}
+
 /// A text block.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TextBlock {
