@@ -4,7 +4,9 @@
 //! Written once for both directions: [`lower`](super::lower) builds a
 //! [`Request`] and the server's [`decode_request`](super::decode_request) reads
 //! one; the server's [`ReplyEncoder`](super::ReplyEncoder) writes [`StreamEvent`]s and
-//! [`Response`]s. Every object keeps the fields it does not name in a
+//! [`Response`]s, and the client's [`Lifter`](super::Lifter) reads them. What
+//! the API sends is read leniently (unknown events and deltas are `Other`,
+//! usage counts optional); what a client sends is read strictly. Every object keeps the fields it does not name in a
 //! flattened `extra` map, so nothing a client or the API sends is lost by
 //! reading it; a content block of a type not listed here is kept whole as
 //! [`Block::Other`].
