@@ -63,6 +63,7 @@ fn error_object(status: u16, error: &Error) -> ErrorBody {
         error: ErrorObject {
             kind: kind.into(),
             message: error.client_message(),
+            extra: Map::new(),
         },
         extra: Map::new(),
     }
@@ -432,7 +433,7 @@ fn cache_creation(usage: &Usage) -> Option<u64> {
 /// Canonical usage as the wire's, whose `input_tokens` leaves out the cache.
 fn wire_usage(usage: Option<&Usage>) -> types::Usage {
     let Some(usage) = usage else {
-        return types::Usage::default();
+        return types::Usage::new(0, 0);
     };
     let read = usage.cached_input_tokens;
     let created = cache_creation(usage);
@@ -442,11 +443,13 @@ fn wire_usage(usage: Option<&Usage>) -> types::Usage {
         extra.insert("output_tokens_details".into(), details);
     }
     types::Usage {
-        input_tokens: usage
-            .input_tokens
-            .saturating_sub(read.unwrap_or(0))
-            .saturating_sub(created.unwrap_or(0)),
-        output_tokens: usage.output_tokens,
+        input_tokens: Some(
+            usage
+                .input_tokens
+                .saturating_sub(read.unwrap_or(0))
+                .saturating_sub(created.unwrap_or(0)),
+        ),
+        output_tokens: Some(usage.output_tokens),
         cache_creation_input_tokens: created,
         cache_read_input_tokens: read,
         extra,
@@ -494,7 +497,7 @@ fn fold(message: &mut Response, input: &mut String, event: StreamEvent) {
         StreamEvent::MessageDelta { delta, usage, .. } => {
             message.stop_reason = delta.stop_reason;
             message.stop_sequence = delta.stop_sequence;
-            message.usage = usage;
+            message.usage = Some(usage.unwrap_or_else(|| types::Usage::new(0, 0)));
         }
         _ => {}
     }
@@ -545,7 +548,7 @@ impl EncodeReply for ReplyEncoder {
             stop_reason: Some(self.stop_reason()),
             ..MessageDelta::default()
         };
-        let usage = wire_usage(self.usage.as_ref());
+        let usage = Some(wire_usage(self.usage.as_ref()));
         self.emit(StreamEvent::MessageDelta {
             delta,
             usage,

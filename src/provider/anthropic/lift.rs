@@ -1,9 +1,12 @@
 //! Lifting: Anthropic Messages responses → canonical events (see [`Lifter`]).
 
+use std::fmt;
+
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::lower::{BLOCK_KEY, PROVIDER};
+use super::types::{self, Delta, Response, StreamEvent};
 
 /// The key of [`Usage::metadata`] that holds the input tokens this request
 /// wrote to Anthropic's prompt cache (`cache_creation_input_tokens`; counted in
@@ -15,13 +18,17 @@ use crate::message::{
     Event, FinishReason, Message, Metadata, ReasoningDelta, ReasoningMessage, Role, TextDelta,
     TextMessage, ToolCallDelta, Usage,
 };
-use crate::provider::body::{Lift, parse, token_count, truncated};
+use crate::provider::body::{Lift, excerpt, malformed, token_count, truncated};
 use crate::provider::error::ProviderError;
 use crate::provider::sse::SseEvent;
 use crate::service::Output;
 
 /// Lifts Anthropic Messages responses — a streamed series of events, or a whole
 /// `message` body — into canonical events.
+///
+/// It reads the typed wire of [`types`](super::types) ([`StreamEvent`],
+/// [`Response`]), lenient where real servers are: unknown events, blocks and
+/// deltas, missing indices and absent usage counts are read, not refused.
 ///
 /// One pure state machine serves both wire modes: a whole body's content
 /// blocks go through the same code as streamed `content_block_start`s holding
@@ -91,7 +98,7 @@ use crate::service::Output;
 pub struct Lifter {
     generation_id: Option<String>,
     /// The content block being read: its wire index and kind.
-    block: Option<(u64, Block)>,
+    block: Option<(u32, Block)>,
     calls_started: u32,
     counts: Counts,
     stop_reason: Option<String>,
@@ -126,21 +133,26 @@ struct Counts {
 }
 
 impl Counts {
-    fn read(&mut self, usage: &Value) {
-        if !usage.is_object() {
+    /// Takes a reading: each count it holds replaces the one before.
+    fn read(&mut self, usage: Option<&types::Usage>) {
+        let Some(usage) = usage else {
             return;
-        }
+        };
         self.seen = true;
+        let thinking = usage
+            .extra
+            .get("output_tokens_details")
+            .and_then(|details| token_count(details, "/thinking_tokens"));
         let slots = [
-            (&mut self.input, "/input_tokens"),
-            (&mut self.output, "/output_tokens"),
-            (&mut self.cache_read, "/cache_read_input_tokens"),
-            (&mut self.cache_creation, "/cache_creation_input_tokens"),
-            (&mut self.thinking, "/output_tokens_details/thinking_tokens"),
+            (&mut self.input, usage.input_tokens),
+            (&mut self.output, usage.output_tokens),
+            (&mut self.cache_read, usage.cache_read_input_tokens),
+            (&mut self.cache_creation, usage.cache_creation_input_tokens),
+            (&mut self.thinking, thinking),
         ];
-        for (slot, path) in slots {
-            if let Some(count) = token_count(usage, path) {
-                *slot = Some(count);
+        for (slot, count) in slots {
+            if count.is_some() {
+                *slot = count;
             }
         }
     }
@@ -172,33 +184,36 @@ impl Lifter {
     pub fn push_event(&mut self, data: &[u8], out: &mut Output) -> Result<(), Error> {
         self.events += 1;
         let what = format_args!("event {}", self.events);
-        let event = parse(PROVIDER, data, what, "a JSON Messages stream event")?;
+        let event = read(data, what, "a JSON Messages stream event")?;
         match event {
-            StreamEvent::MessageStart { message } => self.start_message(message),
+            StreamEvent::MessageStart { message } => self.start_message(message.id, message.usage),
             StreamEvent::ContentBlockStart {
                 index,
                 content_block,
-            } => self.start_block(index, content_block, out)?,
+            } => self.start_block(index, content_block, out),
             StreamEvent::ContentBlockDelta { index, delta } => self.delta(index, delta, out),
             StreamEvent::ContentBlockStop { index } => self.stop_block(index, out),
-            StreamEvent::MessageDelta { delta, usage } => {
-                if let Some(Value::String(reason)) = delta.get("stop_reason") {
-                    self.stop_reason = Some(reason.clone());
+            StreamEvent::MessageDelta { delta, usage, .. } => {
+                if delta.stop_reason.is_some() {
+                    self.stop_reason = delta.stop_reason;
                 }
-                self.counts.read(&usage);
+                self.counts.read(usage.as_ref());
             }
             StreamEvent::MessageStop => self.done = true,
-            StreamEvent::Error { error } => return Err(stream_error(&error)),
-            StreamEvent::Other => {}
+            StreamEvent::Error { error } => {
+                let error = serde_json::to_value(error).unwrap_or_default();
+                return Err(stream_error(&error));
+            }
+            StreamEvent::Ping | StreamEvent::Other => {}
         }
         Ok(())
     }
 
-    fn start_message(&mut self, message: MessageStart) {
-        if self.generation_id.is_none() {
-            self.generation_id = message.id.filter(|id| !id.is_empty());
+    fn start_message(&mut self, id: String, usage: Option<types::Usage>) {
+        if self.generation_id.is_none() && !id.is_empty() {
+            self.generation_id = Some(id);
         }
-        self.counts.read(&message.usage);
+        self.counts.read(usage.as_ref());
     }
 
     fn metadata(&self) -> Metadata {
@@ -208,136 +223,131 @@ impl Lifter {
             .unwrap_or_default()
     }
 
-    fn start_block(&mut self, index: u64, block: Value, out: &mut Output) -> Result<(), Error> {
+    fn start_block(&mut self, index: u32, block: types::Block, out: &mut Output) {
         if let Some((open, _)) = self.block.take() {
             // A block left open (no stop before the next start): close it.
             self.stop_block(open, out);
         }
-        let Value::Object(mut block) = block else {
-            self.block = Some((index, Block::Ignored));
-            return Ok(());
-        };
-        let kind = match block.get("type") {
-            Some(Value::String(kind)) => kind.clone(),
-            _ => String::new(),
-        };
-        let text = |block: &Map<String, Value>, key: &str| {
-            block
-                .get(key)
-                .and_then(Value::as_str)
-                .filter(|text| !text.is_empty())
-                .map(str::to_owned)
-        };
-        let state = match kind.as_str() {
-            "text" => {
+        let state = match block {
+            types::Block::Text(block) => {
                 let mut state = Block::Text(Some(self.metadata()));
-                if let Some(text) = text(&block, "text") {
-                    self.text(&mut state, text, out);
+                if !block.text.is_empty() {
+                    self.text(&mut state, block.text, out);
                 }
                 state
             }
-            "thinking" => {
+            types::Block::Thinking(block) => {
                 let mut state = Block::Thinking(Some(self.metadata()));
-                if let Some(text) = text(&block, "thinking") {
-                    self.reasoning(&mut state, text, None, out);
+                if !block.thinking.is_empty() {
+                    self.reasoning(&mut state, block.thinking, None, out);
                 }
-                if let Some(signature) = text(&block, "signature") {
-                    self.reasoning(&mut state, String::new(), Some(signature), out);
+                if !block.signature.is_empty() {
+                    self.reasoning(&mut state, String::new(), Some(block.signature), out);
                 }
                 state
             }
-            "redacted_thinking" => {
+            types::Block::RedactedThinking(block) => {
                 out.push(Event::message(Message::Reasoning(ReasoningMessage {
                     text: String::new(),
-                    signature: text(&block, "data"),
+                    signature: Some(block.data).filter(|data| !data.is_empty()),
                     redacted: true,
                     metadata: self.metadata(),
                 })));
                 Block::Ignored
             }
-            "tool_use" | "server_tool_use" | "mcp_tool_use" => {
-                self.start_call(&kind, &mut block, out)?
+            types::Block::ToolUse(call) => {
+                // Fields past `id`, `name` and `input` (`caller`): the block
+                // goes back as it came.
+                let block = (!call.extra.is_empty()).then(|| {
+                    let mut block = Map::with_capacity(call.extra.len() + 1);
+                    block.insert("type".into(), "tool_use".into());
+                    block.extend(call.extra);
+                    block
+                });
+                self.start_call(call.id, call.name, Some(call.input), false, block, out)
             }
-            kind if kind.ends_with("_tool_result") => {
-                let mut metadata = self.metadata();
-                metadata.insert(BLOCK_KEY, Value::Object(block));
-                out.push(Event::message(Message::Text(TextMessage {
-                    role: Role::Assistant,
-                    text: String::new(),
-                    metadata,
-                })));
-                Block::Ignored
-            }
+            types::Block::Other(mut block) => match block.get("type").and_then(Value::as_str) {
+                Some("server_tool_use" | "mcp_tool_use") => {
+                    let mut take = |key: &str| match block.remove(key) {
+                        Some(Value::String(text)) => text,
+                        _ => String::new(),
+                    };
+                    let (id, name) = (take("id"), take("name"));
+                    let input = block.remove("input");
+                    self.start_call(id, name, input, true, Some(block), out)
+                }
+                Some(kind) if kind.ends_with("_tool_result") => {
+                    let mut metadata = self.metadata();
+                    metadata.insert(BLOCK_KEY, Value::Object(block));
+                    out.push(Event::message(Message::Text(TextMessage {
+                        role: Role::Assistant,
+                        text: String::new(),
+                        metadata,
+                    })));
+                    Block::Ignored
+                }
+                _ => Block::Ignored,
+            },
+            // Request-side blocks (`image`, `document`, `tool_result`).
             _ => Block::Ignored,
         };
         self.block = Some((index, state));
-        Ok(())
     }
 
+    /// Starts a tool call; `block` is what lowering sends back under
+    /// [`BLOCK_KEY`] (the block's `type` and its other fields).
     fn start_call(
         &mut self,
-        kind: &str,
-        block: &mut Map<String, Value>,
+        id: String,
+        name: String,
+        input: Option<Value>,
+        provider_executed: bool,
+        block: Option<Map<String, Value>>,
         out: &mut Output,
-    ) -> Result<Block, Error> {
+    ) -> Block {
         let ordinal = self.calls_started;
         self.calls_started += 1;
-        let mut take = |key: &str| match block.remove(key) {
-            Some(Value::String(text)) => text,
-            _ => String::new(),
-        };
-        let id = take("id");
-        let name = take("name");
-        let input = block.remove("input");
         let mut delta = ToolCallDelta::start(ordinal, id, name);
-        delta.details_mut().provider_executed = kind != "tool_use";
-        if kind != "tool_use" || block.len() > 1 {
-            delta
-                .metadata
-                .insert(BLOCK_KEY, Value::Object(std::mem::take(block)));
+        delta.details_mut().provider_executed = provider_executed;
+        if let Some(block) = block {
+            delta.metadata.insert(BLOCK_KEY, Value::Object(block));
         }
         out.push(Event::from(delta));
-        Ok(Block::Call {
+        Block::Call {
             ordinal,
             input,
             streamed: false,
-        })
+        }
     }
 
-    fn delta(&mut self, index: u64, delta: Value, out: &mut Output) {
+    fn delta(&mut self, index: u32, delta: Delta, out: &mut Output) {
         let Some((open, mut state)) = self.block.take() else {
             return;
         };
         if open == index {
-            let field = |key: &str| match delta.get(key) {
-                Some(Value::String(text)) => Some(text.clone()),
-                _ => None,
-            };
-            match (&mut state, delta.get("type").and_then(Value::as_str)) {
-                (Block::Text(_), Some("text_delta")) => {
-                    if let Some(text) = field("text").filter(|t| !t.is_empty()) {
-                        self.text(&mut state, text, out);
-                    }
+            match (&mut state, delta) {
+                (Block::Text(_), Delta::TextDelta { text }) if !text.is_empty() => {
+                    self.text(&mut state, text, out);
                 }
-                (Block::Thinking(_), Some("thinking_delta")) => {
-                    if let Some(text) = field("thinking").filter(|t| !t.is_empty()) {
-                        self.reasoning(&mut state, text, None, out);
-                    }
+                (Block::Thinking(_), Delta::ThinkingDelta { thinking }) if !thinking.is_empty() => {
+                    self.reasoning(&mut state, thinking, None, out);
                 }
-                (Block::Thinking(_), Some("signature_delta")) => {
-                    if let Some(signature) = field("signature").filter(|s| !s.is_empty()) {
-                        self.reasoning(&mut state, String::new(), Some(signature), out);
-                    }
+                (Block::Thinking(_), Delta::SignatureDelta { signature })
+                    if !signature.is_empty() =>
+                {
+                    self.reasoning(&mut state, String::new(), Some(signature), out);
                 }
                 (
                     Block::Call {
                         ordinal, streamed, ..
                     },
-                    Some("input_json_delta"),
+                    Delta::InputJsonDelta { partial_json },
                 ) => {
                     *streamed = true;
-                    let fragment = field("partial_json").unwrap_or_default();
-                    out.push(Event::from(ToolCallDelta::arguments(*ordinal, fragment)));
+                    out.push(Event::from(ToolCallDelta::arguments(
+                        *ordinal,
+                        partial_json,
+                    )));
                 }
                 _ => {} // citations_delta, and deltas of other kinds
             }
@@ -369,7 +379,7 @@ impl Lifter {
         }
     }
 
-    fn stop_block(&mut self, index: u64, out: &mut Output) {
+    fn stop_block(&mut self, index: u32, out: &mut Output) {
         match self.block.take() {
             Some((open, state)) if open == index => {
                 if let Block::Call {
@@ -407,16 +417,13 @@ impl Lift for Lifter {
 
     /// Lifts a whole non-streaming body (a `message` object, or an `error`).
     fn body(&mut self, body: &[u8], out: &mut Output) -> Result<(), Error> {
-        let message: Body = parse(PROVIDER, body, "the body", "a JSON Messages response")?;
-        if let Some(error) = message.error {
-            return Err(stream_error(&error));
+        let message: Response = read(body, format_args!("the body"), "a JSON Messages response")?;
+        if let Some(error) = message.extra.get("error") {
+            return Err(stream_error(error));
         }
-        self.start_message(MessageStart {
-            id: message.id,
-            usage: message.usage,
-        });
-        for (index, block) in (0u64..).zip(message.content) {
-            self.start_block(index, block, out)?;
+        self.start_message(message.id, message.usage);
+        for (index, block) in (0u32..).zip(message.content) {
+            self.start_block(index, block, out);
             self.stop_block(index, out);
         }
         self.stop_reason = message.stop_reason;
@@ -448,65 +455,22 @@ impl Lift for Lifter {
     }
 }
 
+/// Reads `data` as `T` (as [`parse`](crate::provider::body::parse) does),
+/// an error inside a content block named as such.
+fn read<'a, T: Deserialize<'a>>(
+    data: &'a [u8],
+    what: fmt::Arguments,
+    expected: &str,
+) -> Result<T, Error> {
+    serde_json::from_slice(data).map_err(|error| {
+        let error = types::in_block(&error.to_string());
+        malformed(
+            PROVIDER,
+            format!("{what} is not {expected} ({error}): {}", excerpt(data)),
+        )
+    })
+}
+
 fn stream_error(error: &Value) -> Error {
     ProviderError::in_stream(PROVIDER, error).into()
-}
-
-/// One event of a Messages stream; unknown types are [`StreamEvent::Other`].
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum StreamEvent {
-    MessageStart {
-        message: MessageStart,
-    },
-    ContentBlockStart {
-        #[serde(default)]
-        index: u64,
-        content_block: Value,
-    },
-    ContentBlockDelta {
-        #[serde(default)]
-        index: u64,
-        delta: Value,
-    },
-    ContentBlockStop {
-        #[serde(default)]
-        index: u64,
-    },
-    MessageDelta {
-        #[serde(default)]
-        delta: Value,
-        #[serde(default)]
-        usage: Value,
-    },
-    MessageStop,
-    Error {
-        #[serde(default)]
-        error: Value,
-    },
-    #[serde(other)]
-    Other,
-}
-
-#[derive(Deserialize)]
-struct MessageStart {
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    usage: Value,
-}
-
-/// A whole response: a `message`, or an `error` object.
-#[derive(Deserialize)]
-struct Body {
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    content: Vec<Value>,
-    #[serde(default)]
-    stop_reason: Option<String>,
-    #[serde(default)]
-    usage: Value,
-    #[serde(default)]
-    error: Option<Value>,
 }

@@ -4,7 +4,9 @@
 //! Written once for both directions: [`lower`](super::lower) builds a
 //! [`Request`] and the server's [`decode_request`](super::decode_request) reads
 //! one; the server's [`ReplyEncoder`](super::ReplyEncoder) writes [`StreamEvent`]s and
-//! [`Response`]s. Every object keeps the fields it does not name in a
+//! [`Response`]s, and the client's [`Lifter`](super::Lifter) reads them. What
+//! the API sends is read leniently (unknown events and deltas are `Other`,
+//! usage counts optional); what a client sends is read strictly. Every object keeps the fields it does not name in a
 //! flattened `extra` map, so nothing a client or the API sends is lost by
 //! reading it; a content block of a type not listed here is kept whole as
 //! [`Block::Other`].
@@ -35,6 +37,7 @@ use serde::de::{self, DeserializeOwned, Deserializer};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::provider::body::token_count;
 use crate::provider::text_or_list;
 
 /// A Messages request body (`POST /v1/messages`).
@@ -323,6 +326,13 @@ pub(crate) fn describe(path: &serde_path_to_error::Path, message: &str) -> Strin
     }
 }
 
+/// A serde error message for a reader that tracks no path (the lifter): the
+/// block at fault is named `content block` (`content block.source: missing
+/// field `url``).
+pub(crate) fn in_block(message: &str) -> String {
+    message.replace(NESTED, "content block")
+}
+
 /// A text block.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TextBlock {
@@ -588,9 +598,10 @@ pub struct Response {
     /// The stop sequence met, if one was.
     #[serde(default)]
     pub stop_sequence: Option<String>,
-    /// Token usage.
-    #[serde(default)]
-    pub usage: Usage,
+    /// Token usage; `None` when the message has none (a reader tells absent
+    /// usage from zero counts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
     /// Every other field (`container`, `context_management`), as it came.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -626,7 +637,7 @@ impl Response {
             content: Vec::new(),
             stop_reason: None,
             stop_sequence: None,
-            usage: Usage::default(),
+            usage: Some(Usage::new(0, 0)),
             extra: Map::new(),
         }
     }
@@ -635,34 +646,80 @@ impl Response {
 /// Token usage. `input_tokens` counts only the input read neither from nor
 /// into the prompt cache.
 ///
+/// Every count is optional, an absent one `None` (`message_delta` carries only
+/// the counts that changed), and read leniently as servers write them: a
+/// whole float is its integer, and what is not a count (`null`, a negative
+/// number, a string) is absent. Absent counts are not written.
+///
 /// ```
 /// use lmstack::provider::anthropic::types::Usage;
 /// let usage: Usage = serde_json::from_str(
-///     r#"{"input_tokens":3,"output_tokens":9,"cache_read_input_tokens":100,"service_tier":"standard"}"#,
+///     r#"{"output_tokens":9.0,"cache_read_input_tokens":100,"service_tier":"standard"}"#,
 /// ).unwrap();
-/// assert_eq!((usage.input_tokens, usage.cache_read_input_tokens), (3, Some(100)));
+/// assert_eq!(usage.input_tokens, None);
+/// assert_eq!((usage.output_tokens, usage.cache_read_input_tokens), (Some(9), Some(100)));
 /// assert_eq!(usage.extra["service_tier"], "standard");
+/// assert_eq!(
+///     serde_json::to_string(&Usage::new(3, 1)).unwrap(),
+///     r#"{"input_tokens":3,"output_tokens":1}"#
+/// );
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     /// Uncached input tokens.
-    #[serde(default)]
-    pub input_tokens: u64,
+    #[serde(
+        default,
+        deserialize_with = "count",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub input_tokens: Option<u64>,
     /// Output tokens.
-    #[serde(default)]
-    pub output_tokens: u64,
+    #[serde(
+        default,
+        deserialize_with = "count",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub output_tokens: Option<u64>,
     /// Input tokens written to the cache.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "count",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cache_creation_input_tokens: Option<u64>,
     /// Input tokens read from the cache.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "count",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cache_read_input_tokens: Option<u64>,
     /// Every other field (`service_tier`, `server_tool_use`), as it came.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
+impl Usage {
+    /// Usage with these two counts and no other field.
+    pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
+        Usage {
+            input_tokens: Some(input_tokens),
+            output_tokens: Some(output_tokens),
+            ..Usage::default()
+        }
+    }
+}
+
+/// A token count, read leniently (see [`Usage`]).
+fn count<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    let value = Value::deserialize(deserializer)?;
+    Ok(token_count(&value, ""))
+}
+
 /// One event of a streamed response (`event: NAME` + `data: JSON`).
+///
+/// Read leniently, as real servers write it: an event of a type not listed
+/// here is [`StreamEvent::Other`], a missing `index` is 0.
 ///
 /// ```
 /// use lmstack::provider::anthropic::types::{Delta, StreamEvent};
@@ -683,6 +740,7 @@ pub enum StreamEvent {
     /// A content block begins.
     ContentBlockStart {
         /// Its place in the message's content.
+        #[serde(default)]
         index: u32,
         /// The block, empty (or whole, for blocks without deltas).
         content_block: Block,
@@ -690,6 +748,7 @@ pub enum StreamEvent {
     /// A piece of the open block.
     ContentBlockDelta {
         /// The block's index.
+        #[serde(default)]
         index: u32,
         /// The piece.
         delta: Delta,
@@ -697,15 +756,17 @@ pub enum StreamEvent {
     /// The open block ends.
     ContentBlockStop {
         /// The block's index.
+        #[serde(default)]
         index: u32,
     },
     /// The message's stop reason and cumulative usage.
     MessageDelta {
         /// The stop reason.
-        delta: MessageDelta,
-        /// Cumulative usage.
         #[serde(default)]
-        usage: Usage,
+        delta: MessageDelta,
+        /// Cumulative usage: the counts it holds replace the ones before.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
         /// Every other field (`context_management`), as it came.
         #[serde(flatten)]
         extra: Map<String, Value>,
@@ -719,6 +780,9 @@ pub enum StreamEvent {
         /// What went wrong.
         error: ErrorObject,
     },
+    /// An event of another type (read only; written as `{"type":"other"}`).
+    #[serde(other)]
+    Other,
 }
 
 impl StreamEvent {
@@ -738,11 +802,13 @@ impl StreamEvent {
             StreamEvent::MessageStop => "message_stop",
             StreamEvent::Ping => "ping",
             StreamEvent::Error { .. } => "error",
+            StreamEvent::Other => "other",
         }
     }
 }
 
-/// A piece of a content block.
+/// A piece of a content block. Read leniently: a delta of a type not listed
+/// here is [`Delta::Other`], a missing text is empty.
 ///
 /// ```
 /// use lmstack::provider::anthropic::types::Delta;
@@ -758,28 +824,36 @@ pub enum Delta {
     /// Text.
     TextDelta {
         /// The text.
+        #[serde(default)]
         text: String,
     },
     /// A fragment of a tool call's input, as JSON text.
     InputJsonDelta {
         /// The fragment.
+        #[serde(default)]
         partial_json: String,
     },
     /// Thinking text.
     ThinkingDelta {
         /// The text.
+        #[serde(default)]
         thinking: String,
     },
     /// The thinking block's signature.
     SignatureDelta {
         /// The signature.
+        #[serde(default)]
         signature: String,
     },
     /// A citation of the text block.
     CitationsDelta {
         /// The citation.
+        #[serde(default)]
         citation: Value,
     },
+    /// A delta of another type (read only; written as `{"type":"other"}`).
+    #[serde(other)]
+    Other,
 }
 
 /// The body of `message_delta`.
@@ -840,4 +914,7 @@ pub struct ErrorObject {
     pub kind: String,
     /// The message.
     pub message: String,
+    /// Every other field, as it came.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }

@@ -505,6 +505,50 @@ fn pings_unknown_events_blocks_and_deltas_are_ignored() {
 }
 
 #[test]
+fn missing_indices_and_counts_are_read_leniently_and_an_explicit_zero_is_not_absence() {
+    let events = [
+        json!({"type": "message_start", "message": {"id": "msg_1",
+            "usage": {"input_tokens": 10.0, "output_tokens": 1, "cache_creation_input_tokens": null}}}),
+        json!({"type": "content_block_start", "content_block": {"type": "text", "text": ""}}),
+        json!({"type": "content_block_delta", "delta": {"type": "text_delta", "text": "ok"}}),
+        json!({"type": "content_block_stop"}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}}),
+        // No stop reason, and one count: the reason stays, the count is 0.
+        json!({"type": "message_delta", "usage": {"output_tokens": 0}}),
+        json!({"type": "message_stop"}),
+    ];
+    let (messages, reason) = lift(&stream(&events), true).unwrap();
+    assert_eq!(
+        describe(&messages),
+        [
+            "text: ok",
+            "usage: in 10 out 0 cached None created None reasoning None"
+        ]
+    );
+    assert_eq!(reason, Some(FinishReason::Stop));
+}
+
+#[test]
+fn a_known_block_without_its_fields_is_malformed_and_named() {
+    let events = [
+        start(),
+        block(0, json!({"type": "tool_use", "name": "f", "input": {}})),
+    ];
+    let error = lift(&stream(&events), true).unwrap_err();
+    assert_eq!(
+        error.transport_error().map(|e| e.kind),
+        Some(TransportErrorKind::Malformed)
+    );
+    let text = error.to_string();
+    assert!(
+        text.contains(
+            "event 2 is not a JSON Messages stream event (content block: missing field `id`)"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
 fn a_stream_cut_short_is_truncated_and_garbage_is_malformed() {
     let events = [start(), block(0, json!({"type": "text", "text": ""}))];
     let error = lift(&stream(&events), true).unwrap_err();
