@@ -3,15 +3,15 @@
 use std::borrow::Cow;
 use std::collections::HashSet;
 
-use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::lower::{PROVIDER, REASONING_FIELD_KEY, REFUSAL_KEY};
+use super::types::{CompletionUsage, ContentRead, MessageRead, ResponseRead, ToolCallRead};
 use crate::Error;
 use crate::message::{
     Event, FinishReason, Metadata, ReasoningDelta, TextDelta, ToolCallDelta, Usage,
 };
-use crate::provider::body::{Lift, malformed, parse, token_count, truncated};
+use crate::provider::body::{Lift, malformed, parse, truncated};
 use crate::provider::error::ProviderError;
 use crate::provider::sse::SseEvent;
 use crate::service::Output;
@@ -59,6 +59,10 @@ const DONE: &str = "[DONE]";
 /// - unknown fields are ignored; only the first choice (`index` 0) is lifted;
 /// - a stream that ends with neither `[DONE]` nor a finish reason is
 ///   [`TransportErrorKind::Truncated`](crate::provider::TransportErrorKind::Truncated).
+///
+/// Both are read as [`ResponseRead`](super::types::ResponseRead): the typed
+/// response of [`types`](super::types), read as leniently as the list above
+/// asks.
 ///
 /// Each fragment costs the same whatever came before it: lifting is linear in
 /// the response.
@@ -133,7 +137,7 @@ impl Lifter {
         self.lift(chunk, out)
     }
 
-    fn lift(&mut self, chunk: Chunk<'_>, out: &mut Output) -> Result<(), Error> {
+    fn lift(&mut self, chunk: ResponseRead<'_>, out: &mut Output) -> Result<(), Error> {
         if let Some(error) = chunk.error {
             return Err(ProviderError::in_stream(PROVIDER, &error).into());
         }
@@ -148,18 +152,16 @@ impl Lifter {
                 self.finish_reason = Some(reason);
             }
         }
-        let groq = chunk.x_groq.as_ref().and_then(|groq| groq.get("usage"));
-        if let Some(usage) = [chunk.usage.as_ref(), groq]
-            .into_iter()
-            .flatten()
-            .find_map(|usage| lift_usage(usage, self.metadata()))
+        if let Some(usage) = chunk
+            .usage
+            .or_else(|| chunk.x_groq.and_then(|groq| groq.usage))
         {
-            self.usage = Some(usage);
+            self.usage = Some(lift_usage(usage, self.metadata()));
         }
         Ok(())
     }
 
-    fn lift_delta(&mut self, delta: Delta, out: &mut Output) -> Result<(), Error> {
+    fn lift_delta(&mut self, delta: MessageRead, out: &mut Output) -> Result<(), Error> {
         let reasoning = [
             ("reasoning_content", delta.reasoning_content),
             ("reasoning", delta.reasoning),
@@ -182,7 +184,7 @@ impl Lifter {
         }
         if let Some(text) = delta
             .content
-            .map(Content::into_text)
+            .map(ContentRead::into_text)
             .filter(|t| !t.is_empty())
         {
             let metadata = self.starting(Last::Text).unwrap_or_default();
@@ -218,7 +220,7 @@ impl Lifter {
             .unwrap_or_default()
     }
 
-    fn lift_call(&mut self, call: WireCall, out: &mut Output) -> Result<(), Error> {
+    fn lift_call(&mut self, call: ToolCallRead, out: &mut Output) -> Result<(), Error> {
         let function = call.function.unwrap_or_default();
         let name = function.name.filter(|name| !name.is_empty());
         let id = call.id.filter(|id| !id.is_empty());
@@ -356,116 +358,14 @@ impl Lift for Lifter {
     }
 }
 
-/// A `chat.completion.chunk`, or a `chat.completion` (whose choices carry
-/// `message` instead of `delta`). Unknown fields are ignored.
-#[derive(Deserialize)]
-struct Chunk<'a> {
-    /// Borrowed from the chunk's text: only the first chunk's is kept.
-    #[serde(default, borrow)]
-    id: Option<Cow<'a, str>>,
-    #[serde(default, deserialize_with = "null_as_default")]
-    choices: Vec<Choice>,
-    /// Read leniently by [`lift_usage`]: a usage of an odd shape is ignored
-    /// rather than failing the chunk.
-    #[serde(default)]
-    usage: Option<Value>,
-    #[serde(default)]
-    x_groq: Option<Value>,
-    #[serde(default)]
-    error: Option<Value>,
-}
-
-#[derive(Deserialize)]
-struct Choice {
-    #[serde(default)]
-    index: u32,
-    #[serde(default)]
-    delta: Option<Delta>,
-    #[serde(default)]
-    message: Option<Delta>,
-    #[serde(default)]
-    finish_reason: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Delta {
-    #[serde(default)]
-    content: Option<Content>,
-    #[serde(default)]
-    reasoning_content: Option<String>,
-    #[serde(default)]
-    reasoning: Option<String>,
-    #[serde(default)]
-    refusal: Option<String>,
-    #[serde(default)]
-    tool_calls: Option<Vec<WireCall>>,
-}
-
-/// `content`: a string, or (some servers) an array of parts.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Content {
-    Text(String),
-    Parts(Vec<Value>),
-}
-
-impl Content {
-    fn into_text(self) -> String {
-        match self {
-            Content::Text(text) => text,
-            Content::Parts(parts) => parts
-                .iter()
-                .filter_map(|part| part.get("text").and_then(Value::as_str))
-                .collect(),
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct WireCall {
-    #[serde(default)]
-    index: Option<u32>,
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default, rename = "type")]
-    kind: Option<String>,
-    #[serde(default)]
-    function: Option<WireFunction>,
-    /// The payload of a server-side call, under the key named by its type.
-    #[serde(flatten)]
-    rest: Map<String, Value>,
-}
-
-#[derive(Default, Deserialize)]
-struct WireFunction {
-    #[serde(default)]
-    name: Option<String>,
-    /// A JSON string normally; some servers send the object itself.
-    #[serde(default)]
-    arguments: Option<Value>,
-}
-
-/// Reads a usage object (`prompt_tokens`, `completion_tokens`,
-/// `prompt_tokens_details.cached_tokens`,
-/// `completion_tokens_details.reasoning_tokens`); `None` when `usage` is not an
-/// object. A count that is not a non-negative number (a string, say) counts as
-/// absent; a float counts as its whole part (`12.0` is 12).
-fn lift_usage(usage: &Value, metadata: Metadata) -> Option<Usage> {
-    usage.as_object()?;
-    let count = |path: &str| token_count(usage, path);
-    Some(Usage {
-        input_tokens: count("/prompt_tokens").unwrap_or_default(),
-        output_tokens: count("/completion_tokens").unwrap_or_default(),
-        cached_input_tokens: count("/prompt_tokens_details/cached_tokens"),
-        reasoning_tokens: count("/completion_tokens_details/reasoning_tokens"),
+/// The canonical usage of a wire usage read by
+/// [`CompletionUsage::read_lenient`]: the details absent stay absent.
+fn lift_usage(usage: CompletionUsage, metadata: Metadata) -> Usage {
+    Usage {
+        input_tokens: usage.prompt_tokens,
+        output_tokens: usage.completion_tokens,
+        cached_input_tokens: usage.prompt_tokens_details.map(|d| d.cached_tokens),
+        reasoning_tokens: usage.completion_tokens_details.map(|d| d.reasoning_tokens),
         metadata,
-    })
-}
-
-fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Default + Deserialize<'de>,
-{
-    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+    }
 }

@@ -9,6 +9,12 @@
 //! [`ChatMessage`] a request carries. Unknown request fields are kept in
 //! `extra` maps, so nothing a client sends is lost.
 //!
+//! A client reads the same response objects leniently, as real servers send
+//! them: [`ResponseRead`] is that reading of a [`ChatCompletionChunk`] or a
+//! [`ChatCompletion`] — the fields the lifter uses, optional, unknown roles,
+//! part types and fields tolerated — and [`CompletionUsage::read_lenient`] that
+//! of the usage. Requests keep their strict reading above.
+//!
 //! ```
 //! use lmstack::provider::openai_chat::types::{ChatCompletionRequest, MessageContent};
 //!
@@ -18,10 +24,13 @@
 //! assert!(request.extra.contains_key("logit_bias"));
 //! ```
 
+use std::borrow::Cow;
+
 use serde::de::Deserializer;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::provider::body::token_count;
 use crate::provider::text_or_list;
 
 /// A Chat Completions request body (`POST /chat/completions`).
@@ -520,6 +529,36 @@ pub struct CompletionUsage {
     pub completion_tokens_details: Option<CompletionTokensDetails>,
 }
 
+impl CompletionUsage {
+    /// Reads a usage leniently, as a client reads a response's: `None` when
+    /// `usage` is not an object; a count that is not a non-negative number (a
+    /// string, say) counts as absent — 0 for the three counts, no details for
+    /// the others —, and a float counts as its whole part (`12.0` is 12).
+    ///
+    /// ```
+    /// use lmstack::provider::openai_chat::types::CompletionUsage;
+    /// use serde_json::json;
+    ///
+    /// let usage = CompletionUsage::read_lenient(&json!({"prompt_tokens": 3.0, "completion_tokens": "4"})).unwrap();
+    /// assert_eq!((usage.prompt_tokens, usage.completion_tokens), (3, 0));
+    /// assert_eq!(usage.prompt_tokens_details, None);
+    /// assert_eq!(CompletionUsage::read_lenient(&json!([1])), None);
+    /// ```
+    pub fn read_lenient(usage: &Value) -> Option<Self> {
+        usage.as_object()?;
+        let count = |path: &str| token_count(usage, path);
+        Some(Self {
+            prompt_tokens: count("/prompt_tokens").unwrap_or_default(),
+            completion_tokens: count("/completion_tokens").unwrap_or_default(),
+            total_tokens: count("/total_tokens").unwrap_or_default(),
+            prompt_tokens_details: count("/prompt_tokens_details/cached_tokens")
+                .map(|cached_tokens| PromptTokensDetails { cached_tokens }),
+            completion_tokens_details: count("/completion_tokens_details/reasoning_tokens")
+                .map(|reasoning_tokens| CompletionTokensDetails { reasoning_tokens }),
+        })
+    }
+}
+
 /// `usage.prompt_tokens_details`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PromptTokensDetails {
@@ -565,4 +604,181 @@ pub struct ErrorObject {
     pub param: Option<String>,
     /// A machine-readable code.
     pub code: Option<String>,
+}
+
+/// A response as a client reads it: a [`ChatCompletionChunk`], or a
+/// [`ChatCompletion`] (whose choices carry `message` instead of `delta`), read
+/// leniently — the same objects as those types, not a second wire.
+///
+/// Only what a client lifts is read, and all of it is optional: `id`,
+/// `object`, `created` and `model` may be missing (the first three are not
+/// read), `choices` may be `null`, unknown fields are ignored. The usage is
+/// read by [`CompletionUsage::read_lenient`] (a usage of an odd shape is
+/// ignored rather than failing the chunk), also under `x_groq.usage`; an
+/// `error` object stands for the whole response. The id is borrowed from the
+/// text when it can be.
+///
+/// ```
+/// use lmstack::provider::openai_chat::types::ResponseRead;
+///
+/// let data = r#"{"id":"c1","choices":[{"index":0,"delta":{"role":"critic",
+///     "content":[{"type":"text","text":"Hi"},{"type":"blink"}],
+///     "tool_calls":[{"index":0,"type":"web_search","web_search":{"q":"x"}}]}}],
+///     "usage":"odd","x_groq":{"usage":{"prompt_tokens":2}}}"#;
+/// let chunk: ResponseRead = serde_json::from_str(data).unwrap();
+/// let delta = chunk.choices[0].delta.as_ref().unwrap();
+/// assert_eq!(delta.content.clone().map(|c| c.into_text()).as_deref(), Some("Hi"));
+/// assert_eq!(delta.tool_calls.as_ref().unwrap()[0].rest["web_search"]["q"], "x");
+/// assert_eq!(chunk.usage, None);
+/// assert_eq!(chunk.x_groq.unwrap().usage.unwrap().prompt_tokens, 2);
+/// ```
+#[derive(Debug, Default, Deserialize)]
+pub struct ResponseRead<'a> {
+    /// The response id (borrowed from the text unless it holds escapes).
+    #[serde(default, borrow)]
+    pub id: Option<Cow<'a, str>>,
+    /// The choices (`null` reads as none).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub choices: Vec<ChoiceRead>,
+    /// Token usage, if it reads as one.
+    #[serde(default, deserialize_with = "lenient_usage")]
+    pub usage: Option<CompletionUsage>,
+    /// Groq's extras, where it puts the usage (ignored unless an object).
+    #[serde(default, deserialize_with = "lenient_x_groq")]
+    pub x_groq: Option<XGroq>,
+    /// An error in place of the response (a body or a chunk).
+    #[serde(default)]
+    pub error: Option<Value>,
+}
+
+/// A choice of a [`ResponseRead`]: a [`ChunkChoice`] or a [`Choice`].
+#[derive(Debug, Default, Deserialize)]
+pub struct ChoiceRead {
+    /// Its index (0 when missing).
+    #[serde(default)]
+    pub index: u32,
+    /// What a chunk adds.
+    #[serde(default)]
+    pub delta: Option<MessageRead>,
+    /// A whole body's message.
+    #[serde(default)]
+    pub message: Option<MessageRead>,
+    /// Why the model stopped.
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+}
+
+/// A [`ChatMessage`] as a client reads a response's: only the fields a reply
+/// carries; the role and any other field are not read.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct MessageRead {
+    /// Text, or content parts of any type (their `text`s count).
+    #[serde(default)]
+    pub content: Option<ContentRead>,
+    /// Reasoning, as GLM, llama.cpp and DeepSeek name it.
+    #[serde(default)]
+    pub reasoning_content: Option<String>,
+    /// Reasoning, as vLLM and Ollama name it.
+    #[serde(default)]
+    pub reasoning: Option<String>,
+    /// The model's refusal.
+    #[serde(default)]
+    pub refusal: Option<String>,
+    /// Tool calls, or fragments of them.
+    #[serde(default)]
+    pub tool_calls: Option<Vec<ToolCallRead>>,
+}
+
+/// A [`MessageContent`] as a client reads it: a string, or an array of parts
+/// of any type, unchecked.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ContentRead {
+    /// Plain text.
+    Text(String),
+    /// Parts, as they came.
+    Parts(Vec<Value>),
+}
+
+impl<'de> Deserialize<'de> for ContentRead {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let expecting = "a string or an array of content parts";
+        text_or_list::deserialize(deserializer, expecting, Self::Text, Self::Parts)
+    }
+}
+
+impl ContentRead {
+    /// The text: the string, or the `text` of each part, joined.
+    pub fn into_text(self) -> String {
+        match self {
+            ContentRead::Text(text) => text,
+            ContentRead::Parts(parts) => parts
+                .iter()
+                .filter_map(|part| part.get("text").and_then(Value::as_str))
+                .collect(),
+        }
+    }
+}
+
+/// A [`ToolCall`] as a client reads it: its type may be any (a call that ran
+/// on the server — GLM's `web_search`, `mcp` — has its payload under the key
+/// named by its type, in `rest`), its function may be missing.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct ToolCallRead {
+    /// Which call a fragment continues (streams only).
+    #[serde(default)]
+    pub index: Option<u32>,
+    /// The call's id.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// `function`, or the type of a server-side call.
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    /// The function called.
+    #[serde(default)]
+    pub function: Option<FunctionCallRead>,
+    /// Every other field: a server-side call's payload.
+    #[serde(flatten)]
+    pub rest: Map<String, Value>,
+}
+
+/// A [`FunctionCall`] as a client reads it: the arguments as JSON text
+/// normally, the object itself from some servers.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct FunctionCallRead {
+    /// The tool's name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The arguments: a JSON string (a fragment of one, in a stream) or a value.
+    #[serde(default)]
+    pub arguments: Option<Value>,
+}
+
+/// `x_groq`: Groq's extras on a chunk.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct XGroq {
+    /// The usage, on Groq's last chunk.
+    #[serde(default, deserialize_with = "lenient_usage")]
+    pub usage: Option<CompletionUsage>,
+}
+
+fn lenient_usage<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<CompletionUsage>, D::Error> {
+    let value = Option::<Value>::deserialize(deserializer)?;
+    Ok(value.as_ref().and_then(CompletionUsage::read_lenient))
+}
+
+fn lenient_x_groq<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<XGroq>, D::Error> {
+    let value = Option::<Value>::deserialize(deserializer)?;
+    Ok(value.filter(Value::is_object).map(|groq| XGroq {
+        usage: groq.get("usage").and_then(CompletionUsage::read_lenient),
+    }))
+}
+
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
