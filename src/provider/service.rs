@@ -88,6 +88,13 @@ impl<W: Wire, T> Provider<W, T> {
         if request.options.model.is_none() {
             request.options.model.clone_from(&config.model);
         }
+        if W::NEEDS_MODEL && request.options.model.as_deref().is_none_or(str::is_empty) {
+            return Err(Error::InvalidRequest(format!(
+                "{}: the request names no model; name one in the request or with `ProviderConfig::model`",
+                W::KIND.name()
+            )));
+        }
+        check_sendable(W::KIND.name(), &request.messages)?;
         resolve_references(
             W::KIND.name(),
             &mut request.messages,
@@ -157,6 +164,34 @@ where
             Err(error) => ReplyFuture::failed(error),
         }
     }
+}
+
+/// What no wire takes, refused before a byte is sent: a request without
+/// messages, and a tool result that answers no call made before it
+/// ([`Error::ToolPairing`], naming the message and the call).
+fn check_sendable(provider: &'static str, messages: &[Message]) -> Result<(), Error> {
+    if messages.is_empty() {
+        return Err(Error::InvalidRequest(format!(
+            "{provider}: the request holds no messages"
+        )));
+    }
+    let mut calls = std::collections::HashSet::new();
+    for (index, message) in messages.iter().enumerate() {
+        calls.extend(message.calls().iter().map(|call| call.id.as_str()));
+        let unpaired = message
+            .results()
+            .iter()
+            .find(|result| !calls.contains(result.call_id.as_str()));
+        if let Some(result) = unpaired {
+            return Err(Error::ToolPairing {
+                stage: provider,
+                message: index,
+                call_id: result.call_id.clone(),
+                problem: "a tool result answers no call made before it",
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Replaces the media by reference in `messages` by their bytes from `store`,

@@ -42,6 +42,11 @@ pub trait Wire: Clone + Default + fmt::Debug + Send + Sync + 'static {
     /// `Authorization: Bearer`, as OpenAI and most servers take it.
     const KEY_HEADER: Option<&'static str> = None;
 
+    /// Whether every request must name a model (Anthropic's body, Gemini's
+    /// URL); a request without one is refused before it is sent. `false` by
+    /// default: compatible servers that serve one model take none.
+    const NEEDS_MODEL: bool = false;
+
     /// Authorizes `request` with `key` at `now`: over the whole request
     /// (method, URL, headers, body), so that a key sent as a header
     /// ([`key_header`]) and a signature over the request (AWS SigV4) are each

@@ -42,6 +42,8 @@ mod openai_chat {
 mod faults;
 #[cfg(feature = "openai")]
 mod fuzz;
+#[cfg(all(feature = "openai", feature = "anthropic", feature = "gemini"))]
+mod refused;
 #[cfg(feature = "openai")]
 mod secrets;
 mod sse;

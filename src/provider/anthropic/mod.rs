@@ -74,6 +74,7 @@ impl Wire for Messages {
     const KEY_ENV: &'static str = "ANTHROPIC_API_KEY";
     const DEFAULT_BASE_URL: &'static str = "https://api.anthropic.com/v1";
     const KEY_HEADER: Option<&'static str> = Some("x-api-key");
+    const NEEDS_MODEL: bool = true;
     type Lifter = Lifter;
 
     fn path(&self, _request: &ChatRequest) -> String {

@@ -59,6 +59,7 @@ impl Wire for GenerateContent {
     const KEY_ENV: &'static str = "GEMINI_API_KEY";
     const DEFAULT_BASE_URL: &'static str = "https://generativelanguage.googleapis.com/v1beta";
     const KEY_HEADER: Option<&'static str> = Some("x-goog-api-key");
+    const NEEDS_MODEL: bool = true;
     type Lifter = Lifter;
 
     fn path(&self, request: &ChatRequest) -> String {

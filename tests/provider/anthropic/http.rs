@@ -258,8 +258,9 @@ mod through_retry {
 
 #[tokio::test]
 async fn the_key_goes_in_x_api_key_marked_sensitive_and_never_in_debug_output() {
-    let config =
-        AnthropicConfig::new("http://127.0.0.1:9/v1").api_key(ApiKey::new("sk-ant-secret"));
+    let config = AnthropicConfig::new("http://127.0.0.1:9/v1")
+        .model("claude-test")
+        .api_key(ApiKey::new("sk-ant-secret"));
     assert!(!format!("{config:?}").contains("sk-ant-secret"));
     let provider = Anthropic::new(config).unwrap();
     assert!(!format!("{provider:?}").contains("sk-ant-secret"));
