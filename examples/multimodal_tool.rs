@@ -4,7 +4,6 @@
 //!
 //! Run with `cargo run --example multimodal_tool`; its tests run with `cargo test`.
 
-use std::convert::Infallible;
 use std::path::Path;
 
 use lmstack::function::{FunctionCallLayer, MediaPolicy, Tool, ToolOutput, ToolRegistry};
@@ -43,10 +42,8 @@ async fn open_reports(reports: &Path) -> Result<Vec<Message>, lmstack::Error> {
         "open_report",
         "Opens a report (PDF)",
         |args: Report| async move {
-            Ok::<_, Infallible>(
-                ToolOutput::text(format!("Here is {}:", args.path))
-                    .with(ToolOutput::file_as(args.path, "application/pdf")),
-            )
+            ToolOutput::text(format!("Here is {}:", args.path))
+                .with(ToolOutput::file_as(args.path, "application/pdf"))
         },
     );
     let layer = FunctionCallLayer::new(ToolRegistry::new([open_report])?)

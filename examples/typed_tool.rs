@@ -3,8 +3,6 @@
 //!
 //! Run with `cargo run --example typed_tool`; its tests run with `cargo test`.
 
-use std::convert::Infallible;
-
 use lmstack::function::{FunctionCallLayer, Json, Tool, ToolLoopLayer, ToolRegistry};
 use lmstack::testing::ScriptedModel;
 use lmstack::{ChatRequest, Message, ToolCall};
@@ -40,18 +38,18 @@ struct Weather {
     sky: &'static str,
 }
 
-async fn weather(query: WeatherQuery) -> Result<Json<Weather>, Infallible> {
+async fn weather(query: WeatherQuery) -> Json<Weather> {
     let celsius = 18.0;
     let temperature = match query.unit {
         Unit::Celsius => celsius,
         Unit::Fahrenheit => celsius * 9.0 / 5.0 + 32.0,
     };
-    Ok(Json(Weather {
+    Json(Weather {
         city: query.city,
         temperature,
         unit: query.unit,
         sky: "clear",
-    }))
+    })
 }
 
 /// The model calls the tool twice — once with an argument of the wrong type,

@@ -453,9 +453,7 @@ mod tests {
     use crate::function::ToolRegistry;
 
     fn core() -> Dispatch {
-        let echo = Tool::dynamic("echo", "", json!({"type": "object"}), |_| async {
-            Ok::<_, std::convert::Infallible>("")
-        });
+        let echo = Tool::dynamic("echo", "", json!({"type": "object"}), |_| async { "" });
         Dispatch::new(
             ToolRegistry::new([echo]).unwrap().tools(),
             [],

@@ -69,7 +69,7 @@ use crate::{ChatRequest, Error, Reply};
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let add = Tool::typed("add", "Adds two integers", |args: Add| async move {
-///     Ok::<_, std::convert::Infallible>((args.a + args.b).to_string())
+///     (args.a + args.b).to_string()
 /// });
 /// let layer = FunctionCallLayer::new(ToolRegistry::new([add])?);
 /// let model = ScriptedModel::new().reply_messages(vec![Message::tool_calls(vec![

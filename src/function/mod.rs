@@ -24,7 +24,7 @@
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! let weather = Tool::typed("weather", "Current weather in a city", |args: City| async move {
-//!     Ok::<_, std::convert::Infallible>(format!("18°C and sunny in {}", args.city))
+//!     format!("18°C and sunny in {}", args.city)
 //! });
 //! // The model calls the tool, then answers with what it learnt.
 //! let model = ScriptedModel::new()
@@ -73,7 +73,7 @@ pub use media::{MediaError, MediaPolicy, sniff};
 pub use output::{Json, ToolOutput};
 pub use registry::{ToolRegistry, ToolRegistryBuilder, ToolSet};
 pub use source::{ToolList, ToolSource};
-pub use tool::{Tool, ToolError};
+pub use tool::{Tool, ToolError, ToolReturn};
 pub use tool_loop::{OnLimit, ToolLoop, ToolLoopLayer};
 
 /// The `schemars` version the typed tools use, for deriving `JsonSchema` without a

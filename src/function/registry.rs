@@ -32,9 +32,7 @@ use crate::{ChatOptions, Error, ToolSpec};
 /// use lmstack::function::{Tool, ToolList, ToolRegistry};
 /// use serde_json::json;
 ///
-/// let tool = |name| Tool::dynamic(name, "", json!({"type": "object"}), |_| async {
-///     Ok::<_, std::convert::Infallible>("ok")
-/// });
+/// let tool = |name| Tool::dynamic(name, "", json!({"type": "object"}), |_| async { "ok" });
 /// let registry = ToolRegistry::new([tool("a"), tool("b")]).unwrap();
 /// assert_eq!(registry.tools().names().collect::<Vec<_>>(), ["a", "b"]);
 /// assert!(matches!(
@@ -322,9 +320,7 @@ impl ToolSet {
     /// use lmstack::{ChatOptions, ToolSpec};
     /// use serde_json::json;
     ///
-    /// let add = Tool::dynamic("add", "Adds", json!({"type": "object"}), |_| async {
-    ///     Ok::<_, std::convert::Infallible>("3")
-    /// });
+    /// let add = Tool::dynamic("add", "Adds", json!({"type": "object"}), |_| async { "3" });
     /// let tools = ToolRegistry::new([add]).unwrap().tools();
     /// let mut options = ChatOptions::default();
     /// options.tools.push(ToolSpec::new("search", "Searches", json!({"type": "object"})));
@@ -418,9 +414,7 @@ mod tests {
     use crate::function::ToolList;
 
     fn tool(name: &str) -> Tool {
-        Tool::dynamic(name, "", json!({"type": "object"}), |_| async {
-            Ok::<_, std::convert::Infallible>("ok")
-        })
+        Tool::dynamic(name, "", json!({"type": "object"}), |_| async { "ok" })
     }
 
     fn names(registry: &ToolRegistry) -> Vec<String> {
@@ -467,9 +461,7 @@ mod tests {
 
     #[test]
     fn a_tool_whose_schema_does_not_compile_fails_the_build_but_not_a_refresh() {
-        let broken = Tool::dynamic("broken", "", json!({"type": 12}), |_| async {
-            Ok::<_, std::convert::Infallible>("")
-        });
+        let broken = Tool::dynamic("broken", "", json!({"type": 12}), |_| async { "" });
         let server = ToolList::new("server", [broken.clone()]);
         assert!(ToolRegistry::builder().source(server).build().is_err());
         let server = ToolList::new("server", []);

@@ -31,9 +31,7 @@ pub trait ToolSource: Send + Sync + 'static {
 /// use lmstack::function::{Tool, ToolList, ToolRegistry};
 /// use serde_json::json;
 ///
-/// let tool = |name| Tool::dynamic(name, "", json!({"type": "object"}), |_| async {
-///     Ok::<_, std::convert::Infallible>("ok")
-/// });
+/// let tool = |name| Tool::dynamic(name, "", json!({"type": "object"}), |_| async { "ok" });
 /// let plugins = ToolList::new("plugins", [tool("a")]);
 /// let registry = ToolRegistry::builder().source(plugins.clone()).build().unwrap();
 /// assert_eq!(registry.tools().names().collect::<Vec<_>>(), ["a"]);

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use super::context::CallContext;
 use super::output::ToolOutput;
+use self::sealed::Outcome as _;
 use crate::{BoxError, ToolSpec};
 
 type Handler =
@@ -39,9 +40,26 @@ type Handler =
 /// }
 ///
 /// let add = Tool::typed("add", "Adds two numbers", |args: Add| async move {
-///     Ok::<_, std::convert::Infallible>((args.a + args.b).to_string())
+///     (args.a + args.b).to_string()
 /// });
 /// assert_eq!(add.spec().parameters["required"], serde_json::json!(["a", "b"]));
+/// ```
+///
+/// A tool that can fail returns a `Result` instead; its error reaches the model as an
+/// error result:
+///
+/// ```
+/// use lmstack::function::Tool;
+///
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Path {
+///     path: String,
+/// }
+///
+/// let read = Tool::typed("read", "Reads a text file", |args: Path| async move {
+///     tokio::fs::read_to_string(args.path).await
+/// });
+/// assert_eq!(read.name(), "read");
 /// ```
 ///
 /// A **dynamic** tool takes a hand-written schema and a closure over the raw JSON
@@ -55,15 +73,15 @@ type Handler =
 ///     "echo",
 ///     "Repeats its input",
 ///     json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
-///     |args: Value| async move { Ok::<_, std::convert::Infallible>(args["text"].clone()) },
+///     |args: Value| async move { args["text"].clone() },
 /// );
 /// assert_eq!(echo.name(), "echo");
 /// ```
 ///
 /// A handler returns anything that converts into a [`ToolOutput`] — text, a JSON
 /// value, [`Json`](super::Json) of any serialisable type, content blocks, or a `ToolOutput` built
-/// with images, documents and files — or an error, which the model receives as an
-/// error result.
+/// with images, documents and files — or a `Result` of one, whose error the model
+/// receives as an error result ([`ToolReturn`]).
 ///
 /// A tool made with [`Tool::new`] takes the spec and a function of the JSON
 /// arguments and the call's [`CallContext`]; [`Tool::typed`] and [`Tool::dynamic`]
@@ -89,7 +107,7 @@ pub struct Tool {
 
 impl Tool {
     /// A tool whose arguments deserialise into `A`; the schema is generated from `A`.
-    pub fn typed<A, F, Fut, O, E>(
+    pub fn typed<A, F, Fut>(
         name: impl Into<String>,
         description: impl Into<String>,
         function: F,
@@ -97,9 +115,7 @@ impl Tool {
     where
         A: DeserializeOwned + JsonSchema,
         F: Fn(A) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<O, E>> + Send + 'static,
-        O: Into<ToolOutput>,
-        E: Into<BoxError>,
+        Fut: Future<Output: ToolReturn> + Send + 'static,
     {
         let handler =
             move |arguments: Value, _: CallContext| match serde_json::from_value::<A>(arguments) {
@@ -117,7 +133,7 @@ impl Tool {
 
     /// A tool with a hand-written JSON Schema whose handler takes the arguments as
     /// JSON.
-    pub fn dynamic<F, Fut, O, E>(
+    pub fn dynamic<F, Fut>(
         name: impl Into<String>,
         description: impl Into<String>,
         parameters: Value,
@@ -125,9 +141,7 @@ impl Tool {
     ) -> Self
     where
         F: Fn(Value) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<O, E>> + Send + 'static,
-        O: Into<ToolOutput>,
-        E: Into<BoxError>,
+        Fut: Future<Output: ToolReturn> + Send + 'static,
     {
         let spec = ToolSpec::new(name, description, parameters);
         Tool::new(spec, move |arguments, _| function(arguments))
@@ -135,12 +149,10 @@ impl Tool {
 
     /// A tool of `spec` whose function takes the arguments as JSON and the call's
     /// [`CallContext`] (its deadline, and whether it was stopped).
-    pub fn new<F, Fut, O, E>(spec: ToolSpec, function: F) -> Self
+    pub fn new<F, Fut>(spec: ToolSpec, function: F) -> Self
     where
         F: Fn(Value, CallContext) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<O, E>> + Send + 'static,
-        O: Into<ToolOutput>,
-        E: Into<BoxError>,
+        Fut: Future<Output: ToolReturn> + Send + 'static,
     {
         Tool {
             spec,
@@ -197,19 +209,45 @@ impl fmt::Debug for Tool {
     }
 }
 
-fn run<Fut, O, E>(future: Fut) -> BoxFuture<'static, Result<ToolOutput, ToolError>>
+fn run<Fut>(future: Fut) -> BoxFuture<'static, Result<ToolOutput, ToolError>>
 where
-    Fut: Future<Output = Result<O, E>> + Send + 'static,
-    O: Into<ToolOutput>,
-    E: Into<BoxError>,
+    Fut: Future<Output: ToolReturn> + Send + 'static,
 {
     future
-        .map(|outcome| {
-            outcome
-                .map(Into::into)
-                .map_err(|e| ToolError::Failed(e.into()))
-        })
+        .map(|returned| returned.into_outcome().map_err(ToolError::Failed))
         .boxed()
+}
+
+/// What a tool's function may return: an output — anything that converts into a
+/// [`ToolOutput`] (text, JSON, content blocks…) — for a tool that cannot fail, or
+/// a `Result` of one whose error (anything that converts into a [`BoxError`])
+/// becomes an error result the model reads.
+///
+/// Implemented for every `O: Into<ToolOutput>` and every `Result<O, E>` with such
+/// an `O` and `E: Into<BoxError>`; sealed.
+pub trait ToolReturn: sealed::Outcome {}
+
+impl<T: sealed::Outcome> ToolReturn for T {}
+
+mod sealed {
+    use super::{BoxError, ToolOutput};
+
+    /// The output or the error of one run of a tool.
+    pub trait Outcome {
+        fn into_outcome(self) -> Result<ToolOutput, BoxError>;
+    }
+
+    impl<O: Into<ToolOutput>> Outcome for O {
+        fn into_outcome(self) -> Result<ToolOutput, BoxError> {
+            Ok(self.into())
+        }
+    }
+
+    impl<O: Into<ToolOutput>, E: Into<BoxError>> Outcome for Result<O, E> {
+        fn into_outcome(self) -> Result<ToolOutput, BoxError> {
+            self.map(Into::into).map_err(Into::into)
+        }
+    }
 }
 
 /// The JSON Schema of `A` as tool parameters: subschemas inlined (several providers
