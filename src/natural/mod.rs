@@ -26,7 +26,7 @@ mod transformer;
 pub use dialect::Dialect;
 pub use history::HistoryReader;
 pub use metadata::{TOOL_AGGREGATES_KEY, TOOL_CALL_IDS_KEY, TOOL_METADATA_KEY};
-pub use parser::{NaturalToolUseParser, OnInvalid, ParserMachine};
+pub use parser::{IncrementalParser, NaturalToolUseParser, OnInvalid, ParserMachine};
 pub use reply_json::json_in_reply;
 pub use tool_use::NaturalToolUse;
 pub use transformer::{Consolidation, NaturalToolUseTransformer, TransformerMachine};

@@ -11,6 +11,7 @@ mod dialects;
 mod parser;
 mod parser_faults;
 mod parser_fuzz;
+mod parser_incremental;
 mod tool_use;
 mod tools;
 mod transformer;

@@ -628,7 +628,7 @@ async fn the_layer_parses_both_modes_alike_and_numbers_ids_after_the_history() {
 
 // ---- properties -----------------------------------------------------------
 
-fn fragment() -> impl Strategy<Value = String> {
+pub(crate) fn fragment() -> impl Strategy<Value = String> {
     let city = "[A-Za-z é東<>/\"{}\\[\\],:]{0,12}";
     prop_oneof![
         "[a-z .,\n]{0,20}".prop_map(String::from),

@@ -126,6 +126,20 @@ impl Machine for ParserMachine {
     type Out = Event;
 
     fn push(&mut self, event: Event, out: &mut Output) -> Result<(), Error> {
+        let pushed = self.push_event(event, out);
+        self.flush_before_error(&pushed, out);
+        pushed
+    }
+
+    fn finish(&mut self, out: &mut Output) -> Result<(), Error> {
+        let ended = self.end_text(out);
+        self.flush_before_error(&ended, out);
+        ended
+    }
+}
+
+impl ParserMachine {
+    fn push_event(&mut self, event: Event, out: &mut Output) -> Result<(), Error> {
         match event {
             Event::TextDelta(delta) if self.passes_through(&delta.text) => {
                 self.emit.pass(delta, out);
@@ -154,12 +168,14 @@ impl Machine for ParserMachine {
         Ok(())
     }
 
-    fn finish(&mut self, out: &mut Output) -> Result<(), Error> {
-        self.end_text(out)
+    /// The reply fails after everything before the fault: the text gathered
+    /// before it goes out.
+    fn flush_before_error(&mut self, outcome: &Result<(), Error>, out: &mut Output) {
+        if outcome.is_err() {
+            self.emit.flush(out);
+        }
     }
-}
 
-impl ParserMachine {
     /// A machine reading `dialect` with `tools`, its calls numbered and checked
     /// by `calls`.
     pub(super) fn new(

@@ -13,6 +13,7 @@ mod call_list;
 mod calls;
 mod emit;
 mod harmony;
+mod incremental;
 mod json_block;
 mod llama_json;
 mod machine;
@@ -37,12 +38,15 @@ use crate::service::{Machine, MachineFactory, Output};
 use crate::{ChatRequest, Error, ToolChoice, ToolSpec};
 
 pub use self::calls::OnInvalid;
+pub use self::incremental::IncrementalParser;
 pub use self::machine::ParserMachine;
 
 /// The natural tool use parser: turns `<tool_call>`-style text from the model
 /// into tool calls. It is the configuration (a [`MachineFactory`]) and a tower
-/// [`Layer`](tower::Layer) itself; [`parse`](NaturalToolUseParser::parse) and
-/// [`machine`](NaturalToolUseParser::machine) use it directly.
+/// [`Layer`](tower::Layer) itself; [`parse`](NaturalToolUseParser::parse) (a
+/// whole text), [`incremental`](NaturalToolUseParser::incremental) (text fed
+/// piece by piece) and [`machine`](NaturalToolUseParser::machine) use it
+/// directly.
 ///
 /// Streaming: text before, between and after calls goes out at once, except the
 /// shortest tail that could still begin a marker; a call's arguments go out as
@@ -158,6 +162,14 @@ impl NaturalToolUseParser {
         ))
     }
 
+    /// A parse of one reply with `tools` that takes the text piece by piece as
+    /// it streams in and gives the events of each piece at once
+    /// ([`IncrementalParser`], which has the example): the parser without a
+    /// tower stack, for text from any source.
+    pub fn incremental(&self, tools: &[ToolSpec]) -> Result<IncrementalParser, Error> {
+        Ok(IncrementalParser::new(self.machine(tools, 0)?))
+    }
+
     /// Reads a whole history written in the transformer's format (by
     /// [`NaturalToolUseTransformer::render`](super::NaturalToolUseTransformer::render),
     /// or by hand) back into canonical messages: every assistant and user text
@@ -208,7 +220,11 @@ impl NaturalToolUseParser {
         HistoryReader::new(self.clone().transcript(true), tools.to_vec())
     }
 
-    /// Parses a whole text into messages.
+    /// Parses a whole text into messages: its text, reasoning and `tool_calls`
+    /// (see the example above), checked against `tools` (none: any call goes
+    /// unchecked). Fails, without the messages before, where the parser layer's
+    /// reply fails: under [`OnInvalid::Error`], or past the
+    /// [`call_limit`](Self::call_limit).
     pub fn parse(&self, text: &str, tools: &[ToolSpec]) -> Result<Vec<Message>, Error> {
         let mut machine = self.machine(tools, 0)?;
         let mut out = Output::new();
