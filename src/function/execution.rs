@@ -31,6 +31,18 @@ pub(super) struct RunPolicy {
     pub(super) concurrency: usize,
     pub(super) timeout: Option<Duration>,
     pub(super) media: MediaPolicy,
+    pub(super) on_call: Option<CallHook>,
+}
+
+/// What is called with each call as it starts running
+/// ([`FunctionCallLayer::on_call`](super::FunctionCallLayer::on_call)).
+#[derive(Clone)]
+pub(super) struct CallHook(pub(super) Arc<dyn Fn(&ToolCall) + Send + Sync>);
+
+impl fmt::Debug for CallHook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CallHook")
+    }
 }
 
 /// How the function layer makes its reply of the inner one: the call's dispatch
@@ -165,6 +177,9 @@ impl Tasks {
             let Some(job) = self.waiting.pop_front() else {
                 break;
             };
+            if let Some(CallHook(hook)) = &self.policy.on_call {
+                hook(&job.call);
+            }
             let timeout = job.tool.time_limit().or(self.policy.timeout);
             let span = tracing::debug_span!("tool", name = %job.call.name, call_id = %job.call.id);
             let (call_id, name) = (job.call.id.clone(), job.call.name.clone());

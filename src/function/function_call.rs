@@ -7,11 +7,11 @@ use std::time::Duration;
 use tower::{Layer, Service};
 
 use super::dispatch::{Dispatch, UnknownTools};
-use super::execution::{Execute, RunPolicy};
+use super::execution::{CallHook, Execute, RunPolicy};
 use super::media::MediaPolicy;
 use super::registry::ToolRegistry;
 use crate::service::{ChatService, ReplyFuture};
-use crate::{ChatRequest, Error, Reply};
+use crate::{ChatRequest, Error, Reply, ToolCall};
 
 /// Runs the tool calls of the model's replies with the tools of a [`ToolRegistry`].
 ///
@@ -55,7 +55,9 @@ use crate::{ChatRequest, Error, Reply};
 /// results are in. Events that follow a run (more text, usage, `finish`) wait behind
 /// its aggregate, so the order of the reply is the model's. Joining the streamed
 /// events therefore gives exactly the messages of the non-streaming reply, which
-/// runs the same code and joins its output.
+/// runs the same code and joins its output. To see a call as it starts running,
+/// before its result is in, give the layer a hook ([`on_call`](Self::on_call)):
+/// the reply stays the same.
 ///
 /// ```
 /// use lmstack::function::{FunctionCallLayer, Tool, ToolRegistry};
@@ -113,6 +115,7 @@ impl FunctionCallLayer {
                     concurrency: Self::DEFAULT_CONCURRENCY,
                     timeout: Some(Self::DEFAULT_TIMEOUT),
                     media: MediaPolicy::new(),
+                    on_call: None,
                 }),
                 unknown: UnknownTools::Answer,
             },
@@ -144,6 +147,32 @@ impl FunctionCallLayer {
     /// to answer ([`UnknownTools::PassThrough`]).
     pub fn unknown_tools(mut self, policy: UnknownTools) -> Self {
         self.config.unknown = policy;
+        self
+    }
+
+    /// Calls `hook` with each call as it starts running — before its result is
+    /// in, in both modes — so that a UI can show "calling add…" while the tool
+    /// runs (the reply itself shows a run of calls only as its `tool_aggregate`).
+    /// Calls the layer does not run (answered at once with an error result, or
+    /// passed through) are not seen. The hook runs inside the reply's `poll`:
+    /// keep it quick (send the call to a channel, say), never block in it.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// use lmstack::function::{FunctionCallLayer, Tool, ToolRegistry};
+    /// use serde_json::json;
+    ///
+    /// let add = Tool::dynamic("add", "Adds", json!({"type": "object"}), |_| async { "5" });
+    /// let started = Arc::new(Mutex::new(Vec::new()));
+    /// let layer = FunctionCallLayer::new(ToolRegistry::new([add])?).on_call({
+    ///     let started = started.clone();
+    ///     move |call| started.lock().unwrap().push(format!("calling {}…", call.name))
+    /// });
+    /// # Ok::<(), lmstack::Error>(())
+    /// ```
+    pub fn on_call(mut self, hook: impl Fn(&ToolCall) + Send + Sync + 'static) -> Self {
+        Arc::make_mut(&mut self.config.run).on_call = Some(CallHook(Arc::new(hook)));
         self
     }
 

@@ -675,6 +675,88 @@ async fn a_broken_reply_keeps_its_calls_and_passes_the_error_on() {
     );
 }
 
+#[tokio::test]
+async fn the_call_hook_sees_a_call_start_before_its_result_is_in() {
+    for stream in [false, true] {
+        let release = Arc::new(Notify::new());
+        let add = Tool::typed("add", "Adds", {
+            let release = release.clone();
+            move |args: Add| {
+                let release = release.clone();
+                async move {
+                    release.notified().await;
+                    (args.a + args.b).to_string()
+                }
+            }
+        });
+        let (seen, mut started) = mpsc::unbounded();
+        let layer = FunctionCallLayer::new(registry([add]))
+            .on_call(move |call| seen.unbounded_send(call.clone()).unwrap());
+        let model = ScriptedModel::new()
+            .chunking(Chunking::Bytes(3))
+            .reply_messages(vec![
+                Message::assistant("Let me add."),
+                Message::tool_calls(vec![ToolCall::new("call_1", "add", json!({"a": 2, "b": 3}))]),
+            ]);
+        let reply = tokio::spawn(async move {
+            let reply = layer.layer(model).oneshot(request(stream)).await?;
+            reply.collect_events().await
+        });
+        // The tool answers only once the hook has shown its call.
+        let call = tokio::time::timeout(Duration::from_secs(5), started.next())
+            .await
+            .expect("the hook is called while the tool runs");
+        assert_eq!(
+            call,
+            Some(ToolCall::new("call_1", "add", json!({"a": 2, "b": 3})))
+        );
+        release.notify_one();
+        let events = reply.await.unwrap().unwrap();
+        let results: Vec<_> = events
+            .iter()
+            .filter_map(|event| match event {
+                Event::Message { message } => Some(message.results()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        assert_eq!(results, [&ToolResult::text("call_1", "add", "5")], "{events:?}");
+        assert!(started.next().await.is_none(), "one call, seen once");
+    }
+}
+
+#[tokio::test]
+async fn tools_that_cannot_fail_and_tools_that_can_run_alike() {
+    let plain = Tool::typed("add", "Adds", |args: Add| async move {
+        (args.a + args.b).to_string()
+    });
+    let checked = Tool::typed("div", "Divides", |args: Add| async move {
+        args.a
+            .checked_div(args.b)
+            .map(|quotient| quotient.to_string())
+            .ok_or("division by zero")
+    });
+    let calls = vec![
+        ToolCall::new("c1", "add", json!({"a": 6, "b": 3})),
+        ToolCall::new("c2", "div", json!({"a": 6, "b": 3})),
+        ToolCall::new("c3", "div", json!({"a": 6, "b": 0})),
+    ];
+    let make = || {
+        FunctionCallLayer::new(registry([plain.clone(), checked.clone()]))
+            .layer(ScriptedModel::new().reply_messages(vec![Message::tool_calls(calls.clone())]))
+    };
+    let (whole, streamed) = collect_both(make, request(false)).await.unwrap();
+    assert_eq!(whole, streamed);
+    let results = only_results(&whole);
+    assert_eq!(results[0], ToolResult::text("c1", "add", "9"));
+    assert_eq!(results[1], ToolResult::text("c2", "div", "2"));
+    assert!(results[2].is_error);
+    assert_eq!(
+        results[2].text_content(),
+        "The tool `div` failed: division by zero"
+    );
+}
+
 fn chunking() -> impl Strategy<Value = Chunking> {
     prop_oneof![
         Just(Chunking::Whole),
@@ -733,5 +815,32 @@ proptest! {
         prop_assert_eq!(aggregates, 1);
         let calls = turn.iter().map(|m| m.calls().len()).sum::<usize>();
         prop_assert_eq!(whole.iter().map(|m| m.results().len()).sum::<usize>(), calls);
+    }
+
+    #[test]
+    fn a_call_hook_sees_each_call_that_runs_and_changes_no_message(turn in turn(), chunking in chunking()) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
+        let started = Arc::new(Mutex::new(Vec::new()));
+        let model = || ScriptedModel::new().chunking(chunking).reply_messages(turn.clone());
+        let (plain, hooked) = runtime.block_on(async {
+            let plain = || FunctionCallLayer::new(registry([nap_tool(Arc::default())])).layer(model());
+            let hooked = || {
+                let started = started.clone();
+                FunctionCallLayer::new(registry([nap_tool(Arc::default())]))
+                    .on_call(move |call| started.lock().unwrap().push(call.id.clone()))
+                    .layer(model())
+            };
+            let plain = collect_both(plain, request(false)).await.unwrap();
+            (plain, collect_both(hooked, request(false)).await.unwrap())
+        });
+        prop_assert_eq!(&plain, &hooked);
+        prop_assert_eq!(&hooked.0, &hooked.1);
+        // The calls that ran are those answered without an error (`nap` never
+        // fails); the hook saw each once per mode, in call order.
+        let ran: Vec<String> = hooked.0.iter().flat_map(Message::results)
+            .filter(|result| !result.is_error)
+            .map(|result| result.call_id.clone())
+            .collect();
+        prop_assert_eq!(started.lock().unwrap().clone(), [ran.clone(), ran].concat());
     }
 }

@@ -96,6 +96,45 @@ async fn a_dynamic_tool_gets_the_raw_arguments() {
     assert_eq!(output, ToolOutput::text(r#"{"x":[1,2]}"#));
 }
 
+/// `a + b`; fails on an overflow.
+#[derive(Deserialize, JsonSchema)]
+struct Add {
+    a: i8,
+    b: i8,
+}
+
+#[tokio::test]
+async fn a_tool_returns_its_output_as_it_is_or_a_result_of_it() {
+    let call = |tool: Tool, args: Value| async move { tool.call(args, CallContext::new("c")).await };
+    // Cannot fail: the output as it is, from every constructor.
+    let plain = Tool::typed("add", "", |args: Add| async move {
+        (i16::from(args.a) + i16::from(args.b)).to_string()
+    });
+    let output = call(plain, json!({"a": 2, "b": 3})).await.unwrap();
+    assert_eq!(output, ToolOutput::text("5"));
+    let echo = Tool::dynamic("echo", "", json!({"type": "object"}), |args| async { args });
+    let output = call(echo, json!({"x": 1})).await.unwrap();
+    assert_eq!(output, ToolOutput::text(r#"{"x":1}"#));
+    let spec = lmstack::ToolSpec::new("id", "", json!({"type": "object"}));
+    let id = Tool::new(spec, |_, context: CallContext| async move {
+        Json(context.call_id().to_owned())
+    });
+    assert_eq!(call(id, json!({})).await.unwrap(), ToolOutput::text(r#""c""#));
+
+    // Can fail: a Result, whose error is the tool's failure.
+    let checked = Tool::typed("add", "", |args: Add| async move {
+        args.a
+            .checked_add(args.b)
+            .map(|sum| sum.to_string())
+            .ok_or("the sum does not fit an i8")
+    });
+    let output = call(checked.clone(), json!({"a": 2, "b": 3})).await.unwrap();
+    assert_eq!(output, ToolOutput::text("5"));
+    let error = call(checked, json!({"a": 100, "b": 100})).await.unwrap_err();
+    assert!(matches!(error, ToolError::Failed(_)), "{error:?}");
+    assert_eq!(error.to_string(), "the sum does not fit an i8");
+}
+
 #[test]
 fn duplicate_names_are_rejected_when_the_registry_is_built() {
     let error = ToolRegistry::new([ok_tool("add"), ok_tool("sub"), ok_tool("Add")]).unwrap_err();
