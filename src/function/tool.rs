@@ -12,9 +12,9 @@ use schemars::generate::SchemaSettings;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use self::sealed::Outcome as _;
 use super::context::CallContext;
 use super::output::ToolOutput;
-use self::sealed::Outcome as _;
 use crate::{BoxError, ToolSpec};
 
 type Handler =

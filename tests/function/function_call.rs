@@ -696,7 +696,11 @@ async fn the_call_hook_sees_a_call_start_before_its_result_is_in() {
             .chunking(Chunking::Bytes(3))
             .reply_messages(vec![
                 Message::assistant("Let me add."),
-                Message::tool_calls(vec![ToolCall::new("call_1", "add", json!({"a": 2, "b": 3}))]),
+                Message::tool_calls(vec![ToolCall::new(
+                    "call_1",
+                    "add",
+                    json!({"a": 2, "b": 3}),
+                )]),
             ]);
         let reply = tokio::spawn(async move {
             let reply = layer.layer(model).oneshot(request(stream)).await?;
@@ -720,7 +724,11 @@ async fn the_call_hook_sees_a_call_start_before_its_result_is_in() {
             })
             .flatten()
             .collect();
-        assert_eq!(results, [&ToolResult::text("call_1", "add", "5")], "{events:?}");
+        assert_eq!(
+            results,
+            [&ToolResult::text("call_1", "add", "5")],
+            "{events:?}"
+        );
         assert!(started.next().await.is_none(), "one call, seen once");
     }
 }

@@ -105,7 +105,8 @@ struct Add {
 
 #[tokio::test]
 async fn a_tool_returns_its_output_as_it_is_or_a_result_of_it() {
-    let call = |tool: Tool, args: Value| async move { tool.call(args, CallContext::new("c")).await };
+    let call =
+        |tool: Tool, args: Value| async move { tool.call(args, CallContext::new("c")).await };
     // Cannot fail: the output as it is, from every constructor.
     let plain = Tool::typed("add", "", |args: Add| async move {
         (i16::from(args.a) + i16::from(args.b)).to_string()
@@ -119,7 +120,10 @@ async fn a_tool_returns_its_output_as_it_is_or_a_result_of_it() {
     let id = Tool::new(spec, |_, context: CallContext| async move {
         Json(context.call_id().to_owned())
     });
-    assert_eq!(call(id, json!({})).await.unwrap(), ToolOutput::text(r#""c""#));
+    assert_eq!(
+        call(id, json!({})).await.unwrap(),
+        ToolOutput::text(r#""c""#)
+    );
 
     // Can fail: a Result, whose error is the tool's failure.
     let checked = Tool::typed("add", "", |args: Add| async move {
@@ -128,9 +132,13 @@ async fn a_tool_returns_its_output_as_it_is_or_a_result_of_it() {
             .map(|sum| sum.to_string())
             .ok_or("the sum does not fit an i8")
     });
-    let output = call(checked.clone(), json!({"a": 2, "b": 3})).await.unwrap();
+    let output = call(checked.clone(), json!({"a": 2, "b": 3}))
+        .await
+        .unwrap();
     assert_eq!(output, ToolOutput::text("5"));
-    let error = call(checked, json!({"a": 100, "b": 100})).await.unwrap_err();
+    let error = call(checked, json!({"a": 100, "b": 100}))
+        .await
+        .unwrap_err();
     assert!(matches!(error, ToolError::Failed(_)), "{error:?}");
     assert_eq!(error.to_string(), "the sum does not fit an i8");
 }

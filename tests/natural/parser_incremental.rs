@@ -37,7 +37,10 @@ fn fed(parser: &NaturalToolUseParser, text: &str, chunking: Chunking) -> Vec<Ite
 /// The same pieces through the parser's machine, run by the one driver.
 fn driven(parser: &NaturalToolUseParser, text: &str, chunking: Chunking) -> Vec<Item> {
     let machine = parser.machine(&tools(), 0).unwrap();
-    let pieces = chunking.split(text).into_iter().map(|piece| Ok(Event::text(piece)));
+    let pieces = chunking
+        .split(text)
+        .into_iter()
+        .map(|piece| Ok(Event::text(piece)));
     let pieces: Vec<_> = pieces.collect();
     items(block_on(
         MachineStream::new(stream::iter(pieces), machine).collect::<Vec<_>>(),
@@ -56,7 +59,11 @@ fn an_error_comes_after_the_events_before_it_and_ends_the_parse() {
         matches!(&got[..], [Err(Error::InvalidToolCall { invalid, .. })] if invalid.kind == InvalidCallKind::UnknownTool),
         "{got:?}"
     );
-    assert_eq!(parse.feed(" more text").count(), 0, "nothing after the error");
+    assert_eq!(
+        parse.feed(" more text").count(),
+        0,
+        "nothing after the error"
+    );
     assert_eq!(parse.finish().count(), 0);
 }
 
@@ -78,7 +85,11 @@ fn held_back_text_comes_out_when_the_text_ends() {
     let mut parse = NaturalToolUseParser::new().incremental(&[]).unwrap();
     let text = |events: Vec<Event>| Joiner::join(events)[0].as_text().map(str::to_owned);
     let got = parse.feed("a < b and <tool").map(Result::unwrap).collect();
-    assert_eq!(text(got).as_deref(), Some("a < b and "), "a possible tag is held");
+    assert_eq!(
+        text(got).as_deref(),
+        Some("a < b and "),
+        "a possible tag is held"
+    );
     let rest = parse.finish().map(Result::unwrap).collect();
     assert_eq!(text(rest).as_deref(), Some("<tool"));
 }

@@ -4,9 +4,9 @@
 use std::iter;
 
 use super::machine::ParserMachine;
+use crate::Error;
 use crate::message::Event;
 use crate::service::{Machine, Output};
-use crate::Error;
 
 /// A parse of one reply fed text piece by piece — text streamed from anywhere —
 /// made by [`NaturalToolUseParser::incremental`](super::NaturalToolUseParser::incremental).
@@ -48,7 +48,7 @@ use crate::Error;
 pub struct IncrementalParser {
     machine: ParserMachine,
     out: Output,
-    /// The parse failed or finished: nothing more goes in.
+    /// The parse failed: nothing more goes in.
     ended: bool,
 }
 

@@ -234,6 +234,11 @@ impl NaturalToolUseParser {
     }
 }
 
+/// The example of docs/parser.md, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/parser.md")]
+struct ParserGuideDoctests;
+
 crate::service::factory_layer!(NaturalToolUseParser);
 
 impl MachineFactory for NaturalToolUseParser {
