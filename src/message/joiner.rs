@@ -123,6 +123,29 @@ impl Joiner {
         }
     }
 
+    /// Says that the input broke off (an error ended it): the tool call being read,
+    /// if one is, is marked [`InvalidCallKind::Truncated`] — its arguments may be
+    /// incomplete — rather than taken for a complete call when the run ends. What
+    /// came before the break is kept as it is.
+    ///
+    /// ```
+    /// use lmstack::{Event, InvalidCallKind, Joiner};
+    /// let mut joiner = Joiner::new();
+    /// joiner.push(Event::call_start(0, "c1", "pay"));
+    /// joiner.break_off();
+    /// let messages = joiner.finish();
+    /// assert_eq!(messages[0].calls()[0].invalid.as_ref().unwrap().kind, InvalidCallKind::Truncated);
+    /// ```
+    pub fn break_off(&mut self) {
+        if let Pending::Calls { current, .. } = &mut self.pending {
+            current.details.invalid.get_or_insert_with(|| InvalidCall {
+                kind: InvalidCallKind::Truncated,
+                message: "the reply broke off before the call was complete".into(),
+                raw: None,
+            });
+        }
+    }
+
     /// Takes the messages completed so far; the one being built stays.
     pub fn take_completed(&mut self) -> Vec<Message> {
         messages_of(mem::take(&mut self.joined))

@@ -92,7 +92,8 @@ impl Reply {
 
     /// Reads the whole reply and folds it into messages, keeping the messages
     /// made before an error: the messages, and the error that ended the reply
-    /// if one did. Nothing is lost — tool results whose side effects happened,
+    /// if one did (a tool call it cut off marked so: [`Joiner::break_off`]).
+    /// Nothing is lost — tool results whose side effects happened,
     /// the rounds a tool loop ran before it failed.
     ///
     /// ```
@@ -109,7 +110,10 @@ impl Reply {
         while let Some(item) = self.next().await {
             match item {
                 Ok(event) => joiner.push(event),
-                Err(error) => return (joiner.finish(), Some(error)),
+                Err(error) => {
+                    joiner.break_off();
+                    return (joiner.finish(), Some(error));
+                }
             }
         }
         (joiner.finish(), None)
@@ -335,7 +339,8 @@ impl fmt::Debug for Reply {
 /// `finish` events stay as they are, in their places.
 ///
 /// An error ends the stream. With nothing before it, it is the future's error
-/// (the call failed); otherwise the reply holds the events made so far, then
+/// (the call failed); otherwise the reply holds the events made so far (a tool
+/// call it cut off marked so: [`Joiner::break_off`]), then
 /// the error as its last item — so that nothing is lost (the results of tools
 /// that ran, the rounds of a tool loop), exactly as a streaming consumer would
 /// have seen them. [`Reply::collect_partial`] reads both.
@@ -371,7 +376,9 @@ where
                 Ok(event) => this.joiner.push(event),
                 Err(error) => {
                     // Nothing is lost: what came before the error stays, in front
-                    // of it. With nothing before it, the error fails the call.
+                    // of it (a call it cut off marked so). With nothing before it,
+                    // the error fails the call.
+                    this.joiner.break_off();
                     let events = std::mem::take(&mut this.joiner).finish_events();
                     if events.is_empty() {
                         return Poll::Ready(Err(error));

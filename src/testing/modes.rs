@@ -19,7 +19,10 @@ where
     S::Error: Into<Error>,
 {
     let mut run = async |stream: bool| -> Result<Vec<Message>, Error> {
-        let reply = make().oneshot(mode(&request, stream)).await.map_err(Into::into)?;
+        let reply = make()
+            .oneshot(mode(&request, stream))
+            .await
+            .map_err(Into::into)?;
         reply.collect().await
     };
     let whole = run(false).await?;
@@ -41,7 +44,8 @@ const CHUNKINGS: [Chunking; 5] = [
 /// of several [`Chunking`]s (`make` gets the cut to give its
 /// [`ScriptedModel`](super::ScriptedModel); a fresh stack each time). The
 /// non-streaming reply must be ready ([`Reply::is_ready`]) and its events must
-/// be the streamed events joined ([`Joiner::join_events`]): the same `message`,
+/// be the streamed events joined ([`Joiner::join_events`]; a tool call an error
+/// cut off marked so, [`Joiner::break_off`]): the same `message`,
 /// `usage` and `finish` events in the same places, and the same error, if one
 /// ends the reply. Returns the messages both modes agree on, and that error.
 ///
@@ -94,7 +98,7 @@ where
             Ok(reply) => read(reply).await,
             Err(error) => Outcome::failed(error.into()),
         };
-        let joined = Joiner::join_events(streamed.events);
+        let joined = joined(streamed.events, streamed.error.is_some());
         assert!(
             whole.events == joined,
             "the non-streaming reply's events differ from the streamed ones ({chunking:?}) \
@@ -125,6 +129,17 @@ impl Outcome {
             error: Some(error),
         }
     }
+}
+
+/// The non-streaming form of `events`, as [`Complete`](crate::service::Complete)
+/// makes it of a stream that ends there, or that breaks there.
+pub(crate) fn joined(events: Vec<Event>, broken: bool) -> Vec<Event> {
+    let mut joiner = Joiner::new();
+    events.into_iter().for_each(|event| joiner.push(event));
+    if broken {
+        joiner.break_off();
+    }
+    joiner.finish_events()
 }
 
 /// Reads a reply to its end or its first error.
@@ -165,7 +180,8 @@ fn lines(events: &[Event]) -> String {
 
 /// An ending, for a failure's message.
 fn shown(error: &Option<Error>) -> String {
-    error
-        .as_ref()
-        .map_or_else(|| "without error".to_owned(), |error| format!("with `{error}`"))
+    error.as_ref().map_or_else(
+        || "without error".to_owned(),
+        |error| format!("with `{error}`"),
+    )
 }

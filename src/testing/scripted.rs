@@ -10,9 +10,10 @@ use futures::stream::Stream;
 use tower::Service;
 
 use super::chunking::Chunking;
+use super::modes::joined;
 use crate::{
-    ChatRequest, Error, Event, FinishReason, Joiner, Message, ReasoningDelta, Reply, Role,
-    TextDelta, ToolCallDelta,
+    ChatRequest, Error, Event, FinishReason, Message, ReasoningDelta, Reply, Role, TextDelta,
+    ToolCallDelta,
 };
 
 /// One scripted turn: what the model answers to one request.
@@ -146,8 +147,8 @@ impl ScriptedModel {
     }
 
     /// The turn's reply: its events as given or streamed, and in non-streaming
-    /// mode those events joined ([`Joiner::join_events`]), so that both modes
-    /// have the same shape by construction.
+    /// mode those events joined as [`Complete`](crate::service::Complete) joins
+    /// them, so that both modes have the same shape by construction.
     fn play(&self, turn: Turn, stream: bool) -> Result<Reply, Error> {
         let (events, broken) = match turn {
             Turn::Fail(message) => return Err(Error::stage("scripted model", message)),
@@ -159,7 +160,7 @@ impl ScriptedModel {
         let events = if stream {
             events
         } else {
-            Joiner::join_events(events)
+            joined(events, broken.is_some())
         };
         let mut items: Vec<Result<Event, Error>> = events.into_iter().map(Ok).collect();
         items.extend(broken.map(|message| Err(Error::stage("scripted model", message))));

@@ -356,7 +356,11 @@ fn both_forms(events: &[Event], error: Option<&str>) -> [Reply; 2] {
 
 #[tokio::test]
 async fn the_adapters_keep_a_replys_form_and_see_every_event() {
-    let events = [Event::text("a"), Event::text("b"), Event::finish(FinishReason::Stop)];
+    let events = [
+        Event::text("a"),
+        Event::text("b"),
+        Event::finish(FinishReason::Stop),
+    ];
     for reply in both_forms(&events, None) {
         let ready = reply.is_ready();
         let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -374,7 +378,11 @@ async fn the_adapters_keep_a_replys_form_and_see_every_event() {
             .map_err(|error| error);
         assert_eq!(reply.is_ready(), ready, "the form is kept");
         let got = reply.collect_events().await.unwrap();
-        assert_eq!(got, [Event::text("a!"), Event::text("b!")], "ready: {ready}");
+        assert_eq!(
+            got,
+            [Event::text("a!"), Event::text("b!")],
+            "ready: {ready}"
+        );
         assert_eq!(*seen.lock().unwrap(), got, "inspect saw every event");
     }
 }

@@ -12,8 +12,7 @@ use std::task::{Context, Poll};
 use futures::{Stream, StreamExt};
 use lmstack::testing::{Chunking, ScriptedModel, Turn, assert_modes_agree, stream_messages};
 use lmstack::{
-    ChatRequest, Event, FinishReason, Joiner, Message, Metadata, Reply, Role, ToolCall,
-    ToolResult,
+    ChatRequest, Event, FinishReason, Joiner, Message, Metadata, Reply, Role, ToolCall, ToolResult,
 };
 use proptest::prelude::*;
 use serde_json::json;
@@ -239,7 +238,13 @@ async fn usage_stays_a_usage_event_in_its_place_in_both_modes() {
         .reply_messages(messages.clone())
         .reply_messages(messages);
     let streamed = events(&model, true).await;
-    assert_eq!(&streamed[3..], [Event::Usage(counted.clone()), Event::finish(FinishReason::Stop)]);
+    assert_eq!(
+        &streamed[3..],
+        [
+            Event::Usage(counted.clone()),
+            Event::finish(FinishReason::Stop)
+        ]
+    );
     assert_eq!(
         events(&model, false).await,
         vec![
@@ -259,14 +264,18 @@ async fn a_broken_turn_is_joined_before_its_error_in_non_streaming_mode() {
     let reply = model.oneshot(request(false)).await.unwrap();
     assert!(reply.is_ready());
     let items: Vec<_> = StreamExt::collect(reply).await;
-    assert!(matches!(&items[..], [Ok(Event::Message { .. }), Err(_)]), "{items:?}");
+    assert!(
+        matches!(&items[..], [Ok(Event::Message { .. }), Err(_)]),
+        "{items:?}"
+    );
 }
 
 /// A model of one reply with text and usage, cut by `chunking`.
 fn model_with_usage(chunking: Chunking) -> ScriptedModel {
-    ScriptedModel::new()
-        .chunking(chunking)
-        .reply_messages(vec![Message::assistant("Hello there"), Message::usage(2, 4)])
+    ScriptedModel::new().chunking(chunking).reply_messages(vec![
+        Message::assistant("Hello there"),
+        Message::usage(2, 4),
+    ])
 }
 
 #[tokio::test]
@@ -281,10 +290,16 @@ async fn layers_that_keep_the_form_agree_in_both_modes() {
             }
         })
     });
-    let (messages, error) =
-        assert_modes_agree(|chunking| layer.layer(model_with_usage(chunking)), request(false)).await;
+    let (messages, error) = assert_modes_agree(
+        |chunking| layer.layer(model_with_usage(chunking)),
+        request(false),
+    )
+    .await;
     assert!(error.is_none());
-    assert_eq!(messages, vec![Message::assistant("Hello there"), Message::usage(2, 4)]);
+    assert_eq!(
+        messages,
+        vec![Message::assistant("Hello there"), Message::usage(2, 4)]
+    );
     // One non-streaming run and five streamed ones, 4 tokens each.
     assert_eq!(tokens.load(Ordering::Relaxed), 6 * 4);
 }
@@ -301,7 +316,11 @@ async fn errors_agree_when_both_modes_fail_alike() {
 #[should_panic(expected = "the non-streaming reply is not ready")]
 async fn a_layer_that_streams_a_non_streaming_reply_is_caught() {
     let naive = MapResponseLayer::new(|reply: Reply| Reply::from_stream(reply));
-    assert_modes_agree(|chunking| naive.layer(model_with_usage(chunking)), request(false)).await;
+    assert_modes_agree(
+        |chunking| naive.layer(model_with_usage(chunking)),
+        request(false),
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -316,20 +335,27 @@ async fn a_layer_that_rewrites_only_deltas_is_caught() {
             other => other,
         })
     });
-    assert_modes_agree(|chunking| deltas_only.layer(model_with_usage(chunking)), request(false)).await;
+    assert_modes_agree(
+        |chunking| deltas_only.layer(model_with_usage(chunking)),
+        request(false),
+    )
+    .await;
 }
 
 #[tokio::test]
 #[should_panic(expected = "the modes end differently")]
 async fn a_layer_that_fails_only_one_mode_is_caught() {
-    let picky = tower::service_fn(|request: ChatRequest| async move {
-        let model = ScriptedModel::new().reply("hi");
-        let reply = model.oneshot(request.clone()).await?;
-        Ok::<_, lmstack::Error>(if request.options.stream {
-            Reply::from_stream(reply.chain(futures::stream::iter([Err(lmstack::Error::stage("picky", "no"))])))
-        } else {
-            reply
-        })
-    });
+    let picky =
+        tower::service_fn(|request: ChatRequest| async move {
+            let model = ScriptedModel::new().reply("hi");
+            let reply = model.oneshot(request.clone()).await?;
+            Ok::<_, lmstack::Error>(if request.options.stream {
+                Reply::from_stream(reply.chain(futures::stream::iter([Err(
+                    lmstack::Error::stage("picky", "no"),
+                )])))
+            } else {
+                reply
+            })
+        });
     assert_modes_agree(|_| picky, request(false)).await;
 }
