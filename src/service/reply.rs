@@ -46,9 +46,20 @@ enum Inner {
 }
 
 impl Reply {
-    /// A reply of complete messages (the non-streaming form).
+    /// A reply of complete messages (the non-streaming form): each a `message`
+    /// event, but usage a `usage` event, as a model's reply carries it.
+    ///
+    /// ```
+    /// use lmstack::{Event, Message, Reply};
+    /// let reply = Reply::from_messages([Message::assistant("Hi"), Message::usage(3, 1)]);
+    /// let events: Vec<Event> = futures::executor::block_on(reply.collect_events()).unwrap();
+    /// assert!(matches!(events[..], [Event::Message { .. }, Event::Usage(_)]));
+    /// ```
     pub fn from_messages(messages: impl IntoIterator<Item = Message>) -> Self {
-        Self::from_events(messages.into_iter().map(Event::from))
+        Self::from_events(messages.into_iter().map(|message| match message {
+            Message::Usage(usage) => Event::Usage(usage),
+            other => Event::from(other),
+        }))
     }
 
     /// A reply of events that are all known already.
