@@ -1,11 +1,20 @@
-//! A custom middleware, written once as a pure state machine and unit-tested with
-//! `lmstack::testing`: it masks a word in the model's text, in streaming and
-//! non-streaming mode alike, however the text is cut into deltas.
+//! Two custom middlewares, unit-tested with `lmstack::testing`, each working in
+//! streaming and non-streaming mode alike:
+//!
+//! - `Censor`, written once as a pure state machine (a `MachineFactory`): it masks
+//!   a word in the model's text, however the text is cut into deltas;
+//! - `Tally`, a plain tower layer (`map_response`) that counts the model's rounds
+//!   and output tokens with `Reply::inspect`, which keeps the reply's form, and
+//!   hands the counts back behind an `Arc`.
 //!
 //! Run with `cargo run --example custom_middleware`; its tests run with `cargo test`.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use lmstack::service::{Machine, MachineFactory, MachineLayer, Output};
-use lmstack::{ChatRequest, Error, Event, Message, TextDelta};
+use lmstack::{ChatRequest, Error, Event, Message, Reply, TextDelta};
+use tower::util::MapResponseLayer;
 
 /// The layer's configuration: the word to mask.
 #[derive(Clone, Debug)]
@@ -102,26 +111,82 @@ impl Machine for CensorMachine {
     }
 }
 
+/// Counts what the replies through its layer say, the same in both modes: the
+/// model's rounds (`finish` events) and output tokens (`usage` events). Clones
+/// share the counts.
+#[derive(Clone, Debug, Default)]
+pub struct Tally {
+    rounds: Arc<AtomicU64>,
+    output_tokens: Arc<AtomicU64>,
+}
+
+impl Tally {
+    /// The layer: a plain `map_response` whose reply is the inner one, inspected.
+    /// (`Reply::inspect` keeps a non-streaming reply ready; wrapping it in
+    /// `Reply::from_stream` would not.)
+    pub fn layer(&self) -> MapResponseLayer<impl Fn(Reply) -> Reply + Clone> {
+        let tally = self.clone();
+        MapResponseLayer::new(move |reply: Reply| {
+            let tally = tally.clone();
+            reply.inspect(move |event| match event {
+                Event::Finish { .. } => {
+                    tally.rounds.fetch_add(1, Ordering::Relaxed);
+                }
+                Event::Usage(usage) => {
+                    tally
+                        .output_tokens
+                        .fetch_add(usage.output_tokens, Ordering::Relaxed);
+                }
+                _ => {}
+            })
+        })
+    }
+
+    /// The model rounds counted so far.
+    pub fn rounds(&self) -> u64 {
+        self.rounds.load(Ordering::Relaxed)
+    }
+
+    /// The output tokens counted so far.
+    pub fn output_tokens(&self) -> u64 {
+        self.output_tokens.load(Ordering::Relaxed)
+    }
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     use lmstack::testing::{Chunking, ScriptedModel};
-    use tower::{Layer, ServiceExt};
+    use tower::{ServiceBuilder, ServiceExt};
 
     let model = ScriptedModel::new()
         .chunking(Chunking::Chars)
-        .reply("The password is swordfish, I repeat: swordfish.");
-    let service = Censor::layer("swordfish").layer(model);
+        .reply_messages(vec![
+            Message::assistant("The password is swordfish, I repeat: swordfish."),
+            Message::usage(12, 11),
+        ]);
+    let tally = Tally::default();
+    let service = ServiceBuilder::new()
+        .layer(tally.layer())
+        .layer(Censor::layer("swordfish"))
+        .service(model);
     let request = ChatRequest::new(vec![Message::user("What is the password?")]).streaming(true);
     for message in service.oneshot(request).await?.collect().await? {
-        println!("{}", message.as_text().unwrap_or_default());
+        if let Some(text) = message.as_text() {
+            println!("{text}");
+        }
     }
+    println!(
+        "{} round, {} output tokens",
+        tally.rounds(),
+        tally.output_tokens()
+    );
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lmstack::testing::{Chunking, ScriptedModel, collect_both};
+    use lmstack::testing::{Chunking, ScriptedModel, assert_modes_agree, collect_both};
     use proptest::prelude::*;
     use tower::Layer;
 
@@ -155,6 +220,36 @@ mod tests {
         let (whole, streamed) = collect_both(make, request()).await.unwrap();
         assert_eq!(whole, vec![Message::assistant("see sec")]);
         assert_eq!(streamed, whole);
+    }
+
+    #[tokio::test]
+    async fn the_censor_keeps_the_non_streaming_contract() {
+        let make = |chunking| {
+            Censor::layer("secret").layer(
+                ScriptedModel::new()
+                    .chunking(chunking)
+                    .reply_messages(vec![Message::assistant("a secret"), Message::usage(1, 2)]),
+            )
+        };
+        let (messages, error) = assert_modes_agree(make, request()).await;
+        assert!(error.is_none());
+        assert_eq!(messages[0], Message::assistant("a ******"));
+    }
+
+    #[tokio::test]
+    async fn the_tally_counts_alike_in_both_modes_and_keeps_the_contract() {
+        let tally = Tally::default();
+        let make = |chunking| {
+            tally
+                .layer()
+                .layer(ScriptedModel::new().chunking(chunking).reply_messages(vec![
+                    Message::assistant("Hello there"),
+                    Message::usage(3, 4),
+                ]))
+        };
+        assert_modes_agree(make, request()).await;
+        // One non-streaming and five streamed runs, each one round of 4 tokens.
+        assert_eq!((tally.rounds(), tally.output_tokens()), (6, 6 * 4));
     }
 
     proptest! {

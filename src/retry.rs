@@ -472,6 +472,15 @@ where
                         continue;
                     }
                     Ok(reply) => {
+                        if !this.request.options.stream {
+                            // Not a panic: the reply is still read, as a stream.
+                            tracing::warn!(
+                                "a non-streaming request got a streaming reply (a layer \
+                                 under the retry layer broke the non-streaming contract; \
+                                 see `Reply::map_events`): retried only before its first \
+                                 event"
+                            );
+                        }
                         this.state.set(State::FirstEvent { reply });
                         continue;
                     }

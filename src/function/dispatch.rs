@@ -14,8 +14,7 @@ use super::answer;
 use super::registry::ToolSet;
 use super::tool::Tool;
 use crate::message::{
-    Event, InvalidCall, InvalidCallKind, Joiner, Message, Metadata, ToolAggregateMessage, ToolCall,
-    ToolCallsMessage, ToolResult,
+    Event, Joiner, Message, Metadata, ToolAggregateMessage, ToolCall, ToolCallsMessage, ToolResult,
 };
 use crate::service::{Machine, Output};
 use crate::{Error, ToolChoice};
@@ -202,22 +201,15 @@ impl Dispatch {
         }
     }
 
-    /// The inner reply failed: nothing more will run. Every run not answered in full
-    /// becomes a plain `tool_calls` message, so that the calls are not lost.
-    fn abandon(&mut self) {
-        if let Some(open) = self.open.take()
-            && let Some(run) = run_at(&mut self.slots, self.first, open.slot)
-        {
-            // The call still being read when the reply broke was cut off: it is
-            // kept, marked so that nobody takes it for a complete call.
-            let rest = calls_of(open.joiner.finish())
-                .into_iter()
-                .skip(open.dispatched);
-            run.calls
-                .extend(rest.map(|call| (cut_off(call), Outcome::Pending)));
-            // Its last call was never dispatched: the run is not answered in full.
-            run.pending += 1;
+    /// The inner reply failed: nothing more will run. The call being read when it
+    /// broke is marked cut off ([`Joiner::break_off`]) and answered as such, as it
+    /// is when a non-streaming reply hands it over whole. Every run not answered in
+    /// full becomes a plain `tool_calls` message, so that the calls are not lost.
+    fn abandon(&mut self, out: &mut Output<Action>) {
+        if let Some(open) = &mut self.open {
+            open.joiner.break_off();
         }
+        self.close(out);
         for slot in &mut self.slots {
             if let Slot::Run(run) = slot
                 && run.pending > 0
@@ -363,7 +355,7 @@ impl Machine for Dispatch {
     /// failed, and the calls not answered are handed out unanswered.
     fn finish(&mut self, out: &mut Output<Action>) -> Result<(), Error> {
         if !self.ended {
-            self.abandon();
+            self.abandon(out);
         }
         self.release(out);
         Ok(())
@@ -421,17 +413,6 @@ impl Run {
         }
         events
     }
-}
-
-/// The call being read when the inner reply broke, marked as cut off (a fault
-/// found before stays): its arguments may be incomplete, or never have arrived.
-fn cut_off(mut call: ToolCall) -> ToolCall {
-    call.invalid.get_or_insert_with(|| InvalidCall {
-        kind: InvalidCallKind::Truncated,
-        message: "the reply broke off before the call was complete".into(),
-        raw: None,
-    });
-    call
 }
 
 /// The calls of a joiner fed only with call deltas.

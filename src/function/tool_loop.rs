@@ -25,8 +25,9 @@ use crate::{ChatRequest, Error, Event, FinishReason, Joiner, Message, Reply, Too
 ///   passes through as it arrives, including each round's `finish`; where a round
 ///   that continues the loop sent no `finish`, one with reason `tool_calls` is added,
 ///   so that the text of two rounds never joins into one message.
-/// - **Non-streaming**: the same rounds, joined into the messages of every round.
-///   Both modes give the same messages.
+/// - **Non-streaming**: the same events, each run of deltas joined into one
+///   `message` event: every round's messages, its `usage` and its `finish`, in
+///   order. Both modes give the same messages.
 /// - **The bound**: at most [`max_iterations`](Self::max_iterations) calls of the
 ///   inner service (default 10). If the last allowed round still called tools, the
 ///   [`OnLimit`] policy decides: a typed error ([`Error::ToolLoopLimit`], after the

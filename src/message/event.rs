@@ -11,8 +11,9 @@ use super::tool::InvalidCall;
 /// One item of a reply stream.
 ///
 /// Streaming replies carry deltas; non-streaming replies carry complete
-/// [`Message`]s. Both may carry `usage` and `finish`. A [`Joiner`](super::Joiner)
-/// folds any sequence of events into messages.
+/// [`Message`]s where the stream had deltas. Both carry `usage` and `finish` the
+/// same way, in the same places. A [`Joiner`](super::Joiner) folds any sequence of
+/// events into messages, or into the events of the non-streaming form.
 ///
 /// An event is moved several times per streamed piece (producer, queue,
 /// consumer), so it is kept at 64 bytes at most: what a tool call says once is

@@ -22,8 +22,11 @@ use super::tool::{InvalidCall, InvalidCallKind, ToolCall};
 ///   arguments' JSON text is parsed when it completes (empty text means `{}`; text
 ///   that is not JSON gives a call marked [`InvalidCall`] with the raw text kept),
 ///   and [`Joiner::completed_calls`] shows it from then on, before the run ends;
-/// - any other event ends the run being built; `message` and `usage` events become
-///   messages in place; `finish` is remembered ([`Joiner::finish_reason`]);
+/// - any other event ends the run being built and stays in place: `message` and
+///   `usage` events become messages ([`finish`](Joiner::finish)), and every event
+///   is kept as it came in the events of a non-streaming reply
+///   ([`finish_events`](Joiner::finish_events)); `finish` is also remembered
+///   ([`Joiner::finish_reason`]);
 /// - a delta with no content and no metadata changes nothing.
 ///
 /// ```
@@ -38,7 +41,9 @@ use super::tool::{InvalidCall, InvalidCallKind, ToolCall};
 /// ```
 #[derive(Debug, Default)]
 pub struct Joiner {
-    messages: Vec<Message>,
+    /// What the runs joined so far became, with the events that ended them, in
+    /// order: `message`, `usage` and `finish` events only.
+    joined: Vec<Event>,
     pending: Pending,
     finish_reason: Option<FinishReason>,
 }
@@ -76,8 +81,9 @@ impl Joiner {
         joiner.finish()
     }
 
-    /// Joins a whole sequence of events into the events of a non-streaming reply
-    /// (see [`finish_events`](Joiner::finish_events)).
+    /// Joins a whole sequence of events into the events of a non-streaming reply:
+    /// each run of deltas becomes one `message` event, every other event stays as
+    /// it is, in its place (see [`finish_events`](Joiner::finish_events)).
     pub fn join_events(events: impl IntoIterator<Item = Event>) -> Vec<Event> {
         let mut joiner = Joiner::new();
         events.into_iter().for_each(|event| joiner.push(event));
@@ -90,17 +96,14 @@ impl Joiner {
             Event::TextDelta(delta) => self.push_text(delta),
             Event::ReasoningDelta(delta) => self.push_reasoning(delta),
             Event::ToolCallDelta(delta) => self.push_call(delta),
-            Event::Message { message } => {
-                self.flush();
-                self.messages.push(message);
-            }
-            Event::Usage(usage) => {
-                self.flush();
-                self.messages.push(Message::Usage(usage));
-            }
             Event::Finish { reason } => {
                 self.flush();
-                self.finish_reason = Some(reason);
+                self.finish_reason = Some(reason.clone());
+                self.joined.push(Event::Finish { reason });
+            }
+            other @ (Event::Message { .. } | Event::Usage(_)) => {
+                self.flush();
+                self.joined.push(other);
             }
         }
     }
@@ -120,26 +123,59 @@ impl Joiner {
         }
     }
 
+    /// Says that the input broke off (an error ended it): the tool call being read,
+    /// if one is, is marked [`InvalidCallKind::Truncated`] — its arguments may be
+    /// incomplete — rather than taken for a complete call when the run ends. What
+    /// came before the break is kept as it is.
+    ///
+    /// ```
+    /// use lmstack::{Event, InvalidCallKind, Joiner};
+    /// let mut joiner = Joiner::new();
+    /// joiner.push(Event::call_start(0, "c1", "pay"));
+    /// joiner.break_off();
+    /// let messages = joiner.finish();
+    /// assert_eq!(messages[0].calls()[0].invalid.as_ref().unwrap().kind, InvalidCallKind::Truncated);
+    /// ```
+    pub fn break_off(&mut self) {
+        if let Pending::Calls { current, .. } = &mut self.pending {
+            current.details.invalid.get_or_insert_with(|| InvalidCall {
+                kind: InvalidCallKind::Truncated,
+                message: "the reply broke off before the call was complete".into(),
+                raw: None,
+            });
+        }
+    }
+
     /// Takes the messages completed so far; the one being built stays.
     pub fn take_completed(&mut self) -> Vec<Message> {
-        mem::take(&mut self.messages)
+        messages_of(mem::take(&mut self.joined))
     }
 
     /// Ends the input: completes the message being built and returns all messages
-    /// not taken yet.
-    pub fn finish(mut self) -> Vec<Message> {
-        self.flush();
-        self.messages
+    /// not taken yet (a `usage` event as a usage message).
+    pub fn finish(self) -> Vec<Message> {
+        messages_of(self.finish_events())
     }
 
-    /// Ends the input like [`finish`](Joiner::finish), as the events of a
-    /// non-streaming reply: each message as a `message` event, then the `finish`
-    /// event if one was seen.
-    pub fn finish_events(self) -> Vec<Event> {
-        let finish = self.finish_reason.clone().map(Event::finish);
-        let mut events: Vec<Event> = self.finish().into_iter().map(Event::from).collect();
-        events.extend(finish);
-        events
+    /// Ends the input as the events of a non-streaming reply: the events not
+    /// taken yet, each run of deltas joined into one `message` event, every other
+    /// event (`message`, `usage`, `finish`) as it came, in its place. This is the
+    /// one definition of the non-streaming form of a streamed reply.
+    ///
+    /// ```
+    /// use lmstack::{Event, FinishReason, Joiner, Message};
+    /// let streamed = [
+    ///     Event::text("Hel"), Event::text("lo"), Event::Usage(Default::default()),
+    ///     Event::finish(FinishReason::Stop),
+    /// ];
+    /// assert_eq!(Joiner::join_events(streamed), [
+    ///     Event::message(Message::assistant("Hello")), Event::Usage(Default::default()),
+    ///     Event::finish(FinishReason::Stop),
+    /// ]);
+    /// ```
+    pub fn finish_events(mut self) -> Vec<Event> {
+        self.flush();
+        self.joined
     }
 
     fn push_text(&mut self, delta: TextDelta) {
@@ -203,17 +239,33 @@ impl Joiner {
     fn flush(&mut self) {
         match mem::take(&mut self.pending) {
             Pending::Nothing => {}
-            Pending::Text(text) => self.messages.push(Message::Text(text)),
-            Pending::Reasoning(reasoning) => self.messages.push(Message::Reasoning(reasoning)),
+            Pending::Text(text) => self.joined.push(Event::from(Message::Text(text))),
+            Pending::Reasoning(reasoning) => {
+                self.joined.push(Event::from(Message::Reasoning(reasoning)))
+            }
             Pending::Calls { mut done, current } => {
                 done.push(current.complete());
-                self.messages.push(Message::ToolCalls(ToolCallsMessage {
-                    calls: done,
-                    metadata: Metadata::default(),
-                }));
+                self.joined
+                    .push(Event::from(Message::ToolCalls(ToolCallsMessage {
+                        calls: done,
+                        metadata: Metadata::default(),
+                    })));
             }
         }
     }
+}
+
+/// The messages of joined events: a `message` event's message, a `usage`
+/// event's usage message; `finish` events are no messages.
+fn messages_of(joined: Vec<Event>) -> Vec<Message> {
+    joined
+        .into_iter()
+        .filter_map(|event| match event {
+            Event::Message { message } => Some(message),
+            Event::Usage(usage) => Some(Message::Usage(usage)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A delta belongs to the call at its index unless both carry different ids.

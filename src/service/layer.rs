@@ -9,11 +9,16 @@
 //! - **streaming** (`options.stream == true`): the inner reply runs through the
 //!   machine in a [`MachineStream`](super::MachineStream), its output streamed
 //!   at once;
-//! - **non-streaming**: the *same* stream, joined into complete messages (plus
-//!   the `finish` event) by [`Complete`](super::Complete); [`ReplyFuture`] does
-//!   both.
+//! - **non-streaming**: the *same* stream, each run of deltas joined into one
+//!   `message` event (`usage` and `finish` as they came) by
+//!   [`Complete`](super::Complete); [`ReplyFuture`] does both.
 //!
-//! So both modes give the same messages by construction.
+//! So both modes give the same messages by construction. A layer that looks at
+//! or rewrites each event on its own needs no machine: a plain tower layer over
+//! [`Reply::map_events`](super::Reply::map_events) or
+//! [`Reply::inspect`](super::Reply::inspect) keeps the reply's form too; check
+//! either kind with
+//! [`testing::assert_modes_agree`](crate::testing::assert_modes_agree).
 //!
 //! # Example: a layer that upper-cases assistant text
 //!

@@ -1,6 +1,6 @@
 //! The one future of the layers that make their reply from a response: wait for
 //! the response, turn it into the layer's events, then hand them on as they come
-//! (streaming) or complete them into messages (non-streaming).
+//! (streaming) or complete them into the non-streaming form (non-streaming).
 
 use std::future::Future;
 use std::pin::Pin;

@@ -10,9 +10,10 @@ use futures::stream::Stream;
 use tower::Service;
 
 use super::chunking::Chunking;
+use super::modes::joined;
 use crate::{
-    ChatRequest, Error, Event, FinishReason, Joiner, Message, ReasoningDelta, Reply, Role,
-    TextDelta, ToolCallDelta,
+    ChatRequest, Error, Event, FinishReason, Message, ReasoningDelta, Reply, Role, TextDelta,
+    ToolCallDelta,
 };
 
 /// One scripted turn: what the model answers to one request.
@@ -24,12 +25,13 @@ pub enum Turn {
     /// deltas a provider would send: text, reasoning and tool-call arguments cut by
     /// the model's [`Chunking`].
     Messages(Vec<Message>),
-    /// Explicit events, streamed exactly as given; joined into messages in
-    /// non-streaming mode.
+    /// Explicit events, streamed exactly as given; in non-streaming mode each run
+    /// of deltas joined into one `message` event.
     Events(Vec<Event>),
     /// The call fails with this message.
     Fail(String),
-    /// The reply streams these events, then breaks with this message.
+    /// The reply streams these events, then breaks with this message (in
+    /// non-streaming mode: the events joined, then the error).
     Break(Vec<Event>, String),
 }
 
@@ -144,17 +146,21 @@ impl ScriptedModel {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// The turn's reply: its events as given or streamed, and in non-streaming
+    /// mode those events joined as [`Complete`](crate::service::Complete) joins
+    /// them, so that both modes have the same shape by construction.
     fn play(&self, turn: Turn, stream: bool) -> Result<Reply, Error> {
         let (events, broken) = match turn {
             Turn::Fail(message) => return Err(Error::stage("scripted model", message)),
-            Turn::Text(text) => (
-                self.play_messages(vec![Message::assistant(text)], stream),
-                None,
-            ),
-            Turn::Messages(messages) => (self.play_messages(messages, stream), None),
-            Turn::Events(events) if stream => (events, None),
-            Turn::Events(events) => (Joiner::join_events(events), None),
+            Turn::Text(text) => (self.play_messages(vec![Message::assistant(text)]), None),
+            Turn::Messages(messages) => (self.play_messages(messages), None),
+            Turn::Events(events) => (events, None),
             Turn::Break(events, message) => (events, Some(message)),
+        };
+        let events = if stream {
+            events
+        } else {
+            joined(events, broken.is_some())
         };
         let mut items: Vec<Result<Event, Error>> = events.into_iter().map(Ok).collect();
         items.extend(broken.map(|message| Err(Error::stage("scripted model", message))));
@@ -168,17 +174,14 @@ impl ScriptedModel {
         }))
     }
 
-    fn play_messages(&self, messages: Vec<Message>, stream: bool) -> Vec<Event> {
+    /// The messages streamed as a provider would, then a `finish`.
+    fn play_messages(&self, messages: Vec<Message>) -> Vec<Event> {
         let reason = if messages.iter().any(|m| !m.calls().is_empty()) {
             FinishReason::ToolCalls
         } else {
             FinishReason::Stop
         };
-        let mut events = if stream {
-            stream_messages(messages, self.chunking)
-        } else {
-            messages.into_iter().map(Event::from).collect()
-        };
+        let mut events = stream_messages(messages, self.chunking);
         events.push(Event::finish(reason));
         events
     }

@@ -256,12 +256,14 @@ async fn natural_tool_use_marks_a_call_under_tool_choice_none_not_allowed() {
 }
 
 /// A reply that breaks while a call is being read hands the call back marked
-/// as cut off — not as a complete call with no arguments — and does not run it.
+/// as cut off — not as a complete call with no arguments — answered with an
+/// error result, not run, alike in both modes.
 #[tokio::test]
 async fn a_call_cut_off_by_a_broken_reply_is_marked_and_not_run() {
     use lmstack::Event;
     use lmstack::testing::Turn;
 
+    let mut replies = Vec::new();
     for stream in [false, true] {
         let runs = Arc::new(AtomicUsize::new(0));
         let model = ScriptedModel::new().turn(Turn::Break(
@@ -275,11 +277,14 @@ async fn a_call_cut_off_by_a_broken_reply_is_marked_and_not_run() {
             .unwrap();
         let (messages, error) = reply.collect_partial().await;
         assert!(error.is_some(), "the break ends the reply");
-        let [Message::ToolCalls(cut)] = messages.as_slice() else {
-            panic!("the call comes back unanswered: {messages:?}")
+        let [Message::ToolAggregate(cut)] = messages.as_slice() else {
+            panic!("the call comes back answered: {messages:?}")
         };
         let fault = cut.calls[0].invalid.as_ref().expect("marked");
         assert_eq!(fault.kind, InvalidCallKind::Truncated, "stream {stream}");
+        assert!(cut.results[0].is_error, "stream {stream}");
+        replies.push(messages);
         assert_eq!(runs.load(Ordering::SeqCst), 0);
     }
+    assert_eq!(replies[0], replies[1], "both modes");
 }

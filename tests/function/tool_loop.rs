@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 
 use futures::StreamExt;
 use lmstack::function::{FunctionCallLayer, OnLimit, Tool, ToolLoopLayer, ToolRegistry};
-use lmstack::testing::{Chunking, ScriptedModel, collect_both};
+use lmstack::testing::{Chunking, ScriptedModel, assert_modes_agree, collect_both};
 use lmstack::{
     ChatRequest, Error, Event, FinishReason, Message, Reply, ToolCall, ToolChoice, ToolResult,
     ToolSpec,
@@ -355,14 +355,15 @@ fn chunking() -> impl Strategy<Value = Chunking> {
     ]
 }
 
-/// A conversation of 1 to 4 rounds: each round some text and a run of calls, the
-/// last round text only.
+/// A conversation of 1 to 4 rounds: each round some text, a run of calls and its
+/// usage, the last round text and usage only.
 fn script() -> impl Strategy<Value = Vec<Vec<Message>>> {
     let round = (
         "[a-zA-Z ,.]{0,20}",
         proptest::collection::vec((-50i64..50, -50i64..50), 1..3),
+        0u64..100,
     )
-        .prop_map(|(text, sums)| {
+        .prop_map(|(text, sums, tokens)| {
             let mut messages = Vec::new();
             if !text.is_empty() {
                 messages.push(Message::assistant(text));
@@ -373,6 +374,7 @@ fn script() -> impl Strategy<Value = Vec<Vec<Message>>> {
                 .map(|(i, (a, b))| add(&format!("call_{i}"), a, b))
                 .collect();
             messages.push(Message::tool_calls(calls));
+            messages.push(Message::usage(tokens, tokens + 1));
             messages
         });
     (proptest::collection::vec(round, 0..4), "[a-zA-Z ,.]{1,20}").prop_map(|(mut rounds, last)| {
@@ -411,5 +413,40 @@ proptest! {
             other => other,
         }).collect();
         prop_assert_eq!(whole, expected);
+    }
+
+    /// A tool loop's reply has one shape in both modes: each round's messages, its
+    /// usage and its finish, in order (the non-streaming events are the streamed
+    /// ones joined, for every cut `assert_modes_agree` tries).
+    #[test]
+    fn both_modes_have_one_event_shape_across_rounds(script in script()) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let make = |chunking| {
+            let model = script.iter().fold(ScriptedModel::new().chunking(chunking), |model, round| {
+                model.reply_messages(round.clone())
+            });
+            stack(ToolLoopLayer::new(), model)
+        };
+        let (_, error) = runtime.block_on(assert_modes_agree(make, request(false)));
+        prop_assert!(error.is_none());
+        let events = runtime.block_on(async {
+            make(Chunking::Whole).oneshot(request(false)).await.unwrap().collect_events().await.unwrap()
+        });
+        let last = script.len() - 1;
+        let expected: Vec<Event> = script.into_iter().enumerate().flat_map(|(round, messages)| {
+            let finish = if round == last { FinishReason::Stop } else { FinishReason::ToolCalls };
+            messages.into_iter().map(|message| match message {
+                Message::Usage(usage) => Event::Usage(usage),
+                Message::ToolCalls(calls) => {
+                    let results = calls.calls.iter().map(|call| {
+                        let sum = call.arguments["a"].as_i64().unwrap() + call.arguments["b"].as_i64().unwrap();
+                        ToolResult::text(&call.id, "add", sum.to_string())
+                    }).collect();
+                    Event::message(Message::tool_aggregate(calls.calls, results))
+                }
+                other => Event::message(other),
+            }).chain([Event::finish(finish)]).collect::<Vec<_>>()
+        }).collect();
+        prop_assert_eq!(events, expected);
     }
 }

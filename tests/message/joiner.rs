@@ -15,6 +15,7 @@ enum Segment {
     Reasoning(String, Option<String>),
     Calls(Vec<(String, Value)>),
     Usage(u64, u64),
+    Finish(FinishReason),
     Whole(Message),
 }
 
@@ -26,6 +27,7 @@ impl Segment {
             Segment::Calls(_) => 2,
             Segment::Usage(..) => 3,
             Segment::Whole(_) => 4,
+            Segment::Finish(_) => 5,
         }
     }
 }
@@ -59,6 +61,8 @@ fn segment() -> impl Strategy<Value = Segment> {
         prop::collection::vec(("[a-z_]{1,10}", arguments()), 1..4).prop_map(Segment::Calls),
         (0u64..10_000, 0u64..10_000).prop_map(|(input, output)| Segment::Usage(input, output)),
         "\\PC{0,20}".prop_map(|text| Segment::Whole(Message::user(text))),
+        prop_oneof![Just(FinishReason::Stop), Just(FinishReason::ToolCalls)]
+            .prop_map(Segment::Finish),
     ]
 }
 
@@ -71,29 +75,51 @@ fn segments() -> impl Strategy<Value = Vec<Segment>> {
     })
 }
 
+/// The messages the segments are, in order.
 fn expected(segments: &[Segment]) -> Vec<Message> {
+    expected_events(segments)
+        .into_iter()
+        .filter_map(|event| match event {
+            Event::Message { message } => Some(message),
+            Event::Usage(usage) => Some(Message::Usage(usage)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The non-streaming reply of the segments: one event each — a `message` for
+/// what streams as deltas or comes whole, `usage` and `finish` as they are.
+fn expected_events(segments: &[Segment]) -> Vec<Event> {
     segments
         .iter()
         .map(|segment| match segment {
-            Segment::Text(text) => Message::assistant(text.clone()),
+            Segment::Text(text) => Event::message(Message::assistant(text.clone())),
             Segment::Reasoning(text, signature) => {
                 let Message::Reasoning(mut reasoning) = Message::reasoning(text.clone()) else {
                     unreachable!()
                 };
                 reasoning.signature = signature.clone();
-                Message::Reasoning(reasoning)
+                Event::message(Message::Reasoning(reasoning))
             }
-            Segment::Calls(calls) => Message::tool_calls(
+            Segment::Calls(calls) => Event::message(Message::tool_calls(
                 calls
                     .iter()
                     .enumerate()
                     .map(|(i, (name, args))| ToolCall::new(format!("call_{i}"), name, args.clone()))
                     .collect(),
-            ),
-            Segment::Usage(input, output) => Message::usage(*input, *output),
-            Segment::Whole(message) => message.clone(),
+            )),
+            Segment::Usage(input, output) => usage_event(*input, *output),
+            Segment::Finish(reason) => Event::finish(reason.clone()),
+            Segment::Whole(message) => Event::message(message.clone()),
         })
         .collect()
+}
+
+fn usage_event(input: u64, output: u64) -> Event {
+    let Message::Usage(usage) = Message::usage(input, output) else {
+        unreachable!()
+    };
+    Event::Usage(usage)
 }
 
 /// Cuts the segments into deltas.
@@ -126,12 +152,8 @@ fn deltas(segments: &[Segment], chunking: Chunking) -> Vec<Event> {
                     );
                 }
             }
-            Segment::Usage(input, output) => {
-                let Message::Usage(usage) = Message::usage(*input, *output) else {
-                    unreachable!()
-                };
-                events.push(Event::Usage(usage));
-            }
+            Segment::Usage(input, output) => events.push(usage_event(*input, *output)),
+            Segment::Finish(reason) => events.push(Event::finish(reason.clone())),
             Segment::Whole(message) => events.push(Event::message(message.clone())),
         }
     }
@@ -151,6 +173,21 @@ proptest! {
         for chunking in [Chunking::Whole, Chunking::Bytes(1), Chunking::Chars, Chunking::Random { seed, max }] {
             let events = deltas(&segments, chunking);
             prop_assert_eq!(Joiner::join(events), want.clone(), "{:?}", chunking);
+        }
+    }
+
+    /// The non-streaming form: each run of deltas one `message` event, `usage`
+    /// and `finish` events as they came, in their places.
+    #[test]
+    fn any_split_joins_to_the_same_non_streaming_events(
+        segments in segments(),
+        seed in any::<u64>(),
+        max in 1usize..12,
+    ) {
+        let want = expected_events(&segments);
+        for chunking in [Chunking::Whole, Chunking::Bytes(1), Chunking::Chars, Chunking::Random { seed, max }] {
+            let events = deltas(&segments, chunking);
+            prop_assert_eq!(Joiner::join_events(events), want.clone(), "{:?}", chunking);
         }
     }
 }
@@ -314,11 +351,13 @@ fn finish_ends_the_run_and_is_remembered() {
     assert_eq!(joiner.take_completed(), vec![Message::assistant("a")]);
     joiner.push(Event::text("b"));
     assert_eq!(joiner.finish_reason(), Some(&FinishReason::Length));
+    joiner.push(Event::finish(FinishReason::Stop));
     assert_eq!(
         joiner.finish_events(),
         vec![
             Event::message(Message::assistant("b")),
-            Event::finish(FinishReason::Length)
-        ]
+            Event::finish(FinishReason::Stop)
+        ],
+        "the events not taken yet, the finish in its place"
     );
 }

@@ -340,3 +340,88 @@ fn replies_can_be_built_from_messages() {
     let messages = futures::executor::block_on(reply.collect()).unwrap();
     assert_eq!(messages, vec![Message::assistant("x")]);
 }
+
+/// Both forms of a reply of `events`, then `error` if given.
+fn both_forms(events: &[Event], error: Option<&str>) -> [Reply; 2] {
+    let items = || {
+        let mut items: Vec<Result<Event, Error>> = events.iter().cloned().map(Ok).collect();
+        items.extend(error.map(|message| Err(Error::stage("model", message))));
+        items
+    };
+    [
+        Reply::from_results(items()),
+        Reply::from_stream(futures::stream::iter(items())),
+    ]
+}
+
+#[tokio::test]
+async fn the_adapters_keep_a_replys_form_and_see_every_event() {
+    let events = [
+        Event::text("a"),
+        Event::text("b"),
+        Event::finish(FinishReason::Stop),
+    ];
+    for reply in both_forms(&events, None) {
+        let ready = reply.is_ready();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let reply = reply
+            .map_events(|event| match event {
+                Event::TextDelta(mut delta) => {
+                    delta.text.push('!');
+                    Event::TextDelta(delta)
+                }
+                other => other,
+            })
+            .filter_map_events(|event| (!matches!(event, Event::Finish { .. })).then_some(event))
+            .inspect(move |event| log.lock().unwrap().push(event.clone()))
+            .map_err(|error| error);
+        assert_eq!(reply.is_ready(), ready, "the form is kept");
+        let got = reply.collect_events().await.unwrap();
+        assert_eq!(
+            got,
+            [Event::text("a!"), Event::text("b!")],
+            "ready: {ready}"
+        );
+        assert_eq!(*seen.lock().unwrap(), got, "inspect saw every event");
+    }
+}
+
+#[tokio::test]
+async fn map_err_rewrites_the_error_that_ends_a_reply() {
+    for reply in both_forms(&[Event::text("a")], Some("cut")) {
+        let reply = reply.map_err(|error| Error::stage("mine", error.to_string()));
+        let (messages, error) = reply.collect_partial().await;
+        assert_eq!(messages, vec![Message::assistant("a")]);
+        assert_eq!(error.unwrap().to_string(), "mine: model: cut");
+    }
+}
+
+#[tokio::test]
+async fn on_end_is_called_once_at_the_end_with_the_error_if_one_ended_the_reply() {
+    for error in [None, Some("cut")] {
+        for reply in both_forms(&[Event::text("a")], error) {
+            let ready = reply.is_ready();
+            let (tell, told) = futures::channel::oneshot::channel();
+            let reply = reply.on_end(move |error| {
+                let _ = tell.send(error.map(ToString::to_string));
+            });
+            assert_eq!(reply.is_ready(), ready);
+            let _ = reply.collect_partial().await;
+            let want = error.map(|message| format!("model: {message}"));
+            assert_eq!(told.await, Ok(want), "ready: {ready}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_streaming_reply_dropped_before_its_end_drops_on_end_uncalled() {
+    let [_, streaming] = both_forms(&[Event::text("a"), Event::text("b")], None);
+    let (tell, told) = futures::channel::oneshot::channel::<()>();
+    let mut reply = streaming.on_end(move |_| {
+        let _ = tell.send(());
+    });
+    assert!(futures::StreamExt::next(&mut reply).await.is_some());
+    drop(reply);
+    assert!(told.await.is_err(), "the sender was dropped, not used");
+}

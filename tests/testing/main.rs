@@ -1,18 +1,23 @@
-//! `ScriptedModel` plays its script in both modes, cut as asked, and records requests.
+//! `ScriptedModel` plays its script in both modes, cut as asked, and records requests;
+//! `assert_modes_agree` passes layers that keep the non-streaming contract and
+//! catches those that break it.
 
 #[path = "../common/regressions.rs"]
 mod regressions;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
-use futures::Stream;
-use lmstack::testing::{Chunking, ScriptedModel, stream_messages};
+use futures::{Stream, StreamExt};
+use lmstack::testing::{Chunking, ScriptedModel, Turn, assert_modes_agree, stream_messages};
 use lmstack::{
-    ChatRequest, Event, FinishReason, Joiner, Message, Metadata, Role, ToolCall, ToolResult,
+    ChatRequest, Event, FinishReason, Joiner, Message, Metadata, Reply, Role, ToolCall, ToolResult,
 };
 use proptest::prelude::*;
 use serde_json::json;
-use tower::ServiceExt;
+use tower::util::MapResponseLayer;
+use tower::{Layer, ServiceExt};
 
 fn request(stream: bool) -> ChatRequest {
     ChatRequest::new(vec![Message::user("hi")]).streaming(stream)
@@ -200,4 +205,157 @@ proptest! {
             prop_assert_eq!(Joiner::join(events), messages.clone());
         }
     }
+}
+
+proptest! {
+    #![proptest_config(crate::regressions::beside(ProptestConfig::default()))]
+
+    /// A model's reply with usage has one shape in both modes: the non-streaming
+    /// events are the streamed ones joined, usage an `Event::Usage` in its place.
+    #[test]
+    fn a_scripted_reply_has_one_shape_in_both_modes(
+        messages in prop::collection::vec(message(), 1..6),
+    ) {
+        let make = |chunking| ScriptedModel::new().chunking(chunking).reply_messages(messages.clone());
+        let (agreed, error) = futures::executor::block_on(assert_modes_agree(make, request(false)));
+        prop_assert!(error.is_none());
+        prop_assert_eq!(agreed, messages.clone());
+        let whole = futures::executor::block_on(events(&make(Chunking::Whole), false));
+        let usages = messages.iter().filter(|m| matches!(m, Message::Usage(_))).count();
+        prop_assert_eq!(whole.iter().filter(|e| matches!(e, Event::Usage(_))).count(), usages);
+    }
+}
+
+#[tokio::test]
+async fn usage_stays_a_usage_event_in_its_place_in_both_modes() {
+    let usage = Message::usage(3, 5);
+    let Message::Usage(counted) = usage.clone() else {
+        unreachable!()
+    };
+    let messages = vec![Message::assistant("Hello"), usage];
+    let model = ScriptedModel::new()
+        .chunking(Chunking::Bytes(2))
+        .reply_messages(messages.clone())
+        .reply_messages(messages);
+    let streamed = events(&model, true).await;
+    assert_eq!(
+        &streamed[3..],
+        [
+            Event::Usage(counted.clone()),
+            Event::finish(FinishReason::Stop)
+        ]
+    );
+    assert_eq!(
+        events(&model, false).await,
+        vec![
+            Event::message(Message::assistant("Hello")),
+            Event::Usage(counted),
+            Event::finish(FinishReason::Stop)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_broken_turn_is_joined_before_its_error_in_non_streaming_mode() {
+    let model = ScriptedModel::new().turn(Turn::Break(
+        vec![Event::text("a"), Event::text("b")],
+        "cut".into(),
+    ));
+    let reply = model.oneshot(request(false)).await.unwrap();
+    assert!(reply.is_ready());
+    let items: Vec<_> = StreamExt::collect(reply).await;
+    assert!(
+        matches!(&items[..], [Ok(Event::Message { .. }), Err(_)]),
+        "{items:?}"
+    );
+}
+
+/// A model of one reply with text and usage, cut by `chunking`.
+fn model_with_usage(chunking: Chunking) -> ScriptedModel {
+    ScriptedModel::new().chunking(chunking).reply_messages(vec![
+        Message::assistant("Hello there"),
+        Message::usage(2, 4),
+    ])
+}
+
+#[tokio::test]
+async fn layers_that_keep_the_form_agree_in_both_modes() {
+    let tokens = Arc::new(AtomicU64::new(0));
+    let counted = tokens.clone();
+    let layer = MapResponseLayer::new(move |reply: Reply| {
+        let counted = counted.clone();
+        reply.inspect(move |event| {
+            if let Event::Usage(usage) = event {
+                counted.fetch_add(usage.output_tokens, Ordering::Relaxed);
+            }
+        })
+    });
+    let (messages, error) = assert_modes_agree(
+        |chunking| layer.layer(model_with_usage(chunking)),
+        request(false),
+    )
+    .await;
+    assert!(error.is_none());
+    assert_eq!(
+        messages,
+        vec![Message::assistant("Hello there"), Message::usage(2, 4)]
+    );
+    // One non-streaming run and five streamed ones, 4 tokens each.
+    assert_eq!(tokens.load(Ordering::Relaxed), 6 * 4);
+}
+
+#[tokio::test]
+async fn errors_agree_when_both_modes_fail_alike() {
+    let make = |_| ScriptedModel::new().fail("down");
+    let (messages, error) = assert_modes_agree(make, request(false)).await;
+    assert!(messages.is_empty());
+    assert_eq!(error.unwrap().to_string(), "scripted model: down");
+}
+
+#[tokio::test]
+#[should_panic(expected = "the non-streaming reply is not ready")]
+async fn a_layer_that_streams_a_non_streaming_reply_is_caught() {
+    let naive = MapResponseLayer::new(|reply: Reply| Reply::from_stream(reply));
+    assert_modes_agree(
+        |chunking| naive.layer(model_with_usage(chunking)),
+        request(false),
+    )
+    .await;
+}
+
+#[tokio::test]
+#[should_panic(expected = "the non-streaming reply's events differ")]
+async fn a_layer_that_rewrites_only_deltas_is_caught() {
+    let deltas_only = MapResponseLayer::new(|reply: Reply| {
+        reply.map_events(|event| match event {
+            Event::TextDelta(mut delta) => {
+                delta.text = delta.text.to_uppercase();
+                Event::TextDelta(delta)
+            }
+            other => other,
+        })
+    });
+    assert_modes_agree(
+        |chunking| deltas_only.layer(model_with_usage(chunking)),
+        request(false),
+    )
+    .await;
+}
+
+#[tokio::test]
+#[should_panic(expected = "the modes end differently")]
+async fn a_layer_that_fails_only_one_mode_is_caught() {
+    let picky =
+        tower::service_fn(|request: ChatRequest| async move {
+            let model = ScriptedModel::new().reply("hi");
+            let reply = model.oneshot(request.clone()).await?;
+            Ok::<_, lmstack::Error>(if request.options.stream {
+                Reply::from_stream(reply.chain(futures::stream::iter([Err(
+                    lmstack::Error::stage("picky", "no"),
+                )])))
+            } else {
+                reply
+            })
+        });
+    assert_modes_agree(|_| picky, request(false)).await;
 }

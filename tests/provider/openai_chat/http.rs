@@ -76,9 +76,18 @@ async fn a_recorded_body_over_loopback_in_non_streaming_mode() {
     assert!(reply.is_ready(), "a non-streaming reply is in memory");
     let events = reply.collect_events().await.unwrap();
     assert!(
-        events
-            .iter()
-            .all(|e| matches!(e, Event::Message { .. } | Event::Finish { .. }))
+        events.iter().all(|e| matches!(
+            e,
+            Event::Message { .. } | Event::Usage(_) | Event::Finish { .. }
+        )),
+        "the deltas joined: {events:?}"
+    );
+    assert!(
+        matches!(
+            &events[events.len() - 2..],
+            [Event::Usage(_), Event::Finish { .. }]
+        ),
+        "usage and finish stay events, in their places: {events:?}"
     );
     assert_eq!(lmstack::Joiner::join(events), lift_json(body).unwrap());
     assert!(server.requests()[0].1.get("stream").is_none());
