@@ -20,7 +20,7 @@ use futures::StreamExt;
 use image::{ImageFormat, Rgba, RgbaImage};
 use lmstack::function::{FunctionCallLayer, MediaPolicy, ToolLoopLayer, ToolRegistry};
 use lmstack::natural::NaturalToolUse;
-use lmstack::server::Stack;
+use lmstack::BoxChatService;
 use lmstack::service::ChatService;
 use lmstack::testing::{Chunking, ScriptedModel};
 use lmstack::{ChatRequest, ContentBlock, Error, Message, Reply, Role};
@@ -189,7 +189,7 @@ pub fn stack<S>(
     inner: S,
     media: MediaPolicy,
     out: Option<PathBuf>,
-) -> Result<Stack, Error>
+) -> Result<BoxChatService, Error>
 where
     S: ChatService + Clone + Send + Sync + 'static,
     S::Future: Send + 'static,
