@@ -336,7 +336,11 @@ impl WithKnownWire for Build<'_> {
             config = config.model(name);
         }
         let key_env = model.api_key_env.as_deref().unwrap_or(W::KEY_ENV);
-        if let Some(key) = model.api_key.clone().or_else(|| ApiKey::from_env(key_env).ok()) {
+        if let Some(key) = model
+            .api_key
+            .clone()
+            .or_else(|| ApiKey::from_env(key_env).ok())
+        {
             config = config.api_key(key);
         }
         let mut http = HttpConfig::default();

@@ -12,7 +12,7 @@ use futures::future::LocalBoxFuture;
 use lmstack::function::{FunctionCallLayer, MediaPolicy, ToolLoopLayer};
 use lmstack::natural::NaturalToolUse;
 use lmstack::provider::{
-    ApiKey, Kind, Lowering, Provider as HttpProvider, ProviderConfig, WithWire, Wire,
+    ApiKey, Kind, Lowering, Provider as HttpProvider, ProviderConfig, Wire, WithWire,
 };
 use lmstack::retry::RetryLayer;
 use lmstack::{ChatRequest, Error, Message};

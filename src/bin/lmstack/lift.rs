@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use lmstack::provider::body::{BodyDecoder, Lift};
 use lmstack::provider::sse::DEFAULT_MAX_EVENT_BYTES;
-use lmstack::provider::{Kind, Lowering, WithWire, Wire};
+use lmstack::provider::{Kind, Lowering, Wire, WithWire};
 use lmstack::service::{Machine, Output};
 use lmstack::{Error, Joiner};
 

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use lmstack::provider::{Kind, Lowering, WithWire, Wire};
+use lmstack::provider::{Kind, Lowering, Wire, WithWire};
 use lmstack::{ChatRequest, Error};
 
 use crate::input;

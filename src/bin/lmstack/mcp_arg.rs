@@ -9,7 +9,6 @@ use lmstack::Error;
 use lmstack::function::mcp::{McpConfig, McpServer};
 use lmstack::function::{Tool, ToolRegistry};
 
-
 /// One server for `lmstack mcp`: `--server` or `--url`, and its options.
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["server", "url"])))]
