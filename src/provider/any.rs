@@ -209,6 +209,20 @@ where
 /// future, over the transport's future `F`.
 type WireFuture<F, W> = ReplyFuture<F, ReadBody<<W as Wire>::Lifter>>;
 
+/// Each wire's future, or [`Absent`] for a wire not built in.
+#[cfg(feature = "openai")]
+type OpenAiFuture<F> = WireFuture<F, ChatCompletions>;
+#[cfg(not(feature = "openai"))]
+type OpenAiFuture<F> = Absent<F>;
+#[cfg(feature = "anthropic")]
+type AnthropicFuture<F> = WireFuture<F, Messages>;
+#[cfg(not(feature = "anthropic"))]
+type AnthropicFuture<F> = Absent<F>;
+#[cfg(feature = "gemini")]
+type GeminiFuture<F> = WireFuture<F, GenerateContent>;
+#[cfg(not(feature = "gemini"))]
+type GeminiFuture<F> = Absent<F>;
+
 pin_project_lite::pin_project! {
     /// The future of an [`AnyProvider`]'s call: the future of the provider it
     /// holds.
@@ -219,15 +233,33 @@ pin_project_lite::pin_project! {
 }
 
 pin_project_lite::pin_project! {
-    /// The future of each wire's provider.
+    /// The future of each wire's provider (every variant is there, as the
+    /// macro needs; a wire not built in holds a future that cannot exist).
     #[project = WireFuturesProjection]
+    #[cfg_attr(
+        not(all(feature = "openai", feature = "anthropic", feature = "gemini")),
+        allow(dead_code)
+    )]
     enum WireFutures<F> {
-        #[cfg(feature = "openai")]
-        OpenAiChat { #[pin] future: WireFuture<F, ChatCompletions> },
-        #[cfg(feature = "anthropic")]
-        Anthropic { #[pin] future: WireFuture<F, Messages> },
-        #[cfg(feature = "gemini")]
-        Gemini { #[pin] future: WireFuture<F, GenerateContent> },
+        OpenAiChat { #[pin] future: OpenAiFuture<F> },
+        Anthropic { #[pin] future: AnthropicFuture<F> },
+        Gemini { #[pin] future: GeminiFuture<F> },
+    }
+}
+
+/// The future of a wire not built in: a type without values.
+#[cfg(not(all(feature = "openai", feature = "anthropic", feature = "gemini")))]
+struct Absent<F>(
+    std::convert::Infallible,
+    std::marker::PhantomData<fn() -> F>,
+);
+
+#[cfg(not(all(feature = "openai", feature = "anthropic", feature = "gemini")))]
+impl<F> Future for Absent<F> {
+    type Output = Result<Reply, Error>;
+
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.0 {}
     }
 }
 
@@ -239,11 +271,8 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().wire.project() {
-            #[cfg(feature = "openai")]
             WireFuturesProjection::OpenAiChat { future } => future.poll(cx),
-            #[cfg(feature = "anthropic")]
             WireFuturesProjection::Anthropic { future } => future.poll(cx),
-            #[cfg(feature = "gemini")]
             WireFuturesProjection::Gemini { future } => future.poll(cx),
         }
     }
