@@ -31,9 +31,10 @@ use crate::service::{BoxChatService, ChatService};
 /// own (with `Router::nest` or `merge`, whatever the application's state: the
 /// gateway's is its own; see [`router`](Self::router)).
 ///
-/// A request in either format is decoded into a [`ChatRequest`](crate::ChatRequest), run by the
-/// stack of the model it names, and its reply encoded in the request's format,
-/// streamed (SSE) or whole. So a client of one format can use a model behind
+/// A request in either format is decoded into a
+/// [`ChatRequest`](crate::ChatRequest), run by the stack of the model it
+/// names, and its reply encoded in the request's format, streamed (SSE) or
+/// whole. So a client of one format can use a model behind
 /// another provider, and a stack's layers (tools run by the gateway, natural
 /// tool use for a text-only model) serve every client.
 ///
@@ -54,8 +55,9 @@ use crate::service::{BoxChatService, ChatService};
 ///   refused at once with 429 (with `Retry-After`, as is an upstream's 429 or
 ///   503 that gave one).
 /// - **Errors** are the format's own error bodies, with the status of
-///   [`Error::http_status`](crate::Error::http_status): 4xx only for what the client can fix (a body that
-///   does not decode names the field at fault), 404 for a model not served.
+///   [`Error::http_status`](crate::Error::http_status): 4xx only for what the
+///   client can fix (a body that does not decode names the field at fault),
+///   404 for a model not served.
 /// - **Streams** start within one [`keep_alive`](Self::keep_alive) interval,
 ///   whether or not the model has said anything yet (an upstream that thinks
 ///   for minutes, a retry): an error that comes before then is answered with
