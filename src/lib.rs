@@ -38,6 +38,9 @@
 //!   errors) and the provider adapters;
 //! - [`server`]: what serving the stack to clients of other wire formats
 //!   shares (call ids that carry call metadata through clients);
+//! - [`config`]: a model described by configuration — its
+//!   provider chosen at run time — and the stack built of it (a provider
+//!   feature);
 //! - [`retry`]: a layer that retries any model call failing before its first
 //!   event (feature `retry`, on by default through `cli`);
 //! - [`testing`]: a scripted model, the replay of a transcript, and helpers to
@@ -45,6 +48,8 @@
 
 #![warn(missing_docs)]
 
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
+pub mod config;
 mod error;
 #[cfg(feature = "function")]
 pub mod function;
@@ -72,4 +77,4 @@ pub use message::{
     MediaRef, MediaSource, Message, Metadata, ReasoningDelta, Role, TextDelta, ToolCall,
     ToolCallDelta, ToolResult, Usage,
 };
-pub use service::{ChatOptions, ChatRequest, Reply, ToolChoice, ToolSpec};
+pub use service::{BoxChatService, ChatOptions, ChatRequest, Reply, ToolChoice, ToolSpec};

@@ -28,7 +28,14 @@
 //!   Ollama, GLM (Z.AI), Groq (feature `openai`);
 //! - [`anthropic`]: Anthropic Messages (feature `anthropic`).
 //! - [`gemini`]: Google Gemini's `generateContent` (feature `gemini`).
+//!
+//! Chosen at run time, by a [`Kind`]: [`AnyProvider`] holds the provider of
+//! any wire built in, [`Kind::with_wire`] runs work written once for every
+//! wire (a [`WithWire`]) over the one it names (`lmstack::config::ModelConfig`
+//! builds either from a configuration).
 
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
+pub(crate) mod any;
 mod error;
 #[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 mod history;
@@ -61,6 +68,8 @@ pub mod transport;
 #[cfg(feature = "http")]
 pub mod wire;
 
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
+pub use any::{AnyFuture, AnyProvider, Lowering, WithWire};
 pub use error::{ProviderError, TransportError, TransportErrorKind};
 pub use key::ApiKey;
 pub use kind::Kind;

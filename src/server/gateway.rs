@@ -2,7 +2,8 @@
 //! Completions and Anthropic Messages formats, as an axum [`Router`].
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
@@ -12,8 +13,7 @@ use axum::http::{HeaderMap, HeaderValue, Method};
 use axum::response::Response;
 use axum::routing::{get, post};
 use tokio::sync::Semaphore;
-use tower::ServiceExt;
-use tower::util::BoxCloneSyncService;
+use tower::{Service, ServiceExt};
 use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 use tracing::Instrument;
 
@@ -23,20 +23,18 @@ use super::format::{ChatCompletions, Format, Messages};
 use super::guard::{Guard, Route};
 use super::{BearerToken, Metrics};
 use crate::provider::Secrets;
-use crate::service::ChatService;
-use crate::{ChatRequest, Error, Reply};
-
-/// A stack as the gateway holds it.
-pub type Stack = BoxCloneSyncService<ChatRequest, Reply, Error>;
+use crate::service::{BoxChatService, ChatService};
 
 /// Serves stacks by model name: `POST /v1/chat/completions` (OpenAI), `POST
 /// /v1/messages` (Anthropic), `GET /v1/models`, `GET /health` and `GET
 /// /metrics`, as an axum [`Router`] to serve or to mount in an application's
-/// own.
+/// own (with `Router::nest` or `merge`, whatever the application's state: the
+/// gateway's is its own; see [`router`](Self::router)).
 ///
-/// A request in either format is decoded into a [`ChatRequest`], run by the
-/// stack of the model it names, and its reply encoded in the request's format,
-/// streamed (SSE) or whole. So a client of one format can use a model behind
+/// A request in either format is decoded into a
+/// [`ChatRequest`](crate::ChatRequest), run by the stack of the model it
+/// names, and its reply encoded in the request's format, streamed (SSE) or
+/// whole. So a client of one format can use a model behind
 /// another provider, and a stack's layers (tools run by the gateway, natural
 /// tool use for a text-only model) serve every client.
 ///
@@ -57,8 +55,9 @@ pub type Stack = BoxCloneSyncService<ChatRequest, Reply, Error>;
 ///   refused at once with 429 (with `Retry-After`, as is an upstream's 429 or
 ///   503 that gave one).
 /// - **Errors** are the format's own error bodies, with the status of
-///   [`Error::http_status`]: 4xx only for what the client can fix (a body that
-///   does not decode names the field at fault), 404 for a model not served.
+///   [`Error::http_status`](crate::Error::http_status): 4xx only for what the
+///   client can fix (a body that does not decode names the field at fault),
+///   404 for a model not served.
 /// - **Streams** start within one [`keep_alive`](Self::keep_alive) interval,
 ///   whether or not the model has said anything yet (an upstream that thinks
 ///   for minutes, a retry): an error that comes before then is answered with
@@ -108,7 +107,7 @@ pub struct Gateway {
 /// A model the gateway serves.
 #[derive(Clone)]
 pub(super) struct Served {
-    pub(super) stack: Stack,
+    pub(super) stack: BoxChatService,
     pub(super) provider: String,
     pub(super) limit: Arc<Semaphore>,
     pub(super) max_concurrent: usize,
@@ -158,6 +157,20 @@ impl Gateway {
     /// Serves `stack` as the model `name`; `provider` names what answers (for
     /// logs and metrics: `openai`, `anthropic`, `gemini`…); at most
     /// `max_concurrent` requests at once (at least 1).
+    ///
+    /// Any stack that is `Clone + Send` will do: one that is not `Sync` (a
+    /// `tower::util::BoxCloneService`) is kept behind a lock, taken only to
+    /// clone it for each request.
+    ///
+    /// ```
+    /// use lmstack::server::Gateway;
+    /// use lmstack::testing::ScriptedModel;
+    /// use tower::util::BoxCloneService;
+    ///
+    /// let stack = BoxCloneService::new(ScriptedModel::new().reply("Hi"));
+    /// let gateway = Gateway::new().model("demo", "scripted", stack, 8);
+    /// assert_eq!(gateway.model_names().collect::<Vec<_>>(), ["demo"]);
+    /// ```
     pub fn model<S>(
         mut self,
         name: impl Into<String>,
@@ -166,12 +179,12 @@ impl Gateway {
         max_concurrent: usize,
     ) -> Self
     where
-        S: ChatService + Clone + Send + Sync + 'static,
+        S: ChatService + Clone + Send + 'static,
         S::Future: Send + 'static,
     {
         let name = name.into();
         let max_concurrent = max_concurrent.max(1);
-        let stack = BoxCloneSyncService::new(stack.map_err(Into::into));
+        let stack = BoxChatService::new(Shareable(Mutex::new(stack.map_err(Into::into))));
         self.metrics.register(&name);
         self.models.insert(
             name,
@@ -273,8 +286,30 @@ impl Gateway {
         self.models.keys().map(String::as_str)
     }
 
-    /// The router.
-    pub fn router(self) -> Router {
+    /// The router, for an application of any state `S`: serve it as it is
+    /// (`Router<()>`), or nest it under a path of an application's own router
+    /// (its state is the gateway's own, already given).
+    ///
+    /// ```
+    /// use axum::Router;
+    /// use axum::extract::State;
+    /// use axum::routing::get;
+    /// use lmstack::server::Gateway;
+    /// use lmstack::testing::ScriptedModel;
+    ///
+    /// #[derive(Clone)]
+    /// struct App {
+    ///     greeting: &'static str,
+    /// }
+    ///
+    /// let gateway = Gateway::new().model("demo", "scripted", ScriptedModel::new(), 8);
+    /// let app: Router = Router::new()
+    ///     .route("/hello", get(|State(app): State<App>| async move { app.greeting }))
+    ///     .nest("/llm", gateway.router())
+    ///     .with_state(App { greeting: "hi" });
+    /// # let _ = app;
+    /// ```
+    pub fn router<S: Clone + Send + Sync + 'static>(self) -> Router<S> {
         let created = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -301,6 +336,39 @@ impl Gateway {
             Some(cors) => router.layer(cors),
             None => router,
         }
+    }
+}
+
+/// A stack that is `Clone + Send` made `Sync`: kept behind a lock, taken only
+/// to clone it (the gateway clones a model's stack for each request; the clone
+/// is called without one).
+struct Shareable<S>(Mutex<S>);
+
+impl<S: Clone> Clone for Shareable<S> {
+    fn clone(&self) -> Self {
+        // A stack's `clone` that panicked left nothing half-changed to see.
+        let stack = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        Shareable(Mutex::new(stack.clone()))
+    }
+}
+
+impl<S: Service<R>, R> Service<R> for Shareable<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner().poll_ready(cx)
+    }
+
+    fn call(&mut self, request: R) -> S::Future {
+        self.inner().call(request)
+    }
+}
+
+impl<S> Shareable<S> {
+    fn inner(&mut self) -> &mut S {
+        self.0.get_mut().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

@@ -40,5 +40,5 @@ pub use auth::BearerToken;
 #[cfg(feature = "server")]
 pub use connections::{ConnectionLimits, serve};
 #[cfg(feature = "server")]
-pub use gateway::{Gateway, Stack};
+pub use gateway::Gateway;
 pub use metrics::{InFlight, Metrics};

@@ -17,4 +17,4 @@ pub use machine::{Machine, MachineStream, Output};
 pub use reply::{Complete, Reply};
 pub use reply_future::{IntoEvents, ReplyFuture};
 pub use request::{ChatOptions, ChatRequest, ToolChoice, ToolSpec};
-pub use stage::ChatService;
+pub use stage::{BoxChatService, ChatService};

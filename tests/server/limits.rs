@@ -525,7 +525,7 @@ async fn a_token_guards_the_model_list_and_the_metrics_but_not_the_health_check(
 
 /// An OpenAI upstream answering `answers`, behind the retry layer (fast
 /// backoff) when `retry`.
-fn upstream(server: &Server, retry: bool) -> lmstack::server::Stack {
+fn upstream(server: &Server, retry: bool) -> lmstack::BoxChatService {
     let provider = OpenAi::new(OpenAiConfig::new(server.base_url()).model("up")).unwrap();
     let retry = retry.then(|| {
         RetryLayer::new()
@@ -535,7 +535,7 @@ fn upstream(server: &Server, retry: bool) -> lmstack::server::Stack {
     let stack = tower::ServiceBuilder::new()
         .option_layer(retry)
         .service(provider);
-    tower::util::BoxCloneSyncService::new(stack)
+    lmstack::BoxChatService::new(stack)
 }
 
 fn chunks(texts: &[&str]) -> Vec<u8> {

@@ -11,7 +11,9 @@ use std::process::ExitCode;
 use futures::future::LocalBoxFuture;
 use lmstack::function::{FunctionCallLayer, MediaPolicy, ToolLoopLayer};
 use lmstack::natural::NaturalToolUse;
-use lmstack::provider::{ApiKey, Kind, Provider as HttpProvider, ProviderConfig, Wire};
+use lmstack::provider::{
+    ApiKey, Kind, Lowering, Provider as HttpProvider, ProviderConfig, Wire, WithWire,
+};
 use lmstack::retry::RetryLayer;
 use lmstack::{ChatRequest, Error, Message};
 use tower::util::BoxCloneSyncService;
@@ -19,7 +21,7 @@ use tower::{ServiceBuilder, ServiceExt};
 
 use crate::input::Limit;
 use crate::mcp_arg::ChatServers;
-use crate::provider_arg::{self, WithWire, Writing};
+use crate::provider_arg;
 use crate::session::{self, Session};
 use crate::{conversation, show, tools};
 
@@ -97,7 +99,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> ExitCode {
     let provider = args.provider;
-    crate::block_on(provider_arg::run(provider, Writing::default(), Chat(args)))
+    crate::block_on(async move { provider.with_wire(Lowering::default(), Chat(args))?.await })
 }
 
 /// The conversation, over the chosen wire.

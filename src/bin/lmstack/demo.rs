@@ -18,9 +18,9 @@ use std::time::Duration;
 use clap::Args;
 use futures::StreamExt;
 use image::{ImageFormat, Rgba, RgbaImage};
+use lmstack::BoxChatService;
 use lmstack::function::{FunctionCallLayer, MediaPolicy, ToolLoopLayer, ToolRegistry};
 use lmstack::natural::NaturalToolUse;
-use lmstack::server::Stack;
 use lmstack::service::ChatService;
 use lmstack::testing::{Chunking, ScriptedModel};
 use lmstack::{ChatRequest, ContentBlock, Error, Message, Reply, Role};
@@ -189,7 +189,7 @@ pub fn stack<S>(
     inner: S,
     media: MediaPolicy,
     out: Option<PathBuf>,
-) -> Result<Stack, Error>
+) -> Result<BoxChatService, Error>
 where
     S: ChatService + Clone + Send + Sync + 'static,
     S::Future: Send + 'static,

@@ -10,12 +10,12 @@ use std::process::ExitCode;
 
 use lmstack::provider::body::{BodyDecoder, Lift};
 use lmstack::provider::sse::DEFAULT_MAX_EVENT_BYTES;
-use lmstack::provider::{Kind, Wire};
+use lmstack::provider::{Kind, Lowering, Wire, WithWire};
 use lmstack::service::{Machine, Output};
 use lmstack::{Error, Joiner};
 
 use crate::input::{self, Input};
-use crate::provider_arg::{self, WithWire, Writing};
+use crate::provider_arg;
 use crate::show::{MessageLines, print_json_line};
 
 /// Lifts a raw response body from stdin into canonical messages.
@@ -38,7 +38,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> ExitCode {
-    provider_arg::run(args.provider, Writing::default(), args)
+    provider_arg::run(args.provider, Lowering::default(), args)
 }
 
 impl WithWire for Args {

@@ -3,11 +3,11 @@
 
 use std::process::ExitCode;
 
-use lmstack::provider::{Kind, Wire};
+use lmstack::provider::{Kind, Lowering, Wire, WithWire};
 use lmstack::{ChatRequest, Error};
 
 use crate::input;
-use crate::provider_arg::{self, Media, WithWire, Writing};
+use crate::provider_arg::{self, Media};
 use crate::show::print_json_line;
 
 /// Lowers a canonical request from stdin into the provider's request body.
@@ -40,11 +40,10 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let writing = Writing {
-        tool_result_media: args.tool_result_media,
-        max_completion_tokens: args.max_completion_tokens,
-    };
-    provider_arg::run(args.provider, writing, Lower(request))
+    let mut lowering = Lowering::default();
+    lowering.tool_result_media = args.tool_result_media.map(Media::policy);
+    lowering.max_completion_tokens = args.max_completion_tokens;
+    provider_arg::run(args.provider, lowering, Lower(request))
 }
 
 /// Lowering one request, over the chosen wire.

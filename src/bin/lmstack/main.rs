@@ -27,7 +27,6 @@ mod serve_config;
 mod session;
 mod show;
 mod tools;
-mod words;
 
 // The gateway allocates per request and per streamed frame: mimalloc's
 // thread-local heaps cost less there than glibc's malloc.

@@ -9,8 +9,6 @@ use lmstack::Error;
 use lmstack::function::mcp::{McpConfig, McpServer};
 use lmstack::function::{Tool, ToolRegistry};
 
-use crate::words;
-
 /// One server for `lmstack mcp`: `--server` or `--url`, and its options.
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["server", "url"])))]
@@ -59,11 +57,7 @@ pub struct Options {
 impl Options {
     /// The server started with the command line `line`.
     pub fn stdio(&self, line: &str) -> Result<McpConfig, Error> {
-        let mut words = words::split(line)
-            .map_err(|problem| Error::stage("lmstack", format!("the server command: {problem}")))?
-            .into_iter();
-        let program = words.next().unwrap_or_default();
-        let mut config = McpConfig::stdio(program, words);
+        let mut config = lmstack::config::mcp_command(line)?;
         for (key, value) in &self.env {
             config = config.env(key, value);
         }

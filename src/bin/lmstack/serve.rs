@@ -8,6 +8,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use lmstack::config::Seconds;
 use lmstack::provider::Secrets;
 use lmstack::server::{BearerToken, ConnectionLimits, Gateway, serve as serve_router};
 use lmstack::{ChatRequest, Error, Reply};
@@ -16,7 +17,7 @@ use tower::{Service, ServiceExt};
 use crate::demo::{self, Workspace};
 use crate::descriptors;
 use crate::logging::LogFormat;
-use crate::serve_config::{Config, Seconds};
+use crate::serve_config::Config;
 
 /// Serves models over HTTP to OpenAI and Anthropic clients.
 ///

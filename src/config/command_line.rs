@@ -1,12 +1,34 @@
-//! A command line given as one string (`--server`, `--mcp`) split into its words
-//! as a shell would, without running one.
+//! A command line given as one string (a model's `mcp`, the CLI's `--server`
+//! and `--mcp`) split into its words as a shell would, without running one.
 
-/// Splits `line` into words at unquoted whitespace. Double and single quotes
+use crate::Error;
+use crate::function::mcp::McpConfig;
+
+/// The MCP server started with the command line `line` (stdio), split into
+/// words as a shell would: at unquoted whitespace; double and single quotes
 /// group words; a backslash takes the next character literally (outside single
 /// quotes; inside double quotes only before `"` and `\`). Nothing is expanded:
 /// `$HOME`, `*` and `~` stay as written. An empty line or an unterminated quote
-/// or escape is an error.
-pub fn split(line: &str) -> Result<Vec<String>, String> {
+/// or escape is [`Error::InvalidRequest`].
+///
+/// ```
+/// use lmstack::config::mcp_command;
+///
+/// let server = mcp_command(r#"npx -y "@modelcontextprotocol/server-everything" stdio"#)?;
+/// assert!(mcp_command("sh -c 'echo").is_err());
+/// # let _ = server;
+/// # Ok::<(), lmstack::Error>(())
+/// ```
+pub fn mcp_command(line: &str) -> Result<McpConfig, Error> {
+    let mut words = split(line)
+        .map_err(|problem| Error::InvalidRequest(format!("the server command: {problem}")))?
+        .into_iter();
+    let program = words.next().unwrap_or_default();
+    Ok(McpConfig::stdio(program, words))
+}
+
+/// Splits `line` into words as [`mcp_command`] says.
+fn split(line: &str) -> Result<Vec<String>, String> {
     let mut words = Vec::new();
     let mut word: Option<String> = None;
     let mut chars = line.chars();

@@ -1,0 +1,387 @@
+//! A model described by configuration — its provider chosen at run time — and
+//! the stack built of it: what `lmstack serve` reads from each `[models.NAME]`
+//! table of its TOML file (docs/serve.md), for any application to read from
+//! its own.
+//!
+//! [`ModelConfig`] is that table, read with serde (any format: TOML, JSON,
+//! YAML) or built in code; [`ModelConfig::provider`] gives its
+//! [`AnyProvider`], [`ModelConfig::stack`] the whole stack as one
+//! [`BoxChatService`]: ToolLoop → FunctionCall (the tools of its MCP servers,
+//! feature `mcp`) → NaturalToolUse (when `natural_tools` is set) → Retry
+//! (feature `retry`) → the provider.
+//!
+//! ```
+//! use lmstack::config::ModelConfig;
+//! use lmstack::provider::Kind;
+//!
+//! # async fn run() -> Result<(), lmstack::Error> {
+//! // In code …
+//! let config = ModelConfig::new(Kind::Anthropic).model("claude-sonnet-4-5");
+//! // … or from a file (this is JSON; `lmstack serve` reads TOML).
+//! let config: ModelConfig = serde_json::from_str(
+//!     r#"{"provider": "openai", "base_url": "http://127.0.0.1:8080/v1", "natural_tools": "hermes"}"#,
+//! )
+//! .unwrap();
+//! let (stack, secrets) = config.stack("qwen").await?;
+//! # let _ = (stack, secrets);
+//! # Ok(())
+//! # }
+//! ```
+
+#[cfg(feature = "mcp")]
+mod command_line;
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use tower::ServiceBuilder;
+
+use crate::natural::{Dialect, NaturalToolUse};
+use crate::provider::any::{Known, Lowering, WithKnownWire, dispatch};
+use crate::provider::transport::HttpConfig;
+use crate::provider::{AnyProvider, ApiKey, Kind, Provider, ProviderConfig, Secrets};
+use crate::{BoxChatService, ChatRequest, Error};
+
+#[cfg(feature = "mcp")]
+pub use command_line::mcp_command;
+
+/// One model: its provider, where it lives and how it is reached, and the
+/// layers around it — the `[models.NAME]` table of `lmstack serve`'s
+/// configuration. Unknown fields are refused.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use lmstack::config::{ModelConfig, NaturalTools};
+/// use lmstack::natural::Dialect;
+/// use lmstack::provider::Kind;
+///
+/// let config = ModelConfig::new(Kind::OpenAiChat)
+///     .base_url("http://127.0.0.1:8080/v1")
+///     .model("qwen3-8b")
+///     .natural_tools(NaturalTools::Dialect(Dialect::Hermes))
+///     .read_timeout(Duration::from_secs(30));
+/// assert_eq!(config.max_concurrent, 16);
+/// ```
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ModelConfig {
+    /// The upstream's wire format: `openai`, `anthropic` or `gemini`.
+    pub provider: Kind,
+    /// The upstream's API root (the provider's own API when left out).
+    pub base_url: Option<String>,
+    /// The model the upstream is asked for (for a stack, its name when left
+    /// out).
+    pub model: Option<String>,
+    /// The environment variable that holds the upstream's key (the provider's
+    /// usual one, such as `OPENAI_API_KEY`, when left out; none is needed by
+    /// local servers).
+    pub api_key_env: Option<String>,
+    /// The key itself, set in code ([`api_key`](Self::api_key)); never read
+    /// from a file. It wins over the environment.
+    #[serde(skip)]
+    pub api_key: Option<ApiKey>,
+    /// For a model without native tool calling: the tools go in the system
+    /// prompt and calls are read from its text, in a dialect the transformer
+    /// writes (`tagged`, `hermes`, `mistral`, …) or `model`.
+    pub natural_tools: Option<NaturalTools>,
+    /// Requests answered at once, for a gateway serving the model (16 by
+    /// default).
+    #[serde(default = "default_concurrency")]
+    pub max_concurrent: usize,
+    /// Retry calls that fail before their first event (on by default; feature
+    /// `retry`).
+    #[cfg(feature = "retry")]
+    #[serde(default = "yes")]
+    pub retry: bool,
+    /// The longest wait for the upstream's next bytes, in seconds.
+    pub read_timeout_secs: Option<Seconds>,
+    /// The longest one attempt at a whole (non-streaming) reply may take, in
+    /// seconds.
+    pub request_timeout_secs: Option<Seconds>,
+    /// MCP servers run by the stack, by command line (stdio), split into words
+    /// as [`mcp_command`] does (feature `mcp`).
+    #[cfg(feature = "mcp")]
+    #[serde(default)]
+    pub mcp: Vec<String>,
+    /// MCP servers the stack reaches over streamable HTTP (feature `mcp`).
+    #[cfg(feature = "mcp")]
+    #[serde(default)]
+    pub mcp_urls: Vec<String>,
+}
+
+/// How a model without native tool calling is given tools: as text, in a
+/// dialect (`natural_tools = "hermes"`), or in the one its name calls for
+/// (`"model"`).
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(try_from = "String")]
+pub enum NaturalTools {
+    /// Written in this dialect, by its CLI name.
+    Dialect(Dialect),
+    /// Picked from the upstream model's name (`NaturalToolUse::for_model`).
+    Model,
+}
+
+impl TryFrom<String> for NaturalTools {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Self, String> {
+        match name.as_str() {
+            "model" => Ok(NaturalTools::Model),
+            _ => Dialect::parse_rendered(&name)
+                .map(NaturalTools::Dialect)
+                .map_err(|error| format!("{error}; or model")),
+        }
+    }
+}
+
+/// A number of seconds, whole or not (`0.5`), as a duration.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(try_from = "f64")]
+pub struct Seconds(pub Duration);
+
+impl TryFrom<f64> for Seconds {
+    type Error = String;
+
+    fn try_from(seconds: f64) -> Result<Self, String> {
+        Duration::try_from_secs_f64(seconds)
+            .map(Seconds)
+            .map_err(|_| format!("{seconds} is not a number of seconds (0 or more)"))
+    }
+}
+
+fn default_concurrency() -> usize {
+    16
+}
+
+#[cfg(feature = "retry")]
+fn yes() -> bool {
+    true
+}
+
+impl ModelConfig {
+    /// A model of the provider `kind` at its own API, with the defaults of a
+    /// table that names only its `provider`.
+    pub fn new(kind: Kind) -> Self {
+        ModelConfig {
+            provider: kind,
+            base_url: None,
+            model: None,
+            api_key_env: None,
+            api_key: None,
+            natural_tools: None,
+            max_concurrent: default_concurrency(),
+            #[cfg(feature = "retry")]
+            retry: yes(),
+            read_timeout_secs: None,
+            request_timeout_secs: None,
+            #[cfg(feature = "mcp")]
+            mcp: Vec::new(),
+            #[cfg(feature = "mcp")]
+            mcp_urls: Vec::new(),
+        }
+    }
+
+    /// Sets the API root.
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = Some(url.into());
+        self
+    }
+
+    /// Sets the model the upstream is asked for.
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// Sets the environment variable the key is read from.
+    pub fn api_key_env(mut self, var: impl Into<String>) -> Self {
+        self.api_key_env = Some(var.into());
+        self
+    }
+
+    /// Sets the key (it wins over the environment).
+    pub fn api_key(mut self, key: ApiKey) -> Self {
+        self.api_key = Some(key);
+        self
+    }
+
+    /// Gives the model its tools as text.
+    pub fn natural_tools(mut self, natural: NaturalTools) -> Self {
+        self.natural_tools = Some(natural);
+        self
+    }
+
+    /// Sets the requests a gateway answers at once.
+    pub fn max_concurrent(mut self, requests: usize) -> Self {
+        self.max_concurrent = requests;
+        self
+    }
+
+    /// Turns the retry layer on or off.
+    #[cfg(feature = "retry")]
+    pub fn retry(mut self, retry: bool) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Sets the longest wait for the upstream's next bytes.
+    pub fn read_timeout(mut self, timeout: Duration) -> Self {
+        self.read_timeout_secs = Some(Seconds(timeout));
+        self
+    }
+
+    /// Sets the longest one attempt at a whole reply may take.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout_secs = Some(Seconds(timeout));
+        self
+    }
+
+    /// Adds an MCP server run by the stack, by its command line.
+    #[cfg(feature = "mcp")]
+    pub fn mcp(mut self, command_line: impl Into<String>) -> Self {
+        self.mcp.push(command_line.into());
+        self
+    }
+
+    /// Adds an MCP server reached over streamable HTTP.
+    #[cfg(feature = "mcp")]
+    pub fn mcp_url(mut self, url: impl Into<String>) -> Self {
+        self.mcp_urls.push(url.into());
+        self
+    }
+
+    /// The model's provider — asked for [`model`](Self::model) when a request
+    /// names none — and the credentials it sends (for a server to scrub from
+    /// what it tells its clients). The key is [`api_key`](Self::api_key), else
+    /// read from [`api_key_env`](Self::api_key_env) or the provider's usual
+    /// variable when set; none otherwise.
+    pub fn provider(&self) -> Result<(AnyProvider, Secrets), Error> {
+        dispatch(self.provider, Lowering::default(), Build(self))?
+    }
+
+    /// The model's stack, named `name` (the model the upstream is asked for
+    /// when [`model`](Self::model) is not set), and the credentials its
+    /// upstream sends: ToolLoop → FunctionCall (the MCP servers' tools; calls
+    /// of the client's tools, and of tools nobody declared, go back to the
+    /// caller) → NaturalToolUse → Retry → the provider. Each layer is there
+    /// only when configured. Every request is sent for the upstream's model,
+    /// whatever model it names: the stack is one model (a gateway's clients
+    /// name it by `name`).
+    pub async fn stack(&self, name: &str) -> Result<(BoxChatService, Secrets), Error> {
+        let (provider, secrets) = self.provider()?;
+        let upstream_model = self.model.as_deref().unwrap_or(name).to_owned();
+        let natural = self.natural_tools.map(|natural| match natural {
+            NaturalTools::Dialect(dialect) => NaturalToolUse::new().dialect(dialect),
+            NaturalTools::Model => NaturalToolUse::for_model(&upstream_model),
+        });
+        #[cfg(feature = "retry")]
+        let retry = self.retry.then(crate::retry::RetryLayer::default);
+        #[cfg(not(feature = "retry"))]
+        let retry = None::<tower::layer::util::Identity>;
+        let upstream = ServiceBuilder::new()
+            .map_request(move |mut request: ChatRequest| {
+                request.options.model = Some(upstream_model.clone());
+                request
+            })
+            .option_layer(retry)
+            .service(provider);
+        #[cfg(feature = "mcp")]
+        if let Some(registry) = self.mcp_registry().await? {
+            use crate::function::{FunctionCallLayer, ToolLoopLayer, UnknownTools};
+            let stack = ServiceBuilder::new()
+                .layer(ToolLoopLayer::new())
+                .layer(FunctionCallLayer::new(registry).unknown_tools(UnknownTools::PassThrough))
+                .option_layer(natural)
+                .service(upstream);
+            return Ok((BoxChatService::new(stack), secrets));
+        }
+        let stack = ServiceBuilder::new()
+            .option_layer(natural)
+            .service(upstream);
+        Ok((BoxChatService::new(stack), secrets))
+    }
+
+    /// A registry of the tools of the model's MCP servers (commands, then
+    /// URLs), started or reached; `None` when it has none.
+    #[cfg(feature = "mcp")]
+    async fn mcp_registry(&self) -> Result<Option<crate::function::ToolRegistry>, Error> {
+        use crate::function::mcp::{McpConfig, McpServer};
+        if self.mcp.is_empty() && self.mcp_urls.is_empty() {
+            return Ok(None);
+        }
+        let stdio = self.mcp.iter().map(|line| mcp_command(line));
+        let http = self.mcp_urls.iter().map(|url| Ok(McpConfig::http(url)));
+        let configs = stdio.chain(http).collect::<Result<Vec<_>, Error>>()?;
+        let mut registry = crate::function::ToolRegistry::builder();
+        for config in configs {
+            registry = registry.source(McpServer::connect(config).await?);
+        }
+        Ok(Some(registry.build()?))
+    }
+}
+
+/// Building a [`ModelConfig`]'s provider, over its wire.
+struct Build<'a>(&'a ModelConfig);
+
+impl WithKnownWire for Build<'_> {
+    type Output = Result<(AnyProvider, Secrets), Error>;
+
+    fn run<W: Known>(self, wire: W) -> Self::Output {
+        let model = self.0;
+        let base_url = model.base_url.as_deref().unwrap_or(W::DEFAULT_BASE_URL);
+        let mut config = ProviderConfig::new(base_url).wire(wire);
+        if let Some(name) = &model.model {
+            config = config.model(name);
+        }
+        let key_env = model.api_key_env.as_deref().unwrap_or(W::KEY_ENV);
+        if let Some(key) = model
+            .api_key
+            .clone()
+            .or_else(|| ApiKey::from_env(key_env).ok())
+        {
+            config = config.api_key(key);
+        }
+        let mut http = HttpConfig::default();
+        if let Some(Seconds(timeout)) = model.read_timeout_secs {
+            http = http.read_timeout(timeout);
+        }
+        if let Some(Seconds(timeout)) = model.request_timeout_secs {
+            http = http.request_timeout(timeout);
+        }
+        let config = config.http(http);
+        let secrets = config.secrets();
+        Ok((Provider::new(config)?.into(), secrets))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn natural_tools_takes_every_written_dialect_or_model() {
+        for dialect in Dialect::RENDERED {
+            let read = NaturalTools::try_from(dialect.name().to_owned());
+            assert_eq!(read, Ok(NaturalTools::Dialect(dialect)));
+        }
+        assert_eq!(
+            NaturalTools::try_from("model".to_owned()),
+            Ok(NaturalTools::Model)
+        );
+        let error = NaturalTools::try_from("auto".to_owned()).unwrap_err();
+        assert!(error.contains("granite; or model"), "{error}");
+    }
+
+    #[test]
+    fn seconds_are_zero_or_more() {
+        assert_eq!(
+            Seconds::try_from(0.5),
+            Ok(Seconds(Duration::from_millis(500)))
+        );
+        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+            assert!(Seconds::try_from(bad).is_err(), "{bad}");
+        }
+    }
+}
