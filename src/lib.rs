@@ -72,6 +72,19 @@ pub use error::{BoxError, Error};
 #[cfg(all(doctest, feature = "function"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// docs/guide.md's examples, compiled and run as doctests (they touch every
+/// part: tools, MCP, the gateway, each wire).
+#[cfg(all(
+    doctest,
+    feature = "function",
+    feature = "mcp",
+    feature = "server",
+    feature = "anthropic",
+    feature = "gemini"
+))]
+#[doc = include_str!("../docs/guide.md")]
+struct GuideDoctests;
 pub use message::{
     CallDetails, ContentBlock, Event, FinishReason, InvalidCall, InvalidCallKind, Joiner, Media,
     MediaRef, MediaSource, Message, Metadata, ReasoningDelta, Role, TextDelta, ToolCall,
