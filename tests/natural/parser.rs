@@ -582,6 +582,26 @@ fn a_block_over_the_limit_is_a_clear_error() {
 }
 
 #[test]
+fn a_bad_call_in_a_block_past_the_limit_fails_with_the_limit_however_cut() {
+    // The block is read no further than its limit, so the unknown tool, found
+    // at the call's end, is reached only where the whole block fits.
+    let text = "<tool_call name=\"nope\">{\"a\": 1}</tool_call>";
+    let strict = parser().on_invalid(OnInvalid::Error);
+    for chunking in [Chunking::Whole, Chunking::Bytes(1), Chunking::Bytes(7)] {
+        let over = stream_with(&strict.clone().call_limit(text.len() - 1), text, chunking);
+        assert!(
+            matches!(over, Err(Error::LimitExceeded { .. })),
+            "{chunking:?}: {over:?}"
+        );
+        let fits = stream_with(&strict.clone().call_limit(text.len()), text, chunking);
+        assert!(
+            matches!(&fits, Err(Error::InvalidToolCall { invalid, .. }) if invalid.kind == InvalidCallKind::UnknownTool),
+            "{chunking:?}: {fits:?}"
+        );
+    }
+}
+
+#[test]
 fn metadata_of_the_text_is_kept() {
     let message = Message::assistant("<tool_call name=\"now\">{}</tool_call>")
         .with_metadata(lmstack::Metadata::generation("gen-7"));

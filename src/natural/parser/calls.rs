@@ -161,14 +161,19 @@ impl Calls {
     /// Adds block text, within the limit.
     pub(super) fn grow_raw(&mut self, text: &str) -> Result<(), Error> {
         if self.raw.len() + text.len() > self.limit {
-            return Err(Error::LimitExceeded {
-                stage: STAGE,
-                what: "a tool-call block",
-                limit: self.limit,
-            });
+            return Err(self.over_limit());
         }
         self.raw.push_str(text);
         Ok(())
+    }
+
+    /// The error of a block that goes on past the limit.
+    pub(super) fn over_limit(&self) -> Error {
+        Error::LimitExceeded {
+            stage: STAGE,
+            what: "a tool-call block",
+            limit: self.limit,
+        }
     }
 
     /// Hands out what the streaming call's arguments gained from the input

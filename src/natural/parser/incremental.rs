@@ -19,7 +19,8 @@ use crate::service::{Machine, Output};
 /// [`call_limit`](super::NaturalToolUseParser::call_limit)) after the events
 /// before it; later pieces give nothing. Joined
 /// ([`Joiner::join`](crate::Joiner::join)), the events of any cutting of a text
-/// are the messages [`parse`](super::NaturalToolUseParser::parse) gives for it.
+/// are the messages [`parse`](super::NaturalToolUseParser::parse) gives for it,
+/// and its error is the one `parse` fails with.
 ///
 /// ```
 /// use lmstack::natural::NaturalToolUseParser;

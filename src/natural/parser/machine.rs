@@ -686,35 +686,41 @@ impl ParserMachine {
         }
     }
 
-    /// Inside a tool-call block.
+    /// Inside a tool-call block. The block parser is shown no byte past the
+    /// block's limit: a block that goes on past it fails with the limit's error
+    /// before a fault found further on (a bad call ending there) can, however
+    /// the text is cut.
     fn block(&mut self, input: &str, out: &mut Output) -> Result<usize, Error> {
         let Mode::Block(block) = &mut self.mode else {
             unreachable!("called in block mode")
         };
+        let room = self.calls.limit.saturating_sub(self.calls.raw.len());
+        let mut within = input.len().min(room);
+        while !input.is_char_boundary(within) {
+            within -= 1;
+        }
+        if within == 0 {
+            return Err(self.calls.over_limit());
+        }
+        let piece = &input[..within];
         let mut ctx = BlockContext {
             base: self.calls.raw.len(),
             calls: &mut self.calls,
             emit: &mut self.emit,
             out,
             tools: &self.tools,
-            piece: input,
+            piece,
         };
-        let step = block.feed(input, &mut ctx)?;
+        let step = block.feed(piece, &mut ctx)?;
         let used = match step {
-            BlockStep::More => input.len(),
+            BlockStep::More if within < input.len() => return Err(self.calls.over_limit()),
+            BlockStep::More => within,
             BlockStep::Done(used)
             | BlockStep::NotACall { at: used, .. }
             | BlockStep::Body { used, .. }
             | BlockStep::Ended { at: used, .. } => used,
         };
         self.calls.raw.push_str(&input[..used]);
-        if self.calls.raw.len() > self.calls.limit {
-            return Err(Error::LimitExceeded {
-                stage: STAGE,
-                what: "a tool-call block",
-                limit: self.calls.limit,
-            });
-        }
         match step {
             BlockStep::More => {}
             BlockStep::Done(_) => {

@@ -115,7 +115,8 @@ impl NaturalToolUseParser {
     }
 
     /// The most bytes one tool-call block may take; past it the reply fails
-    /// with [`Error::LimitExceeded`].
+    /// with [`Error::LimitExceeded`], before any fault found further on in the
+    /// block, however the text is cut.
     pub fn call_limit(mut self, bytes: usize) -> Self {
         self.call_limit = bytes;
         self
