@@ -63,6 +63,7 @@ pub mod server;
 pub mod service;
 pub mod store;
 pub mod testing;
+mod text;
 pub mod transcript;
 
 pub use error::{BoxError, Error};

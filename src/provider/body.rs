@@ -11,6 +11,7 @@
 //! framing and the mode: a server that streams without end, or answers a
 //! non-streaming request with an endless event stream, is cut off there.
 
+use crate::text::floor_char_boundary;
 use std::fmt;
 
 use bytes::Bytes;
@@ -106,10 +107,7 @@ impl Frames for SseDecoder {
 /// ```
 pub fn excerpt(data: &[u8]) -> String {
     let text = String::from_utf8_lossy(data);
-    let mut end = text.len().min(200);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = floor_char_boundary(&text, 200);
     if end < text.len() {
         format!("{}…", &text[..end])
     } else {

@@ -4,6 +4,7 @@
 //! [`Error::provider_error`](crate::Error::provider_error) and
 //! [`Error::transport_error`](crate::Error::transport_error) read them back.
 
+use crate::text::floor_char_boundary;
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
@@ -243,10 +244,7 @@ fn raw_message(body: &[u8]) -> String {
     if text.is_empty() {
         return "(empty body)".to_owned();
     }
-    let mut end = text.len().min(MAX_RAW_MESSAGE);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = floor_char_boundary(text, MAX_RAW_MESSAGE);
     let mut message = text[..end].to_owned();
     if end < text.len() {
         message.push('…');

@@ -1,6 +1,7 @@
 //! The parser's scanner: one pass over the model's text, finding the markup of
 //! every dialect it reads and handing blocks to their readers.
 
+use crate::text::floor_char_boundary;
 use memchr::{memchr, memchr2, memchr3, memrchr};
 
 use super::block::{Block, Bodies, Pending};
@@ -695,10 +696,7 @@ impl ParserMachine {
             unreachable!("called in block mode")
         };
         let room = self.calls.limit.saturating_sub(self.calls.raw.len());
-        let mut within = input.len().min(room);
-        while !input.is_char_boundary(within) {
-            within -= 1;
-        }
+        let within = floor_char_boundary(input, room);
         if within == 0 {
             return Err(self.calls.over_limit());
         }

@@ -9,6 +9,7 @@
 //! as it was written. (Models write `type` first; when they do not, the object is
 //! handed out when it ends.)
 
+use crate::text::floor_char_boundary;
 use memchr::memchr;
 
 use super::calls::{BlockContext, BlockStep, Step};
@@ -118,10 +119,7 @@ impl Protocol {
                         .filter(|&b| b <= room)
                         .or((taken > room).then_some(room))
                     {
-                        let mut at = pos + bad;
-                        while !input.is_char_boundary(at) {
-                            at -= 1;
-                        }
+                        let at = floor_char_boundary(input, pos + bad);
                         return Ok(self.reject(at, ctx));
                     }
                     *length += taken;

@@ -12,6 +12,7 @@
 //! header, a broken call is not a call: its opening marker is text and the rest
 //! is read again as prose.
 
+use crate::text::floor_char_boundary;
 use memchr::memchr;
 
 use super::calls::{BlockContext, BlockStep, Step};
@@ -216,10 +217,8 @@ impl TokenCall {
     /// Not a call: the opening marker is text, and what follows it up to byte
     /// `at` of the piece (or the last character boundary before it) is read
     /// again as prose.
-    fn not_a_call(&self, input: &str, mut at: usize) -> BlockStep {
-        while !input.is_char_boundary(at) {
-            at -= 1;
-        }
+    fn not_a_call(&self, input: &str, at: usize) -> BlockStep {
+        let at = floor_char_boundary(input, at);
         BlockStep::NotACall {
             at,
             replay_from: self.opener,

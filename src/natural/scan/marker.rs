@@ -2,6 +2,8 @@
 
 use memchr::memchr;
 
+use crate::text::floor_char_boundary;
+
 /// Finds the first of a few literal markers, holding back a partial marker at
 /// the end of a piece. Every marker starts with the same byte (`<`, or `[` for
 /// Mistral's `[/THINK]`) and holds no other, so a partial match that fails never
@@ -159,9 +161,7 @@ impl MarkerMatch {
                 }
             }
             if !extends {
-                while !input.is_char_boundary(pos) {
-                    pos -= 1;
-                }
+                let pos = floor_char_boundary(input, pos);
                 self.held.push_str(&input[..pos]);
                 return Matched::Not { at: pos };
             }

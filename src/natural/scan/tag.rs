@@ -1,6 +1,8 @@
 //! Reading one XML-like tag — `<name a="v">`, `<name=value>`, `</name>` — from
 //! text that arrives in pieces.
 
+use crate::text::floor_char_boundary;
+
 /// The longest tag the parser reads; a longer one is text.
 pub(crate) const TAG_LIMIT: usize = 1024;
 
@@ -179,10 +181,7 @@ impl TagReader {
             let run = self.run(&bytes[at..]);
             if run > 0 {
                 let room = self.limit.saturating_sub(self.raw.len());
-                let mut end = at + run.min(room);
-                while !input.is_char_boundary(end) {
-                    end -= 1;
-                }
+                let end = floor_char_boundary(input, at + run.min(room));
                 let piece = &input[at..end];
                 match self.state {
                     State::Name => self.tag.name.push_str(piece),
