@@ -1,6 +1,5 @@
 //! `lmstack lift`, `lower` and `chat` on the command line.
 
-#![cfg(all(feature = "cli", feature = "demo"))]
 
 use crate::common;
 
@@ -399,7 +398,6 @@ async fn chat_runs_the_demo_tools_over_anthropic() {
     );
 }
 
-#[cfg(feature = "gemini")]
 mod gemini {
     use super::*;
 
