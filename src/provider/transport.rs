@@ -236,7 +236,11 @@ impl Service<HttpRequest> for HttpTransport {
         if let Err(error) = move_url_credentials(self.provider, &mut request) {
             return Box::pin(futures::future::ready(Err(error)));
         }
-        if request.uri().scheme_str().is_some_and(crate::tls::unreachable) {
+        if request
+            .uri()
+            .scheme_str()
+            .is_some_and(crate::tls::unreachable)
+        {
             let error = TransportError::new(
                 self.provider,
                 TransportErrorKind::Request,

@@ -1,6 +1,5 @@
 //! The `lmstack` command line.
 
-
 use std::process::Command;
 
 fn lmstack(args: &[&str]) -> std::process::Output {

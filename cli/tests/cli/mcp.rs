@@ -3,7 +3,6 @@
 //! server-everything (`.ci/test` installs and starts it) the tools are listed,
 //! called, timed out and offered to a model.
 
-
 use crate::common;
 
 use std::process::Output;

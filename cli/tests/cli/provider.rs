@@ -1,6 +1,5 @@
 //! `lmstack lift`, `lower` and `chat` on the command line.
 
-
 use crate::common;
 
 use std::process::Output;

@@ -3,7 +3,6 @@
 //! the upstream), an MCP server's tool run by the gateway, the token rule, a bad
 //! configuration, and SIGTERM draining the requests in flight.
 
-
 use crate::common;
 
 use std::time::Duration;

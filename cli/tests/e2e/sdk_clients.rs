@@ -12,7 +12,6 @@
 //! - natural tools: llama.cpp's server (a text-only model) behind the gateway
 //!   gives the OpenAI SDK a native tool call.
 
-
 use crate::common;
 
 use std::process::Command;
