@@ -42,11 +42,49 @@
 //!   provider chosen at run time — and the stack built of it (a provider
 //!   feature);
 //! - [`retry`]: a layer that retries any model call failing before its first
-//!   event (feature `retry`, on by default through `cli`);
+//!   event (feature `retry`, on by default);
 //! - [`testing`]: a scripted model, the replay of a transcript, and helpers to
 //!   unit-test your own middleware.
+//!
+//! The `lmstack` command line (each stage on stdin/stdout, an offline demo,
+//! and `lmstack serve`, the gateway) is the crate `lmstack-cli`:
+//! `cargo install lmstack-cli`.
+//!
+//! # Features
+//!
+//! The defaults are what most services need — the OpenAI-compatible provider,
+//! tool execution and retries, over rustls — and nothing of a command line or
+//! a server.
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `openai` | yes | OpenAI Chat Completions and compatible servers (vLLM, llama.cpp, Ollama, GLM, Groq): `provider::openai_chat`; enables `http` |
+//! | `anthropic` | | Anthropic Messages: `provider::anthropic`; enables `http` |
+//! | `gemini` | | Google Gemini's generateContent API: `provider::gemini`; enables `http` |
+//! | `http` | through `openai` | the HTTP transport the providers share (on `reqwest`): `provider::transport`, `provider::Provider` |
+//! | `rustls-aws-lc` | yes | TLS for https URLs by rustls, its cryptography from aws-lc-rs (reqwest's own default) |
+//! | `rustls-ring` | | TLS by rustls, its cryptography from ring instead of aws-lc-rs. Alone (without the two others), and unless the application installed a crypto provider for rustls, it makes ring the process's default provider when lmstack builds its first HTTP client (reqwest takes the process's) |
+//! | `native-tls` | | the platform's TLS (OpenSSL on Linux, Secure Transport on macOS, SChannel on Windows); chosen over rustls when both are enabled |
+//! | `function` | yes | tools, the function-call layer and the tool loop: [`function`] |
+//! | `retry` | yes | the retry layer: [`retry`] |
+//! | `mcp` | | MCP servers' tools as a tool source: `function::mcp` (on rmcp, stdio servers and streamable HTTP, with the TLS chosen above); enables `function` |
+//! | `server` | | the stack served over HTTP in the OpenAI and Anthropic formats: `server::Gateway`, `server::serve` (axum and hyper); enables `openai` and `anthropic` |
+//!
+//! The TLS features apply to every HTTP client of the crate (the providers'
+//! transport and MCP's client share one `reqwest`). To use another backend
+//! than the default, turn the defaults off and name it:
+//!
+//! ```toml
+//! [dependencies]
+//! lmstack = { version = "0.1", default-features = false, features = ["openai", "function", "retry", "rustls-ring"] }
+//! ```
+//!
+//! With `http` but no TLS feature the crate builds, and requests to `http://`
+//! URLs (a local model server) work; an `https://` URL is refused before
+//! anything is sent, with an error that names the features to enable.
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 pub mod config;
@@ -64,6 +102,8 @@ pub mod service;
 pub mod store;
 pub mod testing;
 mod text;
+#[cfg(any(feature = "http", feature = "mcp"))]
+mod tls;
 pub mod transcript;
 
 pub use error::{BoxError, Error};

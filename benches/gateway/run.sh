@@ -113,7 +113,7 @@ EOF
     fi
     log "building the mock and lmstack (release)"
     cargo build -q --release -p lmstack-gateway-mock
-    cargo build -q --release --bin lmstack
+    cargo build -q --release -p lmstack-cli
 }
 
 # --- the targets --------------------------------------------------------------

@@ -1,5 +1,6 @@
 //! The HTTP transport: a tower [`Service`] from `http::Request<Bytes>` to
-//! `http::Response<ByteStream>`, on [`reqwest`] with rustls.
+//! `http::Response<ByteStream>`, on [`reqwest`], with the TLS backend of the
+//! features (the crate's "Features"; with none, https URLs are refused).
 //!
 //! Providers are generic over their transport, so any tower middleware that
 //! speaks `http` (tracing, rate limits, a test double) can sit between a provider
@@ -186,7 +187,7 @@ pub struct HttpTransport {
 impl HttpTransport {
     /// A transport for `provider` (the name errors carry), with its own client.
     pub fn new(provider: &'static str, config: HttpConfig) -> Result<Self, Error> {
-        let client = reqwest::Client::builder()
+        let client = crate::tls::client_builder()
             .connect_timeout(config.connect_timeout)
             .read_timeout(config.read_timeout)
             .user_agent(concat!("lmstack/", env!("CARGO_PKG_VERSION")))
@@ -234,6 +235,19 @@ impl Service<HttpRequest> for HttpTransport {
     fn call(&mut self, mut request: HttpRequest) -> Self::Future {
         if let Err(error) = move_url_credentials(self.provider, &mut request) {
             return Box::pin(futures::future::ready(Err(error)));
+        }
+        if request
+            .uri()
+            .scheme_str()
+            .is_some_and(crate::tls::unreachable)
+        {
+            let error = TransportError::new(
+                self.provider,
+                TransportErrorKind::Request,
+                crate::tls::MISSING,
+            )
+            .with_target(Target::of(&request).to_string());
+            return Box::pin(futures::future::ready(Err(error.into())));
         }
         // Taken out before the conversion, whose fast path takes requests
         // without extensions.

@@ -4,7 +4,7 @@
 
 #![allow(dead_code)] // each test file uses its own part of the helpers
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use lmstack::provider::body::{BodyDecoder, Lift};
 #[cfg(feature = "openai")]
@@ -18,14 +18,19 @@ use serde_json::{Value, json};
 /// A llama.cpp grammar that makes the model write one Hermes-style call of
 /// `add(a, b)` as text: the first round of the natural-tool-use tests on
 /// llama.cpp (`tests/e2e/llamacpp.rs`, and through the gateway in
-/// `tests/e2e/sdk_clients.rs`).
+/// `cli/tests/e2e/sdk_clients.rs`).
 pub const ADD_CALL_GRAMMAR: &str = r#"root ::= "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": " [0-9]+ ", \"b\": " [0-9]+ "}}\n</tool_call>""#;
 
-/// The path of a fixture under `tests/fixtures`.
+/// The path of a fixture under `tests/fixtures` of the repository's root: the
+/// library's, which the command line's tests (`cli/`, a package of the same
+/// workspace) share.
 pub fn fixture_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|dir| dir.join("tests/fixtures"))
+        .find(|dir| dir.is_dir())
+        .expect("tests/fixtures in the package or above it");
+    fixtures.join(name)
 }
 
 /// A fixture's bytes.
@@ -243,9 +248,6 @@ pub fn recorded_results(second: &Value, calls: &[ToolCall]) -> Vec<ToolResult> {
         })
         .collect()
 }
-
-#[cfg(all(feature = "cli", feature = "demo"))]
-pub mod cli;
 
 #[cfg(feature = "retry")]
 pub mod retry;

@@ -47,4 +47,6 @@ mod refused;
 #[cfg(feature = "openai")]
 mod secrets;
 mod sse;
+#[cfg(feature = "openai")]
+mod tls;
 mod tool_result_media;

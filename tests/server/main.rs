@@ -3,9 +3,8 @@
 //! and slow upstreams.
 //!
 //! One test binary; the modules that need a feature gate themselves on it.
-//! `soak.rs` is a test binary of its own (`serve_soak` in Cargo.toml): it
-//! measures a gateway's latency and memory, which other tests running beside it
-//! would disturb.
+//! The soak of `lmstack serve` as a process is the command line's
+//! (`cli/tests/server/soak.rs`, the test binary `serve_soak`).
 
 #[cfg(feature = "http")]
 #[path = "../common/mod.rs"]

@@ -86,7 +86,20 @@ impl Connection {
                 if let Some(token) = bearer {
                     http = http.auth_header(token.as_str());
                 }
-                let transport = StreamableHttpClientTransport::from_config(http);
+                let client = match url.split_once("://") {
+                    Some((scheme, _)) if crate::tls::unreachable(scheme) => {
+                        Err(crate::tls::MISSING.to_owned())
+                    }
+                    _ => crate::tls::client_builder()
+                        .build()
+                        .map_err(|error| error.to_string()),
+                };
+                let client = client.map_err(|reason| McpError::Start {
+                    target: target.clone(),
+                    reason,
+                    stderr: StderrTail::default(),
+                })?;
+                let transport = StreamableHttpClientTransport::with_client(client, http);
                 match tokio::time::timeout(limit, handler.serve(transport)).await {
                     Ok(Ok(service)) => Ok(Connection {
                         service,

@@ -2,7 +2,7 @@
 //! its open files allow, a second signal during the drain, its log lines, a
 //! token variable with a stray space.
 
-#![cfg(all(feature = "cli", feature = "demo", unix))]
+#![cfg(unix)]
 
 use crate::common;
 

@@ -8,8 +8,6 @@
 //! gateway's resident memory returns to within 48 MiB of what it was after the
 //! warm-up once the hostile clients are gone (Linux only).
 
-#![cfg(all(feature = "cli", feature = "demo"))]
-
 #[path = "../common/mod.rs"]
 mod common;
 

@@ -2,7 +2,7 @@
 //! against a loopback model server: the history each turn sends, `/reset`,
 //! `/save` and `--resume`, `/image`, `--log`, and Ctrl-C.
 
-#![cfg(all(feature = "cli", feature = "demo", unix))]
+#![cfg(unix)]
 
 use crate::common;
 

@@ -3,8 +3,6 @@
 //! server-everything (`.ci/test` installs and starts it) the tools are listed,
 //! called, timed out and offered to a model.
 
-#![cfg(all(feature = "cli", feature = "demo", feature = "mcp"))]
-
 use crate::common;
 
 use std::process::Output;

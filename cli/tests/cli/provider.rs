@@ -1,7 +1,5 @@
 //! `lmstack lift`, `lower` and `chat` on the command line.
 
-#![cfg(all(feature = "cli", feature = "demo"))]
-
 use crate::common;
 
 use std::process::Output;
@@ -9,6 +7,8 @@ use std::process::Output;
 use common::cli::{calculator_rounds, lmstack};
 use common::server::{Answer, Server};
 use common::*;
+use lmstack::provider::body::BodyDecoder;
+use lmstack::provider::openai_chat::Lifter;
 use serde_json::{Value, json};
 
 fn json_lines(output: &Output) -> Vec<Value> {
@@ -30,7 +30,7 @@ fn lift_prints_the_messages_of_a_recorded_stream() {
     );
     assert_eq!(
         json_lines(&output),
-        as_json(&lift_sse(&body).unwrap())
+        as_json(&lift_with(BodyDecoder::sse(Lifter::new()), &body).unwrap())
             .as_array()
             .unwrap()
             .clone()
@@ -314,7 +314,7 @@ async fn chat_talks_to_a_server_and_prints_the_messages() {
     .await;
     assert_eq!(
         json_lines(&output),
-        as_json(&lift_sse(body.as_bytes()).unwrap())
+        as_json(&lift_with(BodyDecoder::sse(Lifter::new()), body.as_bytes()).unwrap())
             .as_array()
             .unwrap()
             .clone()
@@ -399,7 +399,6 @@ async fn chat_runs_the_demo_tools_over_anthropic() {
     );
 }
 
-#[cfg(feature = "gemini")]
 mod gemini {
     use super::*;
 

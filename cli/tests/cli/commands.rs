@@ -1,7 +1,5 @@
 //! The `lmstack` command line.
 
-#![cfg(all(feature = "cli", feature = "demo"))]
-
 use std::process::Command;
 
 fn lmstack(args: &[&str]) -> std::process::Output {

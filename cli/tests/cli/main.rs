@@ -2,19 +2,17 @@
 //! interactive chat, `mcp`, `serve` (and under pressure), the offline demo, and
 //! hostile input.
 //!
-//! One test binary; the modules that need a feature gate themselves on it.
+//! One test binary; the modules that need Unix gate themselves on it.
 //! `memory.rs` is a test binary of its own (`cli_memory` in Cargo.toml): it
 //! compares its children's peak memory with its own, which other tests running
 //! beside it would raise.
 
-#[cfg(all(feature = "cli", feature = "demo"))]
 #[path = "../common/mod.rs"]
 mod common;
 
 mod chat;
 mod commands;
 mod demo;
-#[cfg(all(feature = "cli", feature = "demo"))]
 mod faults;
 mod mcp;
 mod provider;

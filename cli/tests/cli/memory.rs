@@ -7,7 +7,7 @@
 //! written to a file and given as stdin), and checks that its own peak stays
 //! below the command's.
 
-#![cfg(all(feature = "cli", feature = "demo", target_os = "linux"))]
+#![cfg(target_os = "linux")]
 
 use std::fs::File;
 use std::io::{BufWriter, Write};

@@ -3,8 +3,6 @@
 //! the upstream), an MCP server's tool run by the gateway, the token rule, a bad
 //! configuration, and SIGTERM draining the requests in flight.
 
-#![cfg(all(feature = "cli", feature = "demo"))]
-
 use crate::common;
 
 use std::time::Duration;

@@ -12,8 +12,6 @@
 //! - natural tools: llama.cpp's server (a text-only model) behind the gateway
 //!   gives the OpenAI SDK a native tool call.
 
-#![cfg(all(feature = "cli", feature = "demo"))]
-
 use crate::common;
 
 use std::process::Command;

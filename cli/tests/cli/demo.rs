@@ -1,8 +1,6 @@
 //! `lmstack demo`: the offline pipeline runs real tools from a scripted text-only
 //! model's `<tool_call>` text, over two rounds.
 
-#![cfg(all(feature = "cli", feature = "demo"))]
-
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
