@@ -741,21 +741,35 @@ impl Plan {
         }
     }
 
-    /// A round 1 broken after `at` pieces hands back the calls that arrived,
-    /// without results: those complete as scripted, the last one — still being
-    /// read when the reply broke — marked as cut off.
+    /// A round 1 broken after `at` pieces hands back the calls that arrived:
+    /// those complete as scripted, the last one — still being read when the
+    /// reply broke — marked as cut off. A run with a call still running (never,
+    /// here: the tools take an hour) comes back without results, as a
+    /// `tool_calls` message; a run of only the cut-off call is answered at once,
+    /// with an error result (an aggregate).
     fn check_abandoned(&self, messages: &[Message], at: usize) {
-        let [Message::ToolCalls(arrived)] = messages else {
-            panic!("round 1 broke and gave {messages:?}: {self:?}");
+        let arrived = match messages {
+            [Message::ToolCalls(arrived)] => &arrived.calls,
+            [Message::ToolAggregate(aggregate)] => {
+                let cut = |call: &ToolCall| call.invalid.is_some();
+                assert!(
+                    aggregate.calls.iter().all(cut)
+                        && aggregate.results.len() == aggregate.calls.len()
+                        && aggregate.results.iter().all(|result| result.is_error),
+                    "only cut-off calls are answered at once: {aggregate:?}: {self:?}"
+                );
+                &aggregate.calls
+            }
+            _ => panic!("round 1 broke and gave {messages:?}: {self:?}"),
         };
-        let count = arrived.calls.len();
+        let count = arrived.len();
         assert!(
             (1..=self.calls.len()).contains(&count),
             "{arrived:?}: {self:?}"
         );
-        for (i, call) in arrived.calls.iter().enumerate() {
+        for (i, call) in arrived.iter().enumerate() {
             let whole = call.arguments == self.calls[i] && call.invalid.is_none();
-            // Marked invalid: truncated, or malformed when part of its arguments came.
+            // Marked invalid: cut off when the reply broke while it was read.
             let cut = i + 1 == count && call.invalid.is_some();
             assert!(
                 call.name == "lookup" && (whole != cut),
@@ -763,15 +777,18 @@ impl Plan {
             );
         }
         if let Backend::Scripted(_) = self.backend {
-            // Exactly what arrived, the joiner's own mark aside.
-            let mut sent = Joiner::join(self.events(0)[..at].to_vec());
-            if let Some(Message::ToolCalls(sent)) = sent.first_mut()
-                && let (Some(last), Some(marked)) = (sent.calls.last_mut(), arrived.calls.last())
-                && last.invalid.is_none()
-            {
-                last.invalid = marked.invalid.clone();
+            // Exactly what arrived, the call being read marked cut off.
+            let mut joiner = Joiner::new();
+            for event in self.events(0)[..at].iter().cloned() {
+                joiner.push(event);
             }
-            assert_eq!(messages, sent, "exactly what arrived: {self:?}");
+            joiner.break_off();
+            let sent = joiner.finish();
+            assert_eq!(
+                sent.iter().flat_map(Message::calls).collect::<Vec<_>>(),
+                arrived.iter().collect::<Vec<_>>(),
+                "exactly what arrived: {self:?}"
+            );
         }
     }
 
