@@ -251,18 +251,28 @@ mod tests {
         order
             .fragment(ToolCallDelta::arguments(b, "2}"), &mut out)
             .unwrap();
-        assert_eq!(indexes(&mut out), [0], "a brace inside a string closes nothing");
+        assert_eq!(
+            indexes(&mut out),
+            [0],
+            "a brace inside a string closes nothing"
+        );
         order
             .fragment(ToolCallDelta::arguments(a, "\"}"), &mut out)
             .unwrap();
         let events: Vec<Event> = out.drain().collect();
         assert_eq!(events.len(), 2, "a's fragment, then b joined in one delta");
-        let mut all = vec![Event::call_start(0, "a", "f"), Event::call_arguments(0, "{\"s\":\"}")];
+        let mut all = vec![
+            Event::call_start(0, "a", "f"),
+            Event::call_arguments(0, "{\"s\":\"}"),
+        ];
         all.extend(events);
         let calls = Joiner::join(all);
         let calls = calls[0].calls();
         assert_eq!(calls[0].arguments, json!({"s": "}"}));
-        assert_eq!((calls[1].id.as_str(), &calls[1].arguments), ("b", &json!({"y": 2})));
+        assert_eq!(
+            (calls[1].id.as_str(), &calls[1].arguments),
+            ("b", &json!({"y": 2}))
+        );
     }
 
     #[test]
@@ -284,7 +294,10 @@ mod tests {
         let (mut order, mut out) = (CallOrder::default(), Output::new());
         let a = start(&mut order, "a", "{}", &mut out);
         start(&mut order, "b", "{", &mut out);
-        assert_eq!(order.fragment(ToolCallDelta::arguments(a, " \n"), &mut out), Ok(()));
+        assert_eq!(
+            order.fragment(ToolCallDelta::arguments(a, " \n"), &mut out),
+            Ok(())
+        );
         assert_eq!(
             order.fragment(ToolCallDelta::arguments(a, "x"), &mut out),
             Err(Late(a))

@@ -86,9 +86,13 @@ impl Interleaved {
             json!({"id": "chatcmpl-i", "object": "chat.completion.chunk", "created": 1,
                    "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
         };
-        let mut chunks = vec![chunk(json!({"role": "assistant", "content": null}), Value::Null)];
+        let mut chunks = vec![chunk(
+            json!({"role": "assistant", "content": null}),
+            Value::Null,
+        )];
         for &(call, n) in &self.order {
-            let mut fragment = json!({"index": call, "function": {"arguments": self.fragments[call][n]}});
+            let mut fragment =
+                json!({"index": call, "function": {"arguments": self.fragments[call][n]}});
             if n == 0 {
                 fragment["id"] = self.calls[call].id.clone().into();
                 fragment["type"] = "function".into();
@@ -136,12 +140,19 @@ impl Interleaved {
                 events.push(json!({"type": "content_block_stop", "index": call}));
             }
         }
-        events.push(json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"},
-                           "usage": {"output_tokens": 9}}));
+        events.push(
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"},
+                           "usage": {"output_tokens": 9}}),
+        );
         events.push(json!({"type": "message_stop"}));
         events
             .iter()
-            .map(|event| format!("event: {}\ndata: {event}\n\n", event["type"].as_str().unwrap()))
+            .map(|event| {
+                format!(
+                    "event: {}\ndata: {event}\n\n",
+                    event["type"].as_str().unwrap()
+                )
+            })
             .collect::<String>()
             .into_bytes()
     }
@@ -150,7 +161,9 @@ impl Interleaved {
 /// An arguments object whose strings hold what could confuse a reader of
 /// partial JSON: braces, brackets, quotes, backslashes, non-ASCII text.
 pub fn arguments() -> impl Strategy<Value = Value> {
-    let text = prop::sample::select(vec!["", "{", "}", "]", "\"", "\\", "é", "Paris", "a}b{c", "\\\"}"]);
+    let text = prop::sample::select(vec![
+        "", "{", "}", "]", "\"", "\\", "é", "Paris", "a}b{c", "\\\"}",
+    ]);
     let leaf = prop_oneof![
         prop::collection::vec(text, 0..3).prop_map(|parts| Value::from(parts.concat())),
         any::<i32>().prop_map(Value::from),
@@ -179,7 +192,10 @@ pub fn interleaved() -> impl Strategy<Value = Interleaved> {
 
 /// Fixed examples: two calls, and three, whose fragments alternate.
 pub fn alternating() -> Vec<Interleaved> {
-    let two = [json!({"city": "Paris", "unit": "celsius"}), json!({"q": "a}b{\"c", "n": [1, 2]})];
+    let two = [
+        json!({"city": "Paris", "unit": "celsius"}),
+        json!({"q": "a}b{\"c", "n": [1, 2]}),
+    ];
     let three = [
         json!({"city": "Paris"}),
         json!({"city": "Tokyo", "days": 3}),

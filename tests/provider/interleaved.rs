@@ -31,7 +31,14 @@ fn calls_of(messages: &[Message]) -> Vec<ToolCall> {
 fn assert_whole(lifted: &[ToolCall], sent: &Interleaved) {
     let lifted: Vec<_> = lifted
         .iter()
-        .map(|c| (c.id.as_str(), c.name.as_str(), &c.arguments, c.invalid.is_some()))
+        .map(|c| {
+            (
+                c.id.as_str(),
+                c.name.as_str(),
+                &c.arguments,
+                c.invalid.is_some(),
+            )
+        })
         .collect();
     let sent: Vec<_> = sent
         .calls
@@ -52,7 +59,11 @@ fn assert_contiguous(events: &[Event]) {
     let mut current = None;
     for event in events {
         if let Event::ToolCallDelta(delta) = event {
-            assert!(!done.contains(&delta.index), "call {} resumed: {events:?}", delta.index);
+            assert!(
+                !done.contains(&delta.index),
+                "call {} resumed: {events:?}",
+                delta.index
+            );
             if current != Some(delta.index) {
                 done.extend(current);
                 current = Some(delta.index);
@@ -103,14 +114,21 @@ fn calls_sent_one_after_another_stream_as_they_come() {
     let mut lifter = openai_chat::Lifter::new();
     let mut out = lmstack::service::Output::new();
     let body = String::from_utf8(sent.openai_sse()).unwrap();
-    for data in body.split("\n\n").filter_map(|frame| frame.strip_prefix("data: ")) {
+    for data in body
+        .split("\n\n")
+        .filter_map(|frame| frame.strip_prefix("data: "))
+    {
         if data == "[DONE]" {
             break;
         }
         let before = out.len();
         lifter.push_chunk(data.as_bytes(), &mut out).unwrap();
         if data.contains("tool_calls\":[") {
-            assert_eq!(out.len(), before + 1, "the fragment of {data} is sent at once");
+            assert_eq!(
+                out.len(),
+                before + 1,
+                "the fragment of {data} is sent at once"
+            );
         }
     }
 }
@@ -164,7 +182,10 @@ async fn over_loopback_cut_at_random_bytes_both_wires_both_modes_give_every_call
                 let reply = openai.clone().oneshot(request(stream)).await.unwrap();
                 let messages = reply.collect().await.unwrap();
                 assert_whole(&calls_of(&messages), &sent);
-                assert!(messages.iter().any(|m| matches!(m, Message::Usage(_))), "example {n}");
+                assert!(
+                    messages.iter().any(|m| matches!(m, Message::Usage(_))),
+                    "example {n}"
+                );
             }
             let reply = anthropic.oneshot(request(true)).await.unwrap();
             assert_whole(&calls_of(&reply.collect().await.unwrap()), &sent);

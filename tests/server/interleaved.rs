@@ -59,7 +59,11 @@ async fn assert_every_call_whole(reply: Reply, sent: &Interleaved, what: &str) {
         .map(|call| (call.name.as_str(), &call.arguments))
         .collect();
     assert_eq!(got, want, "{what}");
-    let invalid = calls[0].calls().iter().filter(|c| c.invalid.is_some()).count();
+    let invalid = calls[0]
+        .calls()
+        .iter()
+        .filter(|c| c.invalid.is_some())
+        .count();
     assert_eq!(invalid, 0, "{what}");
 }
 
@@ -69,7 +73,8 @@ async fn interleaved_upstream_calls_reach_anthropic_and_openai_clients_whole_in_
         let sizes = [7, 13, 2, 31];
         let (_upstream, base) = gateway_over(&sent, 4, &sizes).await;
         let openai = OpenAi::new(OpenAiConfig::new(format!("{base}/v1")).model("up")).unwrap();
-        let anthropic = Anthropic::new(AnthropicConfig::new(format!("{base}/v1")).model("up")).unwrap();
+        let anthropic =
+            Anthropic::new(AnthropicConfig::new(format!("{base}/v1")).model("up")).unwrap();
         for stream in [true, false] {
             let request = ChatRequest::new(vec![Message::user("Weather?")]).streaming(stream);
             let what = format!("example {n}, OpenAI client, stream {stream}");
@@ -117,7 +122,10 @@ async fn on_the_clients_wire_each_call_is_one_block_or_one_index() {
             }
             "content_block_delta" => {
                 assert_eq!(index, open, "a delta for a block not open: {sse}");
-                inputs.last_mut().unwrap().push_str(event["delta"]["partial_json"].as_str().unwrap());
+                inputs
+                    .last_mut()
+                    .unwrap()
+                    .push_str(event["delta"]["partial_json"].as_str().unwrap());
             }
             "content_block_stop" => {
                 assert_eq!(index, open);
@@ -126,11 +134,19 @@ async fn on_the_clients_wire_each_call_is_one_block_or_one_index() {
             _ => {}
         }
     }
-    let inputs: Vec<Value> = inputs.iter().map(|text| serde_json::from_str(text).unwrap()).collect();
-    let want: Vec<Value> = sent.calls.iter().map(|call| call.arguments.clone()).collect();
+    let inputs: Vec<Value> = inputs
+        .iter()
+        .map(|text| serde_json::from_str(text).unwrap())
+        .collect();
+    let want: Vec<Value> = sent
+        .calls
+        .iter()
+        .map(|call| call.arguments.clone())
+        .collect();
     assert_eq!(inputs, want);
 
-    let openai_body = r#"{"model":"up","stream":true,"messages":[{"role":"user","content":"Weather?"}]}"#;
+    let openai_body =
+        r#"{"model":"up","stream":true,"messages":[{"role":"user","content":"Weather?"}]}"#;
     let sse = client
         .post(format!("{base}/v1/chat/completions"))
         .header("content-type", "application/json")
@@ -147,15 +163,24 @@ async fn on_the_clients_wire_each_call_is_one_block_or_one_index() {
             continue;
         }
         let chunk: Value = serde_json::from_str(data).unwrap();
-        for call in chunk["choices"][0]["delta"]["tool_calls"].as_array().into_iter().flatten() {
+        for call in chunk["choices"][0]["delta"]["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
             let index = call["index"].as_u64().unwrap() as usize;
             if let Some(id) = call["id"].as_str() {
                 assert_eq!(index, calls.len(), "indexes 0, 1, … in order: {sse}");
                 calls.push((id.to_owned(), String::new()));
             }
-            calls[index].1.push_str(call["function"]["arguments"].as_str().unwrap_or(""));
+            calls[index]
+                .1
+                .push_str(call["function"]["arguments"].as_str().unwrap_or(""));
         }
     }
-    let arguments: Vec<Value> = calls.iter().map(|(_, text)| serde_json::from_str(text).unwrap()).collect();
+    let arguments: Vec<Value> = calls
+        .iter()
+        .map(|(_, text)| serde_json::from_str(text).unwrap())
+        .collect();
     assert_eq!(arguments, want);
 }
