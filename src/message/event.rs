@@ -244,6 +244,23 @@ impl ToolCallDelta {
     }
 }
 
+impl CallDetails {
+    /// Takes in what a later delta of the same call says: each part this one
+    /// lacks (first value wins), and `provider_executed` if either says so.
+    pub(crate) fn absorb(&mut self, later: CallDetails) {
+        if self.id.is_none() {
+            self.id = later.id;
+        }
+        if self.name.is_none() {
+            self.name = later.name;
+        }
+        self.provider_executed |= later.provider_executed;
+        if self.invalid.is_none() {
+            self.invalid = later.invalid;
+        }
+    }
+}
+
 /// The flat JSON form of [`ToolCallDelta`].
 #[derive(Serialize, Deserialize)]
 struct WireCallDelta {

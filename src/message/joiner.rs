@@ -288,17 +288,7 @@ impl PartialCall {
 
     fn absorb(&mut self, delta: ToolCallDelta) {
         if let Some(details) = delta.details {
-            let known = &mut self.details;
-            if known.id.is_none() {
-                known.id = details.id;
-            }
-            if known.name.is_none() {
-                known.name = details.name;
-            }
-            known.provider_executed |= details.provider_executed;
-            if known.invalid.is_none() {
-                known.invalid = details.invalid;
-            }
+            self.details.absorb(*details);
         }
         self.arguments.push_str(&delta.arguments_delta);
         self.metadata.merge_missing(&delta.metadata);

@@ -53,6 +53,8 @@ pub mod sse;
 pub mod anthropic;
 #[cfg(feature = "http")]
 pub mod body;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+mod call_order;
 #[cfg(feature = "http")]
 mod config;
 #[cfg(feature = "gemini")]

@@ -252,6 +252,7 @@ pub fn recorded_results(second: &Value, calls: &[ToolCall]) -> Vec<ToolResult> {
 #[cfg(feature = "retry")]
 pub mod retry;
 
+pub mod interleaved;
 pub mod llmock;
 #[cfg(feature = "mcp")]
 pub mod mcp;

@@ -42,6 +42,7 @@ mod openai_chat {
 mod faults;
 #[cfg(feature = "openai")]
 mod fuzz;
+mod interleaved;
 #[cfg(all(feature = "openai", feature = "anthropic", feature = "gemini"))]
 mod refused;
 #[cfg(feature = "openai")]

@@ -11,5 +11,7 @@
 mod common;
 
 mod gateway;
+#[cfg(feature = "http")]
+mod interleaved;
 mod limits;
 mod mounted;

@@ -1,5 +1,6 @@
 //! Lifting: Anthropic Messages responses → canonical events (see [`Lifter`]).
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Deserialize;
@@ -19,6 +20,7 @@ use crate::message::{
     TextMessage, ToolCallDelta, Usage,
 };
 use crate::provider::body::{Lift, excerpt, malformed, token_count, truncated};
+use crate::provider::call_order::CallOrder;
 use crate::provider::error::ProviderError;
 use crate::provider::sse::SseEvent;
 use crate::service::Output;
@@ -58,8 +60,14 @@ use crate::service::Output;
 /// - `error` events, and a body of type `error` →
 ///   [`Error::Provider`](crate::Error::Provider) (an `overloaded_error` is
 ///   retryable);
+/// - blocks are keyed by `index`: several may be open at once and their deltas
+///   may interleave (a start at an index already open closes the block there
+///   first). Tool calls come out whole and in start order, a call held while
+///   the one before is still open (see the event model in `docs/design.md`); a
+///   fragment of a call after text or thinking followed it is
+///   [`TransportErrorKind::Malformed`](crate::provider::TransportErrorKind::Malformed);
 /// - `ping`, unknown events, unknown block and delta types, and deltas for a
-///   block other than the one open are ignored;
+///   block not open are ignored;
 /// - stop reasons: `end_turn`, `stop_sequence` → `stop`; `tool_use` →
 ///   `tool_calls`; `max_tokens`, `model_context_window_exceeded` → `length`;
 ///   `refusal` → `refusal`; others (`pause_turn`) are kept verbatim;
@@ -97,9 +105,10 @@ use crate::service::Output;
 #[derive(Debug, Default)]
 pub struct Lifter {
     generation_id: Option<String>,
-    /// The content block being read: its wire index and kind.
-    block: Option<(u32, Block)>,
-    calls_started: u32,
+    /// The content blocks open, by wire index.
+    blocks: BTreeMap<u32, Block>,
+    /// The calls' deltas, each call's contiguous, in start order.
+    order: CallOrder,
     counts: Counts,
     stop_reason: Option<String>,
     done: bool,
@@ -190,9 +199,9 @@ impl Lifter {
             StreamEvent::ContentBlockStart {
                 index,
                 content_block,
-            } => self.start_block(index, content_block, out),
-            StreamEvent::ContentBlockDelta { index, delta } => self.delta(index, delta, out),
-            StreamEvent::ContentBlockStop { index } => self.stop_block(index, out),
+            } => self.start_block(index, content_block, out)?,
+            StreamEvent::ContentBlockDelta { index, delta } => self.delta(index, delta, out)?,
+            StreamEvent::ContentBlockStop { index } => self.stop_block(index, out)?,
             StreamEvent::MessageDelta { delta, usage, .. } => {
                 if delta.stop_reason.is_some() {
                     self.stop_reason = delta.stop_reason;
@@ -223,11 +232,14 @@ impl Lifter {
             .unwrap_or_default()
     }
 
-    fn start_block(&mut self, index: u32, block: types::Block, out: &mut Output) {
-        if let Some((open, _)) = self.block.take() {
-            // A block left open (no stop before the next start): close it.
-            self.stop_block(open, out);
-        }
+    fn start_block(
+        &mut self,
+        index: u32,
+        block: types::Block,
+        out: &mut Output,
+    ) -> Result<(), Error> {
+        // A block left open at this index (no stop before the next start).
+        self.stop_block(index, out)?;
         let state = match block {
             types::Block::Text(block) => {
                 let mut state = Block::Text(Some(self.metadata()));
@@ -247,6 +259,7 @@ impl Lifter {
                 state
             }
             types::Block::RedactedThinking(block) => {
+                self.order.flush(out);
                 out.push(Event::message(Message::Reasoning(ReasoningMessage {
                     text: String::new(),
                     signature: Some(block.data).filter(|data| !data.is_empty()),
@@ -279,6 +292,7 @@ impl Lifter {
                 Some(kind) if kind.ends_with("_tool_result") => {
                     let mut metadata = self.metadata();
                     metadata.insert(BLOCK_KEY, Value::Object(block));
+                    self.order.flush(out);
                     out.push(Event::message(Message::Text(TextMessage {
                         role: Role::Assistant,
                         text: String::new(),
@@ -291,7 +305,8 @@ impl Lifter {
             // Request-side blocks (`image`, `document`, `tool_result`).
             _ => Block::Ignored,
         };
-        self.block = Some((index, state));
+        self.blocks.insert(index, state);
+        Ok(())
     }
 
     /// Starts a tool call; `block` is what lowering sends back under
@@ -305,14 +320,13 @@ impl Lifter {
         block: Option<Map<String, Value>>,
         out: &mut Output,
     ) -> Block {
-        let ordinal = self.calls_started;
-        self.calls_started += 1;
+        let ordinal = self.order.next();
         let mut delta = ToolCallDelta::start(ordinal, id, name);
         delta.details_mut().provider_executed = provider_executed;
         if let Some(block) = block {
             delta.metadata.insert(BLOCK_KEY, Value::Object(block));
         }
-        out.push(Event::from(delta));
+        self.order.start(delta, out);
         Block::Call {
             ordinal,
             input,
@@ -320,50 +334,54 @@ impl Lifter {
         }
     }
 
-    fn delta(&mut self, index: u32, delta: Delta, out: &mut Output) {
-        let Some((open, mut state)) = self.block.take() else {
-            return;
+    fn delta(&mut self, index: u32, delta: Delta, out: &mut Output) -> Result<(), Error> {
+        let Some(mut state) = self.blocks.remove(&index) else {
+            return Ok(());
         };
-        if open == index {
-            match (&mut state, delta) {
-                (Block::Text(_), Delta::TextDelta { text }) if !text.is_empty() => {
-                    self.text(&mut state, text, out);
-                }
-                (Block::Thinking(_), Delta::ThinkingDelta { thinking }) if !thinking.is_empty() => {
-                    self.reasoning(&mut state, thinking, None, out);
-                }
-                (Block::Thinking(_), Delta::SignatureDelta { signature })
-                    if !signature.is_empty() =>
-                {
-                    self.reasoning(&mut state, String::new(), Some(signature), out);
-                }
-                (
-                    Block::Call {
-                        ordinal, streamed, ..
-                    },
-                    Delta::InputJsonDelta { partial_json },
-                ) => {
-                    *streamed = true;
-                    out.push(Event::from(ToolCallDelta::arguments(
-                        *ordinal,
-                        partial_json,
-                    )));
-                }
-                _ => {} // citations_delta, and deltas of other kinds
+        let lifted = match (&mut state, delta) {
+            (Block::Text(_), Delta::TextDelta { text }) if !text.is_empty() => {
+                self.text(&mut state, text, out);
+                Ok(())
             }
-        }
-        self.block = Some((open, state));
+            (Block::Thinking(_), Delta::ThinkingDelta { thinking }) if !thinking.is_empty() => {
+                self.reasoning(&mut state, thinking, None, out);
+                Ok(())
+            }
+            (Block::Thinking(_), Delta::SignatureDelta { signature }) if !signature.is_empty() => {
+                self.reasoning(&mut state, String::new(), Some(signature), out);
+                Ok(())
+            }
+            (
+                Block::Call {
+                    ordinal, streamed, ..
+                },
+                Delta::InputJsonDelta { partial_json },
+            ) => {
+                *streamed = true;
+                self.arguments(*ordinal, partial_json, out)
+            }
+            _ => Ok(()), // citations_delta, and deltas of other kinds
+        };
+        self.blocks.insert(index, state);
+        lifted
     }
 
-    fn text(&self, state: &mut Block, text: String, out: &mut Output) {
+    fn arguments(&mut self, ordinal: u32, text: String, out: &mut Output) -> Result<(), Error> {
+        self.order
+            .fragment(ToolCallDelta::arguments(ordinal, text), out)
+            .map_err(|late| malformed(PROVIDER, late.to_string()))
+    }
+
+    fn text(&mut self, state: &mut Block, text: String, out: &mut Output) {
         if let Block::Text(metadata) = state {
             let metadata = metadata.take().unwrap_or_default();
+            self.order.flush(out);
             out.push(Event::TextDelta(TextDelta { text, metadata }));
         }
     }
 
     fn reasoning(
-        &self,
+        &mut self,
         state: &mut Block,
         text: String,
         signature: Option<String>,
@@ -371,6 +389,7 @@ impl Lifter {
     ) {
         if let Block::Thinking(metadata) = state {
             let metadata = metadata.take().unwrap_or_default();
+            self.order.flush(out);
             out.push(Event::ReasoningDelta(ReasoningDelta {
                 text,
                 signature,
@@ -379,23 +398,21 @@ impl Lifter {
         }
     }
 
-    fn stop_block(&mut self, index: u32, out: &mut Output) {
-        match self.block.take() {
-            Some((open, state)) if open == index => {
-                if let Block::Call {
-                    ordinal,
-                    input: Some(input),
-                    streamed: false,
-                } = state
-                {
-                    out.push(Event::from(ToolCallDelta::arguments(
-                        ordinal,
-                        input.to_string(),
-                    )));
-                }
+    /// Closes the block open at `index`, if one is: a call's `input`, when no
+    /// deltas came, is its arguments, and the call is complete.
+    fn stop_block(&mut self, index: u32, out: &mut Output) -> Result<(), Error> {
+        if let Some(Block::Call {
+            ordinal,
+            input,
+            streamed,
+        }) = self.blocks.remove(&index)
+        {
+            if let Some(input) = input.filter(|_| !streamed) {
+                self.arguments(ordinal, input.to_string(), out)?;
             }
-            other => self.block = other,
+            self.order.end(ordinal, out);
         }
+        Ok(())
     }
 
     fn map_finish(reason: String) -> FinishReason {
@@ -412,7 +429,8 @@ impl Lift for Lifter {
     const PROVIDER: &'static str = PROVIDER;
 
     fn event(&mut self, event: SseEvent, out: &mut Output) -> Result<(), Error> {
-        self.push_event(event.data.as_bytes(), out)
+        let lifted = self.push_event(event.data.as_bytes(), out);
+        self.order.keep_on_error(lifted, out)
     }
 
     /// Lifts a whole non-streaming body (a `message` object, or an `error`).
@@ -423,8 +441,8 @@ impl Lift for Lifter {
         }
         self.start_message(message.id, message.usage);
         for (index, block) in (0u32..).zip(message.content) {
-            self.start_block(index, block, out);
-            self.stop_block(index, out);
+            self.start_block(index, block, out)?;
+            self.stop_block(index, out)?;
         }
         self.stop_reason = message.stop_reason;
         self.done = true;
@@ -437,6 +455,7 @@ impl Lift for Lifter {
     /// event (a retry layer replays only calls that gave none).
     fn finish(&mut self, out: &mut Output) -> Result<(), Error> {
         if self.stop_reason.is_none() && !self.done {
+            self.order.flush(out);
             return Err(truncated(
                 PROVIDER,
                 format!(
@@ -445,6 +464,11 @@ impl Lift for Lifter {
                 ),
             ));
         }
+        // Blocks left open (no stop before the end) are complete.
+        while let Some((&index, _)) = self.blocks.first_key_value() {
+            self.stop_block(index, out)?;
+        }
+        self.order.flush(out);
         if let Some(usage) = self.counts.usage(self.metadata()) {
             out.push(Event::Usage(usage));
         }

@@ -1,7 +1,7 @@
 //! Lifting: Chat Completions responses → canonical events (see [`Lifter`]).
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use serde_json::Value;
 
@@ -12,6 +12,7 @@ use crate::message::{
     Event, FinishReason, Metadata, ReasoningDelta, TextDelta, ToolCallDelta, Usage,
 };
 use crate::provider::body::{Lift, malformed, parse, truncated};
+use crate::provider::call_order::CallOrder;
 use crate::provider::error::ProviderError;
 use crate::provider::sse::SseEvent;
 use crate::service::Output;
@@ -37,8 +38,14 @@ const DONE: &str = "[DONE]";
 ///   endpoint). Calls are renumbered 0, 1, … in the order they start; a call
 ///   starts at a new `id`, a new `index`, or a second `function.name` at the same
 ///   index. A missing id becomes `call_<n>` (prefixed with the response id when
-///   there is one), the same in both modes. A fragment that goes back to an
-///   earlier call is a [`TransportErrorKind::Malformed`](crate::provider::TransportErrorKind::Malformed) error;
+///   there is one), the same in both modes. A fragment goes to the last call
+///   started at its `index` (without an index, to the last call started), so
+///   parallel calls may interleave their fragments, as the SDKs that accumulate
+///   by index allow: the events carry each call whole and in start order,
+///   a call held while the one before is not yet whole JSON (see the event
+///   model in `docs/design.md`). A fragment with more than whitespace for a call
+///   already complete (whole JSON and another call begun, or text after it) is a
+///   [`TransportErrorKind::Malformed`](crate::provider::TransportErrorKind::Malformed) error;
 /// - tool calls whose `type` is not `function` (GLM's `web_search`, `mcp`) ran on
 ///   the server: they are passed through with `provider_executed`, named after
 ///   their type, with their payload object as arguments;
@@ -90,10 +97,13 @@ pub struct Lifter {
     generation_id: Option<String>,
     /// What the last event emitted was, to know when a message starts.
     last: Last,
-    call: Option<OpenCall>,
-    /// Wire indexes of the calls already complete: one look-up per fragment.
-    closed_indexes: HashSet<u32>,
-    calls_started: u32,
+    /// The calls started, by number: what later fragments continue.
+    calls: Vec<OpenCall>,
+    /// The number of the last call started at each wire index: one look-up
+    /// per fragment.
+    by_index: HashMap<u32, u32>,
+    /// The calls' deltas, each call's contiguous, in start order.
+    order: CallOrder,
     function_calls: bool,
     refusal: bool,
     usage: Option<Usage>,
@@ -114,10 +124,8 @@ enum Last {
 
 #[derive(Debug)]
 struct OpenCall {
-    wire_index: Option<u32>,
     wire_id: Option<String>,
     named: bool,
-    ordinal: u32,
 }
 
 impl Lifter {
@@ -176,6 +184,7 @@ impl Lifter {
                     metadata
                 })
                 .unwrap_or_default();
+            self.order.flush(out);
             out.push(Event::ReasoningDelta(ReasoningDelta {
                 text,
                 signature: None,
@@ -188,6 +197,7 @@ impl Lifter {
             .filter(|t| !t.is_empty())
         {
             let metadata = self.starting(Last::Text).unwrap_or_default();
+            self.order.flush(out);
             out.push(Event::TextDelta(TextDelta { text, metadata }));
         }
         if let Some(text) = delta.refusal.filter(|t| !t.is_empty()) {
@@ -199,6 +209,7 @@ impl Lifter {
                     metadata
                 })
                 .unwrap_or_default();
+            self.order.flush(out);
             out.push(Event::TextDelta(TextDelta { text, metadata }));
         }
         for call in delta.tool_calls.into_iter().flatten() {
@@ -226,69 +237,7 @@ impl Lifter {
         let id = call.id.filter(|id| !id.is_empty());
         let kind = call.kind.as_deref().unwrap_or("function");
         let server_side = kind != "function";
-        let starts = match &self.call {
-            None => true,
-            Some(open) => match (&id, &open.wire_id) {
-                (Some(id), Some(open_id)) => id != open_id,
-                _ if call.index.is_some() && call.index != open.wire_index => {
-                    let index = call.index.unwrap_or_default();
-                    if self.closed_indexes.contains(&index) {
-                        return Err(malformed(
-                            PROVIDER,
-                            format!(
-                                "tool call fragments interleave: index {index} continued after another call started"
-                            ),
-                        ));
-                    }
-                    true
-                }
-                // A name (or a server-side call, named by its type) opens a call.
-                _ => (name.is_some() || server_side) && open.named,
-            },
-        };
-        let mut delta = if starts {
-            if let Some(open) = self.call.take()
-                && let Some(index) = open.wire_index
-            {
-                self.closed_indexes.insert(index);
-            }
-            let ordinal = self.calls_started;
-            self.calls_started += 1;
-            let canonical_id = id.clone().unwrap_or_else(|| match &self.generation_id {
-                Some(generation) => format!("{generation}_call_{ordinal}"),
-                None => format!("call_{ordinal}"),
-            });
-            self.call = Some(OpenCall {
-                wire_index: call.index,
-                wire_id: id,
-                named: name.is_some() || server_side,
-                ordinal,
-            });
-            self.function_calls |= !server_side;
-            let mut delta = ToolCallDelta::new(ordinal);
-            let details = delta.details_mut();
-            details.id = Some(canonical_id);
-            details.name = if server_side {
-                Some(kind.to_owned())
-            } else {
-                name
-            };
-            details.provider_executed = server_side;
-            delta
-        } else {
-            let open = self.call.as_mut().expect("a call is open when none starts");
-            if open.wire_id.is_none() {
-                open.wire_id = id;
-            }
-            let named = open.named;
-            open.named |= name.is_some();
-            let mut delta = ToolCallDelta::new(open.ordinal);
-            if let Some(name) = name.filter(|_| !named) {
-                delta.details_mut().name = Some(name);
-            }
-            delta
-        };
-        delta.arguments_delta = if server_side {
+        let arguments = if server_side {
             call.rest
                 .get(kind)
                 .map(Value::to_string)
@@ -301,8 +250,74 @@ impl Lifter {
             }
         };
         self.last = Last::Call;
-        out.push(Event::from(delta));
-        Ok(())
+        let target = match call.index {
+            Some(index) => self.by_index.get(&index).copied(),
+            None => self.calls.len().checked_sub(1).map(|last| last as u32),
+        };
+        // A new id, or a name (a server-side call is named by its type) where
+        // the call already has one, starts a call at the same index.
+        let open = target.map(|ordinal| (ordinal, &mut self.calls[ordinal as usize]));
+        let (ordinal, open) = match open {
+            Some((ordinal, open))
+                if match (&id, &open.wire_id) {
+                    (Some(id), Some(open_id)) => id == open_id,
+                    _ => !((name.is_some() || server_side) && open.named),
+                } =>
+            {
+                (ordinal, open)
+            }
+            _ => {
+                let mut delta = self.start_call(call.index, id, name, kind, server_side);
+                delta.arguments_delta = arguments;
+                self.order.start(delta, out);
+                return Ok(());
+            }
+        };
+        if open.wire_id.is_none() {
+            open.wire_id = id;
+        }
+        let mut delta = ToolCallDelta::arguments(ordinal, arguments);
+        if let Some(name) = name.filter(|_| !open.named) {
+            open.named = true;
+            delta.details_mut().name = Some(name);
+        }
+        self.order
+            .fragment(delta, out)
+            .map_err(|late| malformed(PROVIDER, late.to_string()))
+    }
+
+    /// Records a call that starts, and gives its first delta (no arguments).
+    fn start_call(
+        &mut self,
+        wire_index: Option<u32>,
+        id: Option<String>,
+        name: Option<String>,
+        kind: &str,
+        server_side: bool,
+    ) -> ToolCallDelta {
+        let ordinal = self.order.next();
+        let canonical_id = id.clone().unwrap_or_else(|| match &self.generation_id {
+            Some(generation) => format!("{generation}_call_{ordinal}"),
+            None => format!("call_{ordinal}"),
+        });
+        if let Some(index) = wire_index {
+            self.by_index.insert(index, ordinal);
+        }
+        self.calls.push(OpenCall {
+            wire_id: id,
+            named: name.is_some() || server_side,
+        });
+        self.function_calls |= !server_side;
+        let mut delta = ToolCallDelta::new(ordinal);
+        let details = delta.details_mut();
+        details.id = Some(canonical_id);
+        details.name = if server_side {
+            Some(kind.to_owned())
+        } else {
+            name
+        };
+        details.provider_executed = server_side;
+        delta
     }
 
     fn map_finish(&self, reason: String) -> FinishReason {
@@ -324,7 +339,8 @@ impl Lift for Lifter {
             self.done = true;
             return Ok(());
         }
-        self.push_chunk(event.data.as_bytes(), out)
+        let lifted = self.push_chunk(event.data.as_bytes(), out);
+        self.order.keep_on_error(lifted, out)
     }
 
     /// Lifts a whole non-streaming body (a `chat.completion` object).
@@ -338,6 +354,7 @@ impl Lift for Lifter {
     /// Ends the response: emits the usage and the finish reason. A stream that
     /// ended with neither `[DONE]` nor a finish reason is an error.
     fn finish(&mut self, out: &mut Output) -> Result<(), Error> {
+        self.order.flush(out); // the calls held, before usage and finish
         if let Some(usage) = self.usage.take() {
             out.push(Event::Usage(usage));
         }
