@@ -1,0 +1,106 @@
+//! [`ResponseFormat`] as Chat Completions writes it: `response_format`,
+//! `{"type":"json_object"}` or
+//! `{"type":"json_schema","json_schema":{"name","schema","strict"}}`.
+
+use serde_json::{Map, Value, json};
+
+use crate::{Error, ResponseFormat};
+
+/// The name OpenAI requires of a schema, when the format has none.
+const DEFAULT_NAME: &str = "response";
+
+/// The wire's `response_format` for `format`.
+pub(super) fn lower(format: &ResponseFormat) -> Value {
+    match format {
+        ResponseFormat::JsonObject => json!({"type": "json_object"}),
+        ResponseFormat::JsonSchema {
+            name,
+            schema,
+            strict,
+        } => {
+            let mut json_schema = Map::new();
+            let name = name.as_deref().unwrap_or(DEFAULT_NAME);
+            json_schema.insert("name".into(), name.into());
+            json_schema.insert("schema".into(), schema.clone());
+            if let Some(strict) = strict {
+                json_schema.insert("strict".into(), (*strict).into());
+            }
+            json!({"type": "json_schema", "json_schema": json_schema})
+        }
+    }
+}
+
+/// A client's `response_format`: `Ok(Ok(format))` for JSON, `Ok(Err(value))`
+/// for a type the canonical model does not know (kept as it came), nothing for
+/// `text` (the default). A `json_schema` without its schema is
+/// [`Error::InvalidRequest`].
+pub(super) fn decode(value: Value) -> Result<Option<Result<ResponseFormat, Value>>, Error> {
+    let format = match value.get("type").and_then(Value::as_str) {
+        Some("text") => return Ok(None),
+        Some("json_object") => ResponseFormat::JsonObject,
+        Some("json_schema") => {
+            let json_schema = value.get("json_schema");
+            let field = |key: &str| json_schema.and_then(|object| object.get(key));
+            let Some(schema) = field("schema").filter(|schema| schema.is_object()) else {
+                return Err(Error::InvalidRequest(
+                    "response_format.json_schema.schema: a JSON Schema object is needed".into(),
+                ));
+            };
+            ResponseFormat::JsonSchema {
+                name: field("name").and_then(Value::as_str).map(str::to_owned),
+                schema: schema.clone(),
+                strict: field("strict").and_then(Value::as_bool),
+            }
+        }
+        _ => return Ok(Some(Err(value))),
+    };
+    Ok(Some(Ok(format)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lowered_formats_read_back() {
+        let formats = [
+            ResponseFormat::JsonObject,
+            ResponseFormat::json_schema(json!({"type": "object"})),
+            ResponseFormat::JsonSchema {
+                name: Some("city".into()),
+                schema: json!({"type": "object", "required": ["name"]}),
+                strict: Some(true),
+            },
+        ];
+        for format in formats {
+            let read = decode(lower(&format)).unwrap().unwrap().unwrap();
+            let named = match (&format, read) {
+                (
+                    ResponseFormat::JsonSchema { name: None, .. },
+                    ResponseFormat::JsonSchema {
+                        name,
+                        schema,
+                        strict,
+                    },
+                ) => {
+                    assert_eq!(name.as_deref(), Some(DEFAULT_NAME));
+                    ResponseFormat::JsonSchema {
+                        name: None,
+                        schema,
+                        strict,
+                    }
+                }
+                (_, read) => read,
+            };
+            assert_eq!(named, format);
+        }
+    }
+
+    #[test]
+    fn text_is_the_default_and_other_types_stay_as_they_came() {
+        assert_eq!(decode(json!({"type": "text"})).unwrap(), None);
+        let grammar = json!({"type": "grammar", "grammar": "root ::= x"});
+        assert_eq!(decode(grammar.clone()).unwrap(), Some(Err(grammar)));
+        assert!(decode(json!({"type": "json_schema", "json_schema": {"name": "n"}})).is_err());
+    }
+}
