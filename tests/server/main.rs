@@ -13,3 +13,4 @@ mod common;
 mod gateway;
 mod limits;
 mod mounted;
+mod structured;

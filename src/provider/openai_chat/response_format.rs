@@ -97,6 +97,24 @@ mod tests {
     }
 
     #[test]
+    fn a_schema_is_lowered_to_the_wires_form() {
+        let format = ResponseFormat::JsonSchema {
+            name: None,
+            schema: json!({"type": "object"}),
+            strict: Some(true),
+        };
+        assert_eq!(
+            lower(&format),
+            json!({"type": "json_schema",
+                   "json_schema": {"name": "response", "schema": {"type": "object"}, "strict": true}})
+        );
+        assert_eq!(
+            lower(&ResponseFormat::JsonObject),
+            json!({"type": "json_object"})
+        );
+    }
+
+    #[test]
     fn text_is_the_default_and_other_types_stay_as_they_came() {
         assert_eq!(decode(json!({"type": "text"})).unwrap(), None);
         let grammar = json!({"type": "grammar", "grammar": "root ::= x"});
