@@ -33,8 +33,8 @@ use crate::{
 ///   call it answers;
 /// - `tools`, `tool_choice`, `model`, `temperature`, `stream`, the token
 ///   limit (`max_completion_tokens`, else `max_tokens`) and `response_format`
-///   (`json_object`, `json_schema`; `text` is the default; another type stays
-///   in `extra`) fill the options; every
+///   (`json_object`, `json_schema`; `text` or another type stays in `extra`)
+///   fill the options; every
 ///   other field — `top_p`, `stop`, `n`, `seed`, `user`,
 ///   `reasoning_effort`, `stream_options`, unknown ones — goes in
 ///   `options.extra`, checked first where its type is known.
@@ -145,7 +145,7 @@ fn request_from_wire(wire: ChatCompletionRequest) -> Result<ChatRequest, Error> 
         }
     };
     let format = wire.response_format.map(response_format::decode);
-    let (format, other_format) = match format.transpose()?.flatten() {
+    let (format, other_format) = match format.transpose()? {
         Some(Ok(format)) => (Some(format), None),
         Some(Err(other)) => (None, Some(other)),
         None => (None, None),

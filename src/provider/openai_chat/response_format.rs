@@ -31,12 +31,11 @@ pub(super) fn lower(format: &ResponseFormat) -> Value {
 }
 
 /// A client's `response_format`: `Ok(Ok(format))` for JSON, `Ok(Err(value))`
-/// for a type the canonical model does not know (kept as it came), nothing for
-/// `text` (the default). A `json_schema` without its schema is
+/// for `text` (the default) or a type the canonical model does not know,
+/// kept as it came. A `json_schema` without its schema is
 /// [`Error::InvalidRequest`].
-pub(super) fn decode(value: Value) -> Result<Option<Result<ResponseFormat, Value>>, Error> {
+pub(super) fn decode(value: Value) -> Result<Result<ResponseFormat, Value>, Error> {
     let format = match value.get("type").and_then(Value::as_str) {
-        Some("text") => return Ok(None),
         Some("json_object") => ResponseFormat::JsonObject,
         Some("json_schema") => {
             let json_schema = value.get("json_schema");
@@ -52,9 +51,9 @@ pub(super) fn decode(value: Value) -> Result<Option<Result<ResponseFormat, Value
                 strict: field("strict").and_then(Value::as_bool),
             }
         }
-        _ => return Ok(Some(Err(value))),
+        _ => return Ok(Err(value)),
     };
-    Ok(Some(Ok(format)))
+    Ok(Ok(format))
 }
 
 #[cfg(test)]
@@ -73,7 +72,7 @@ mod tests {
             },
         ];
         for format in formats {
-            let read = decode(lower(&format)).unwrap().unwrap().unwrap();
+            let read = decode(lower(&format)).unwrap().unwrap();
             let named = match (&format, read) {
                 (
                     ResponseFormat::JsonSchema { name: None, .. },
@@ -115,10 +114,13 @@ mod tests {
     }
 
     #[test]
-    fn text_is_the_default_and_other_types_stay_as_they_came() {
-        assert_eq!(decode(json!({"type": "text"})).unwrap(), None);
-        let grammar = json!({"type": "grammar", "grammar": "root ::= x"});
-        assert_eq!(decode(grammar.clone()).unwrap(), Some(Err(grammar)));
+    fn text_and_other_types_stay_as_they_came() {
+        for other in [
+            json!({"type": "text"}),
+            json!({"type": "grammar", "grammar": "x"}),
+        ] {
+            assert_eq!(decode(other.clone()).unwrap(), Err(other));
+        }
         assert!(decode(json!({"type": "json_schema", "json_schema": {"name": "n"}})).is_err());
     }
 }
