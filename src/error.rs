@@ -67,6 +67,17 @@ pub enum Error {
         invalid: crate::message::InvalidCall,
     },
 
+    /// The model's reply does not take the form the request's
+    /// [`ResponseFormat`](crate::ResponseFormat) asks for: not JSON, or JSON
+    /// that does not match the schema.
+    #[error("{stage}: {message}")]
+    InvalidOutput {
+        /// The stage that checked the reply.
+        stage: &'static str,
+        /// What is wrong, with where.
+        message: String,
+    },
+
     /// A tool call and its result do not pair up: a result whose call is not
     /// there, or a call of an aggregate without its result.
     #[error("{stage}: message {message}: {problem} (call id `{call_id}`)")]

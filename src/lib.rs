@@ -131,4 +131,6 @@ pub use message::{
     MediaRef, MediaSource, Message, Metadata, ReasoningDelta, Role, TextDelta, ToolCall,
     ToolCallDelta, ToolResult, Usage,
 };
-pub use service::{BoxChatService, ChatOptions, ChatRequest, Reply, ToolChoice, ToolSpec};
+pub use service::{
+    BoxChatService, ChatOptions, ChatRequest, Reply, ResponseFormat, ToolChoice, ToolSpec,
+};

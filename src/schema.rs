@@ -77,12 +77,20 @@ impl SchemaCache {
 
 /// Checks `arguments`; the error lists every violation with where it is.
 pub(crate) fn check(validator: &Validator, tool: &str, arguments: &Value) -> Result<(), String> {
+    violations(validator, arguments).map_err(|problems| {
+        format!("the arguments of `{tool}` do not match its schema: {problems}")
+    })
+}
+
+/// Checks `value` against `validator`; the error lists every violation with
+/// where it is, joined by `; `.
+pub(crate) fn violations(validator: &Validator, value: &Value) -> Result<(), String> {
     // The common case first: `is_valid` stops at once and builds no errors.
-    if validator.is_valid(arguments) {
+    if validator.is_valid(value) {
         return Ok(());
     }
     let problems: Vec<String> = validator
-        .iter_errors(arguments)
+        .iter_errors(value)
         .map(|error| {
             let path = error.instance_path().to_string();
             if path.is_empty() {
@@ -95,10 +103,7 @@ pub(crate) fn check(validator: &Validator, tool: &str, arguments: &Value) -> Res
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(format!(
-            "the arguments of `{tool}` do not match its schema: {}",
-            problems.join("; ")
-        ))
+        Err(problems.join("; "))
     }
 }
 

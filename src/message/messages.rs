@@ -128,7 +128,8 @@ pub struct Usage {
     pub input_tokens: u64,
     /// Tokens written by the model, reasoning included.
     pub output_tokens: u64,
-    /// Input tokens served from the provider's cache, when reported.
+    /// Input tokens served from the provider's cache, when reported (counted
+    /// in `input_tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_input_tokens: Option<u64>,
     /// Output tokens spent on reasoning, when reported.
@@ -140,10 +141,38 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// The key of [`metadata`](Usage::metadata) that holds the input tokens
+    /// written to the provider's prompt cache (read and written by
+    /// [`cache_write_input_tokens`](Usage::cache_write_input_tokens)). A
+    /// metadata key, not a field: an `Event` stays within 64 bytes.
+    pub const CACHE_WRITE_KEY: &'static str = "cache_creation_input_tokens";
+
+    /// Input tokens written to the provider's prompt cache, when reported
+    /// (counted in `input_tokens`, as the cache reads are).
+    ///
+    /// ```
+    /// use lmstack::Usage;
+    /// let mut usage = Usage { input_tokens: 120, ..Usage::default() };
+    /// assert_eq!(usage.cache_write_input_tokens(), None);
+    /// usage.set_cache_write_input_tokens(100);
+    /// assert_eq!(usage.cache_write_input_tokens(), Some(100));
+    /// assert_eq!(usage.metadata.get(Usage::CACHE_WRITE_KEY), Some(&100.into()));
+    /// ```
+    pub fn cache_write_input_tokens(&self) -> Option<u64> {
+        self.metadata
+            .get(Self::CACHE_WRITE_KEY)
+            .and_then(serde_json::Value::as_u64)
+    }
+
+    /// Sets the input tokens written to the prompt cache.
+    pub fn set_cache_write_input_tokens(&mut self, tokens: u64) {
+        self.metadata.insert(Self::CACHE_WRITE_KEY, tokens.into());
+    }
+
     /// Adds `other` to this usage, as the rounds of a tool loop add up: every
     /// count saturating; an optional count is reported when either side reports
-    /// it; a counter in the metadata (a whole number, such as Anthropic's
-    /// cache writes) is summed, any other metadata field kept where set.
+    /// it; a counter in the metadata (a whole number, such as the cache
+    /// writes) is summed, any other metadata field kept where set.
     ///
     /// ```
     /// use lmstack::Usage;
@@ -151,13 +180,13 @@ impl Usage {
     /// let mut total = Usage { input_tokens: u64::MAX, output_tokens: 2, ..Usage::default() };
     /// let mut round = Usage { input_tokens: 5, output_tokens: 3, ..Usage::default() };
     /// round.cached_input_tokens = Some(4);
-    /// round.metadata.insert("cache_creation_input_tokens", 7.into());
+    /// round.set_cache_write_input_tokens(7);
     /// total.add(&round);
     /// total.add(&round);
     /// assert_eq!((total.input_tokens, total.output_tokens), (u64::MAX, 8));
     /// assert_eq!(total.cached_input_tokens, Some(8));
     /// assert_eq!(total.reasoning_tokens, None);
-    /// assert_eq!(total.metadata.get("cache_creation_input_tokens"), Some(&14.into()));
+    /// assert_eq!(total.cache_write_input_tokens(), Some(14));
     /// ```
     pub fn add(&mut self, other: &Usage) {
         let add = |a: Option<u64>, b: Option<u64>| match (a, b) {

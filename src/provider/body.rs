@@ -23,7 +23,7 @@ use super::redact::Secrets;
 use super::sse::{SseDecoder, SseEvent};
 use crate::Error;
 use crate::message::Event;
-use crate::service::{Machine, Output};
+use crate::service::{Machine, Output, OutputCheck};
 
 /// The default limit on a response body, streamed or whole: 64 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 64 << 20;
@@ -186,6 +186,8 @@ pub struct BodyDecoder<L> {
     calls: usize,
     max_tool_calls: usize,
     secrets: Secrets,
+    /// The check of the reply against the request's response format.
+    check: Option<OutputCheck>,
 }
 
 #[derive(Debug)]
@@ -255,6 +257,14 @@ impl<L: Lift> BodyDecoder<L> {
         self
     }
 
+    /// Checks the reply against the request's response format: a final text
+    /// that does not match it ends the reply with [`Error::InvalidOutput`]
+    /// (after every event, so the caller sees what the model wrote).
+    pub(crate) fn with_output_check(mut self, check: Option<OutputCheck>) -> Self {
+        self.check = check;
+        self
+    }
+
     fn new(framing: Framing, lifter: L) -> Self {
         BodyDecoder {
             framing,
@@ -265,6 +275,7 @@ impl<L: Lift> BodyDecoder<L> {
             calls: 0,
             max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
             secrets: Secrets::new(),
+            check: None,
         }
     }
 
@@ -301,7 +312,11 @@ impl<L: Lift> BodyDecoder<L> {
         }
         let start = out.len();
         let lifted = self.lifter.finish(out);
-        self.count_calls(out, start, lifted)
+        self.count_calls(out, start, lifted)?;
+        match &mut self.check {
+            Some(check) => check.verdict(L::PROVIDER).map(drop),
+            None => Ok(()),
+        }
     }
 
     fn lift_events(&mut self, out: &mut Output) -> Result<(), Error> {
@@ -325,6 +340,9 @@ impl<L: Lift> BodyDecoder<L> {
     ) -> Result<(), Error> {
         let mut over = None;
         for (at, event) in (start..).zip(out.iter_from(start)) {
+            if let Some(check) = &mut self.check {
+                check.see(event);
+            }
             let calls = match event {
                 Event::ToolCallDelta(delta) => self.calls.max(delta.index as usize + 1),
                 Event::Message { message } => self.calls + message.calls().len(),

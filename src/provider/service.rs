@@ -18,7 +18,7 @@ use super::transport::{
     ByteStream, HttpRequest, HttpResponse, HttpTransport, Streaming, move_url_credentials,
 };
 use super::wire::Wire;
-use crate::service::{IntoEvents, MachineStream, ReplyFuture};
+use crate::service::{IntoEvents, MachineStream, OutputCheck, ReplyFuture};
 use crate::store::{self, MediaStore};
 use crate::{ChatRequest, Error, Message, Reply};
 
@@ -149,7 +149,18 @@ where
     fn call(&mut self, request: ChatRequest) -> Self::Future {
         let config = &self.config;
         let streaming = request.options.stream;
+        let check = match request
+            .options
+            .response_format
+            .as_ref()
+            .map(OutputCheck::new)
+        {
+            Some(Err(error)) => return ReplyFuture::failed(error),
+            Some(Ok(check)) => Some(check),
+            None => None,
+        };
         let read = ReadBody {
+            check,
             streaming,
             max_event_bytes: config.max_event_bytes,
             max_body_bytes: config.max_body_bytes,
@@ -226,6 +237,7 @@ pub struct ReadBody<L> {
     max_tool_calls: usize,
     secrets: Secrets,
     lifter: L,
+    check: Option<OutputCheck>,
 }
 
 impl<L: super::body::Lift> IntoEvents for ReadBody<L> {
@@ -240,7 +252,8 @@ impl<L: super::body::Lift> IntoEvents for ReadBody<L> {
         let decoder = BodyDecoder::for_content_type(self.lifter, content_type, self.streaming)
             .with_limits(self.max_event_bytes, self.max_body_bytes)
             .with_max_tool_calls(self.max_tool_calls)
-            .with_secrets(self.secrets);
+            .with_secrets(self.secrets)
+            .with_output_check(self.check);
         MachineStream::new(response.into_body(), decoder)
     }
 }

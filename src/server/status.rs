@@ -15,8 +15,9 @@ impl Error {
     ///   403 and 404 (the gateway's key or configuration) → 502; 408 and 504 →
     ///   504; 503 and 529 (overloaded) → 503; any other → 502;
     /// - the connection to it: a time-out → 504, anything else → 502;
-    /// - what the model wrote (limits, invalid calls, the tool loop's bound, JSON
-    ///   the lifting could not read) → 502;
+    /// - what the model wrote (limits, invalid calls, a reply that breaks the
+    ///   response format, the tool loop's bound, JSON the lifting could not
+    ///   read) → 502;
     /// - anything else (a stage's failure, a duplicate tool) → 500.
     ///
     /// ```
@@ -47,6 +48,7 @@ impl Error {
             E::LimitExceeded { .. }
             | E::ToolCallLimit { .. }
             | E::InvalidToolCall { .. }
+            | E::InvalidOutput { .. }
             | E::ToolLoopLimit { .. }
             | E::Json { .. } => 502,
             _ => 500,

@@ -8,6 +8,7 @@ mod machine;
 mod reply;
 mod reply_future;
 mod request;
+mod response_format;
 mod stage;
 
 pub(crate) use accessors::inner_service_accessors;
@@ -17,4 +18,6 @@ pub use machine::{Machine, MachineStream, Output};
 pub use reply::{Complete, Reply};
 pub use reply_future::{IntoEvents, ReplyFuture};
 pub use request::{ChatOptions, ChatRequest, ToolChoice, ToolSpec};
+pub(crate) use response_format::OutputCheck;
+pub use response_format::ResponseFormat;
 pub use stage::{BoxChatService, ChatService};

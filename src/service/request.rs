@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::response_format::ResponseFormat;
 use crate::message::Message;
 
 /// A conversation to continue, with the options of the call.
@@ -72,6 +73,10 @@ pub struct ChatOptions {
     /// The maximum number of output tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// The form the reply's text must take (JSON, or JSON matching a
+    /// schema): lowered natively by every wire, and checked by the providers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<ResponseFormat>,
     /// Streaming mode: the reply carries deltas as they arrive. Otherwise it carries
     /// complete messages.
     #[serde(default)]

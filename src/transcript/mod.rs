@@ -267,7 +267,7 @@ impl<S: ChatService> Service<ChatRequest> for Transcript<S> {
         let exchange = self.recorder.next_exchange();
         let mut sender = Sender::new(self.recorder.clone(), exchange);
         sender.record(Record::Request {
-            request: request.clone(),
+            request: Box::new(request.clone()),
         });
         // Usually there is room, and the request is queued in call order; if not,
         // the future queues it (or drops it, by the policy) before it polls the
@@ -527,7 +527,7 @@ pub(crate) fn read_with_gaps(reader: impl BufRead) -> Result<(Vec<Exchange>, u64
             Record::Request { request } => {
                 exchanges.push(Exchange {
                     number: entry.exchange,
-                    request,
+                    request: *request,
                     events: Vec::new(),
                     error: None,
                     complete: false,

@@ -29,8 +29,9 @@ pub struct Entry {
 pub enum Record {
     /// A request, as the inner service received it.
     Request {
-        /// The request.
-        request: ChatRequest,
+        /// The request (boxed: an event's record, the common one, stays
+        /// small).
+        request: Box<ChatRequest>,
     },
     /// One event of the reply.
     Event {

@@ -3,8 +3,8 @@
 
 use lmstack::{
     CallDetails, ChatOptions, ChatRequest, ContentBlock, Event, FinishReason, InvalidCall,
-    InvalidCallKind, Media, MediaRef, Message, Metadata, ReasoningDelta, Role, TextDelta, ToolCall,
-    ToolCallDelta, ToolChoice, ToolResult, ToolSpec, Usage,
+    InvalidCallKind, Media, MediaRef, Message, Metadata, ReasoningDelta, ResponseFormat, Role,
+    TextDelta, ToolCall, ToolCallDelta, ToolChoice, ToolResult, ToolSpec, Usage,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -395,6 +395,11 @@ fn request_and_options() {
         tool_choice: Some(ToolChoice::Tool("add".into())),
         temperature: Some(0.5),
         max_tokens: Some(100),
+        response_format: Some(ResponseFormat::JsonSchema {
+            name: Some("sum".into()),
+            schema: json!({"type": "object"}),
+            strict: Some(true),
+        }),
         stream: true,
         extra: Default::default(),
     };
@@ -409,6 +414,8 @@ fn request_and_options() {
                            "tools": [{"name": "add", "description": "Adds",
                                       "parameters": {"type": "object", "properties": {"a": {"type": "number"}}}}],
                            "tool_choice": {"tool": "add"}, "temperature": 0.5, "max_tokens": 100,
+                           "response_format": {"type": "json_schema", "name": "sum",
+                                               "schema": {"type": "object"}, "strict": true},
                            "stream": true, "extra": {"seed": 42}}}),
     );
     for (choice, form) in [
@@ -418,6 +425,7 @@ fn request_and_options() {
     ] {
         pin(choice, form);
     }
+    pin(ResponseFormat::JsonObject, json!({"type": "json_object"}));
 }
 
 #[test]

@@ -15,3 +15,4 @@ mod gateway;
 mod interleaved;
 mod limits;
 mod mounted;
+mod structured;

@@ -7,6 +7,7 @@ use std::mem;
 use serde_json::{Map, Value};
 
 use super::lower::BLOCK_KEY;
+use super::output_format;
 use super::types::{
     self, Block, Content, MediaBlock, Request, Role as WireRole, Source, ToolChoice as WireChoice,
 };
@@ -35,7 +36,9 @@ use crate::{ChatRequest, ContentBlock, Error, Media, ToolChoice, ToolSpec};
 ///   `name` and `input`, such as `caller`, are kept the same way);
 /// - `tools` → [`ToolSpec`]s, `tool_choice` (`any` → required), `max_tokens`,
 ///   `temperature`, `stream`, `model`; `stop_sequences` → `options.extra`'s
-///   `stop`; `top_p`, `top_k`, `metadata`, `thinking` and every field this
+///   `stop`; `output_config.format` (or the beta's `output_format`) →
+///   `options.response_format`; `top_p`, `top_k`, `metadata`, `thinking`, the
+///   rest of `output_config` and every field this
 ///   function does not know → `options.extra`, as they came.
 ///
 /// What the canonical model has no place for is dropped, and documented:
@@ -167,6 +170,7 @@ impl Decoder {
             }
         }
         options.extra.extend(request.extra);
+        options.response_format = output_format::decode(&mut options.extra)?;
         Ok(chat)
     }
 

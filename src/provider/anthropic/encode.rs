@@ -7,7 +7,6 @@ use std::mem;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
-use super::CACHE_CREATION_KEY;
 use super::lower::{BLOCK_KEY, call_block, reasoning_block};
 use super::types::{
     self, Block, Delta, ErrorBody, ErrorObject, MessageDelta, Response, StreamEvent, TextBlock,
@@ -423,20 +422,13 @@ impl ReplyEncoder {
     }
 }
 
-fn cache_creation(usage: &Usage) -> Option<u64> {
-    usage
-        .metadata
-        .get(CACHE_CREATION_KEY)
-        .and_then(Value::as_u64)
-}
-
 /// Canonical usage as the wire's, whose `input_tokens` leaves out the cache.
 fn wire_usage(usage: Option<&Usage>) -> types::Usage {
     let Some(usage) = usage else {
         return types::Usage::new(0, 0);
     };
     let read = usage.cached_input_tokens;
-    let created = cache_creation(usage);
+    let created = usage.cache_write_input_tokens();
     let mut extra = Map::new();
     if let Some(thinking) = usage.reasoning_tokens {
         let details = serde_json::json!({ "thinking_tokens": thinking });

@@ -10,10 +10,9 @@ use super::lower::{BLOCK_KEY, PROVIDER};
 use super::types::{self, Delta, Response, StreamEvent};
 
 /// The key of [`Usage::metadata`] that holds the input tokens this request
-/// wrote to Anthropic's prompt cache (`cache_creation_input_tokens`; counted in
-/// `input_tokens` too). A metadata key, not a field: an `Event` stays within
-/// 64 bytes.
-pub const CACHE_CREATION_KEY: &str = "cache_creation_input_tokens";
+/// wrote to Anthropic's prompt cache: [`Usage::CACHE_WRITE_KEY`], which
+/// [`Usage::cache_write_input_tokens`] reads.
+pub const CACHE_CREATION_KEY: &str = Usage::CACHE_WRITE_KEY;
 use crate::Error;
 use crate::message::{
     Event, FinishReason, Message, Metadata, ReasoningDelta, ReasoningMessage, Role, TextDelta,
@@ -72,8 +71,8 @@ use crate::service::Output;
 ///   `tool_calls`; `max_tokens`, `model_context_window_exceeded` → `length`;
 ///   `refusal` → `refusal`; others (`pause_turn`) are kept verbatim;
 /// - usage: `input_tokens` is the sum of Anthropic's uncached, cache-read and
-///   cache-creation input tokens; `cached_input_tokens` the cache reads; the
-///   cache writes are in the usage's metadata under [`CACHE_CREATION_KEY`];
+///   cache-creation input tokens; `cached_input_tokens` the cache reads;
+///   [`Usage::cache_write_input_tokens`] the cache writes;
 ///   `reasoning_tokens`
 ///   `output_tokens_details.thinking_tokens` when sent;
 /// - a stream that ends with neither `message_stop` nor a stop reason is
@@ -166,11 +165,8 @@ impl Counts {
         }
     }
 
-    fn usage(&self, mut metadata: Metadata) -> Option<Usage> {
-        if let Some(created) = self.cache_creation {
-            metadata.insert(CACHE_CREATION_KEY, created.into());
-        }
-        self.seen.then(|| Usage {
+    fn usage(&self, metadata: Metadata) -> Option<Usage> {
+        let mut usage = self.seen.then(|| Usage {
             input_tokens: [self.input, self.cache_read, self.cache_creation]
                 .into_iter()
                 .flatten()
@@ -179,7 +175,11 @@ impl Counts {
             cached_input_tokens: self.cache_read,
             reasoning_tokens: self.thinking,
             metadata,
-        })
+        });
+        if let (Some(usage), Some(created)) = (&mut usage, self.cache_creation) {
+            usage.set_cache_write_input_tokens(created);
+        }
+        usage
     }
 }
 

@@ -10,6 +10,7 @@
 
 use serde_json::{Map, Value};
 
+use super::output_format;
 use super::types::{
     Block, Content, InputMessage, MediaBlock, RedactedThinkingBlock, Request, Role as WireRole,
     Source, TextBlock, ThinkingBlock, Tool, ToolChoice as WireChoice, ToolResultBlock,
@@ -85,7 +86,8 @@ pub fn lower(request: &ChatRequest, options: &LowerOptions) -> Result<Value, Err
 /// `options.extra` goes into the body's flattened fields last (`thinking`,
 /// `metadata`, `cache_control`, `top_k`…), so a key there wins over a field
 /// of the same name; an extra `stop` (a string or a list) is sent as
-/// `stop_sequences`.
+/// `stop_sequences`. A JSON-schema response format goes in
+/// `output_config.format`, beside any other `output_config` setting.
 ///
 /// ```
 /// use lmstack::provider::anthropic::types::Content;
@@ -123,6 +125,9 @@ pub fn lower_request(request: &ChatRequest, options: &LowerOptions) -> Result<Re
                 extra.insert(key.clone(), value.clone());
             }
         }
+    }
+    if let Some(format) = &chat.response_format {
+        output_format::lower(format, &mut extra);
     }
     Ok(Request {
         model: chat.model.clone(),

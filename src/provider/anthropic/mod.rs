@@ -38,6 +38,7 @@ mod decode;
 mod encode;
 mod lift;
 mod lower;
+mod output_format;
 #[cfg(feature = "server")]
 pub(crate) mod portable;
 pub mod types;

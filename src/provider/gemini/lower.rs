@@ -21,8 +21,8 @@ use crate::provider::history::{self, LowerHistory};
 use crate::provider::media::{self, MediaPart, MediaPlan, Placement, ToolResultMedia};
 use crate::provider::redact::redact_url;
 use crate::{
-    ChatRequest, ContentBlock, Error, Media, MediaSource, Message, Role, ToolCall, ToolChoice,
-    ToolResult, ToolSpec,
+    ChatRequest, ContentBlock, Error, Media, MediaSource, Message, ResponseFormat, Role, ToolCall,
+    ToolChoice, ToolResult, ToolSpec,
 };
 
 /// The name errors from this provider carry.
@@ -95,6 +95,8 @@ pub fn lower(request: &ChatRequest, options: &LowerOptions) -> Result<Value, Err
 
 /// Lowers a request to the typed `generateContent` body.
 ///
+/// A response format sets `generationConfig.responseMimeType` to
+/// `application/json` and, with a schema, `responseJsonSchema`.
 /// `options.extra` is merged into the body last: an object into the object of
 /// the same name, key by key (so `generationConfig.thinkingConfig` joins
 /// `maxOutputTokens`), anything else replacing what is there; keys the body
@@ -136,7 +138,11 @@ pub fn lower_request(
     let generation = GenerationConfig {
         temperature: chat.temperature,
         max_output_tokens: chat.max_tokens,
-        extra: Map::new(),
+        extra: chat
+            .response_format
+            .as_ref()
+            .map(lower_response_format)
+            .unwrap_or_default(),
     };
     let mut body = GenerateContentRequest {
         system_instruction: (!history.system.is_empty()).then(|| Content {
@@ -222,6 +228,18 @@ fn merge(body: &mut Map<String, Value>, key: &str, value: &Value) {
             body.insert(key.to_owned(), value.clone());
         }
     }
+}
+
+/// A response format's fields of `generationConfig`: JSON
+/// (`responseMimeType`), and the schema as JSON Schema (`responseJsonSchema`,
+/// not the OpenAPI subset of `responseSchema`).
+fn lower_response_format(format: &ResponseFormat) -> Map<String, Value> {
+    let mut fields = Map::new();
+    fields.insert("responseMimeType".into(), "application/json".into());
+    if let Some(schema) = format.schema() {
+        fields.insert("responseJsonSchema".into(), schema.clone());
+    }
+    fields
 }
 
 fn lower_tool(tool: &ToolSpec) -> FunctionDeclaration {

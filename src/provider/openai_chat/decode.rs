@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::lower::{REASONING_FIELD_KEY, REFUSAL_KEY};
+use super::response_format;
 use super::types::{
     ChatCompletionRequest, ChatMessage, ChatRole, ContentPart, FileData, MessageContent,
     ToolChoice as WireToolChoice,
@@ -30,9 +31,11 @@ use crate::{
 ///   [`REFUSAL_KEY`]) and its `tool_calls`, in that order; a run of `tool`
 ///   messages becomes one `tool_results` message, each result named after the
 ///   call it answers;
-/// - `tools`, `tool_choice`, `model`, `temperature`, `stream` and the token
-///   limit (`max_completion_tokens`, else `max_tokens`) fill the options; every
-///   other field — `top_p`, `stop`, `n`, `seed`, `response_format`, `user`,
+/// - `tools`, `tool_choice`, `model`, `temperature`, `stream`, the token
+///   limit (`max_completion_tokens`, else `max_tokens`) and `response_format`
+///   (`json_object`, `json_schema`; `text` or another type stays in `extra`)
+///   fill the options; every
+///   other field — `top_p`, `stop`, `n`, `seed`, `user`,
 ///   `reasoning_effort`, `stream_options`, unknown ones — goes in
 ///   `options.extra`, checked first where its type is known.
 ///
@@ -141,13 +144,20 @@ fn request_from_wire(wire: ChatCompletionRequest) -> Result<ChatRequest, Error> 
             ));
         }
     };
+    let format = wire.response_format.map(response_format::decode);
+    let (format, other_format) = match format.transpose()? {
+        Some(Ok(format)) => (Some(format), None),
+        Some(Err(other)) => (None, Some(other)),
+        None => (None, None),
+    };
+    options.response_format = format;
     let extra = &mut options.extra;
+    keep(extra, "response_format", other_format);
     keep(extra, "top_p", wire.top_p);
     keep(extra, "stream_options", wire.stream_options);
     keep(extra, "stop", wire.stop);
     keep(extra, "n", wire.n);
     keep(extra, "seed", wire.seed);
-    keep(extra, "response_format", wire.response_format);
     keep(extra, "user", wire.user);
     keep(extra, "reasoning_effort", wire.reasoning_effort);
     extra.extend(wire.extra);

@@ -518,10 +518,11 @@ fn wire_usage(usage: Usage) -> CompletionUsage {
     CompletionUsage {
         prompt_tokens: usage.input_tokens,
         completion_tokens: usage.output_tokens,
-        total_tokens: usage.input_tokens + usage.output_tokens,
-        prompt_tokens_details: usage
-            .cached_input_tokens
-            .map(|cached_tokens| PromptTokensDetails { cached_tokens }),
+        total_tokens: usage.input_tokens.saturating_add(usage.output_tokens),
+        prompt_tokens_details: PromptTokensDetails::new(
+            usage.cached_input_tokens,
+            usage.cache_write_input_tokens(),
+        ),
         completion_tokens_details: usage
             .reasoning_tokens
             .map(|reasoning_tokens| CompletionTokensDetails { reasoning_tokens }),

@@ -378,11 +378,16 @@ impl Lift for Lifter {
 /// The canonical usage of a wire usage read by
 /// [`CompletionUsage::read_lenient`]: the details absent stay absent.
 fn lift_usage(usage: CompletionUsage, metadata: Metadata) -> Usage {
-    Usage {
+    let details = usage.prompt_tokens_details;
+    let mut lifted = Usage {
         input_tokens: usage.prompt_tokens,
         output_tokens: usage.completion_tokens,
-        cached_input_tokens: usage.prompt_tokens_details.map(|d| d.cached_tokens),
+        cached_input_tokens: details.as_ref().and_then(|d| d.cached_tokens),
         reasoning_tokens: usage.completion_tokens_details.map(|d| d.reasoning_tokens),
         metadata,
+    };
+    if let Some(written) = details.and_then(|d| d.cache_write_tokens) {
+        lifted.set_cache_write_input_tokens(written);
     }
+    lifted
 }

@@ -8,6 +8,7 @@
 
 use serde_json::{Map, Value};
 
+use super::response_format;
 use super::types::{
     ChatCompletionRequest, ChatMessage, ChatRole, ContentPart, FileData, FunctionCall,
     FunctionDefinition, FunctionName, ImageUrl, InputAudio, MessageContent, NamedToolChoice,
@@ -141,6 +142,9 @@ pub fn lower_request(
         extra: chat.extra.clone(),
         ..ChatCompletionRequest::default()
     };
+    if !chat.extra.contains_key("response_format") {
+        body.response_format = chat.response_format.as_ref().map(response_format::lower);
+    }
     if !chat.tools.is_empty() {
         let tools = chat.tools.iter().map(|tool| lower_tool(tool, options));
         body.tools = Some(tools.collect());

@@ -40,6 +40,7 @@ mod lift;
 mod lower;
 #[cfg(feature = "server")]
 pub(crate) mod portable;
+mod response_format;
 pub mod types;
 
 /// The media policy every provider shares, here for the paths written before it was.

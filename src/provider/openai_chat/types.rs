@@ -511,7 +511,7 @@ pub struct ChunkChoice {
 /// let usage: CompletionUsage = serde_json::from_str(
 ///     r#"{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7,"prompt_tokens_details":{"cached_tokens":1,"audio_tokens":0}}"#,
 /// ).unwrap();
-/// assert_eq!(usage.prompt_tokens_details.unwrap().cached_tokens, 1);
+/// assert_eq!(usage.prompt_tokens_details.unwrap().cached_tokens, Some(1));
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CompletionUsage {
@@ -521,7 +521,8 @@ pub struct CompletionUsage {
     pub completion_tokens: u64,
     /// Their sum.
     pub total_tokens: u64,
-    /// Cached input tokens.
+    /// Input tokens read from and written to the cache (both counted in
+    /// `prompt_tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_tokens_details: Option<PromptTokensDetails>,
     /// Reasoning tokens.
@@ -551,8 +552,10 @@ impl CompletionUsage {
             prompt_tokens: count("/prompt_tokens").unwrap_or_default(),
             completion_tokens: count("/completion_tokens").unwrap_or_default(),
             total_tokens: count("/total_tokens").unwrap_or_default(),
-            prompt_tokens_details: count("/prompt_tokens_details/cached_tokens")
-                .map(|cached_tokens| PromptTokensDetails { cached_tokens }),
+            prompt_tokens_details: PromptTokensDetails::new(
+                count("/prompt_tokens_details/cached_tokens"),
+                count("/prompt_tokens_details/cache_write_tokens"),
+            ),
             completion_tokens_details: count("/completion_tokens_details/reasoning_tokens")
                 .map(|reasoning_tokens| CompletionTokensDetails { reasoning_tokens }),
         })
@@ -563,7 +566,22 @@ impl CompletionUsage {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PromptTokensDetails {
     /// Input tokens read from the cache.
-    pub cached_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
+    /// Input tokens written to the cache: not OpenAI's, but the field
+    /// OpenRouter and the servers that report cache writes use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
+}
+
+impl PromptTokensDetails {
+    /// The details of these counts; `None` when neither is known.
+    pub fn new(cached_tokens: Option<u64>, cache_write_tokens: Option<u64>) -> Option<Self> {
+        (cached_tokens.is_some() || cache_write_tokens.is_some()).then_some(PromptTokensDetails {
+            cached_tokens,
+            cache_write_tokens,
+        })
+    }
 }
 
 /// `usage.completion_tokens_details`.

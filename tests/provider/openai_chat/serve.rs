@@ -16,8 +16,8 @@ use lmstack::provider::openai_chat::{
 use lmstack::provider::{ProviderError, TransportError, TransportErrorKind};
 use lmstack::service::{Machine, Output};
 use lmstack::{
-    ChatRequest, ContentBlock, Error, Event, FinishReason, Joiner, Media, Message, Metadata, Role,
-    ToolCall, ToolCallDelta, ToolChoice, ToolResult, ToolSpec, Usage,
+    ChatRequest, ContentBlock, Error, Event, FinishReason, Joiner, Media, Message, Metadata,
+    ResponseFormat, Role, ToolCall, ToolCallDelta, ToolChoice, ToolResult, ToolSpec, Usage,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -192,13 +192,14 @@ fn options_tools_and_unknown_fields_are_kept() {
         vec![ToolSpec::new("add", "", json!({"type": "object"}))]
     );
     assert_eq!(options.tool_choice, Some(ToolChoice::Tool("add".into())));
+    assert_eq!(options.response_format, Some(ResponseFormat::JsonObject));
+    assert_eq!(options.extra.get("response_format"), None);
     for key in [
         "top_p",
         "stop",
         "n",
         "seed",
         "user",
-        "response_format",
         "reasoning_effort",
         "stream_options",
         "logit_bias",

@@ -1,0 +1,126 @@
+//! [`ResponseFormat`] as Chat Completions writes it: `response_format`,
+//! `{"type":"json_object"}` or
+//! `{"type":"json_schema","json_schema":{"name","schema","strict"}}`.
+
+use serde_json::{Map, Value, json};
+
+use crate::{Error, ResponseFormat};
+
+/// The name OpenAI requires of a schema, when the format has none.
+const DEFAULT_NAME: &str = "response";
+
+/// The wire's `response_format` for `format`.
+pub(super) fn lower(format: &ResponseFormat) -> Value {
+    match format {
+        ResponseFormat::JsonObject => json!({"type": "json_object"}),
+        ResponseFormat::JsonSchema {
+            name,
+            schema,
+            strict,
+        } => {
+            let mut json_schema = Map::new();
+            let name = name.as_deref().unwrap_or(DEFAULT_NAME);
+            json_schema.insert("name".into(), name.into());
+            json_schema.insert("schema".into(), schema.clone());
+            if let Some(strict) = strict {
+                json_schema.insert("strict".into(), (*strict).into());
+            }
+            json!({"type": "json_schema", "json_schema": json_schema})
+        }
+    }
+}
+
+/// A client's `response_format`: `Ok(Ok(format))` for JSON, `Ok(Err(value))`
+/// for `text` (the default) or a type the canonical model does not know,
+/// kept as it came. A `json_schema` without its schema is
+/// [`Error::InvalidRequest`].
+pub(super) fn decode(value: Value) -> Result<Result<ResponseFormat, Value>, Error> {
+    let format = match value.get("type").and_then(Value::as_str) {
+        Some("json_object") => ResponseFormat::JsonObject,
+        Some("json_schema") => {
+            let json_schema = value.get("json_schema");
+            let field = |key: &str| json_schema.and_then(|object| object.get(key));
+            let Some(schema) = field("schema").filter(|schema| schema.is_object()) else {
+                return Err(Error::InvalidRequest(
+                    "response_format.json_schema.schema: a JSON Schema object is needed".into(),
+                ));
+            };
+            ResponseFormat::JsonSchema {
+                name: field("name").and_then(Value::as_str).map(str::to_owned),
+                schema: schema.clone(),
+                strict: field("strict").and_then(Value::as_bool),
+            }
+        }
+        _ => return Ok(Err(value)),
+    };
+    Ok(Ok(format))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lowered_formats_read_back() {
+        let formats = [
+            ResponseFormat::JsonObject,
+            ResponseFormat::json_schema(json!({"type": "object"})),
+            ResponseFormat::JsonSchema {
+                name: Some("city".into()),
+                schema: json!({"type": "object", "required": ["name"]}),
+                strict: Some(true),
+            },
+        ];
+        for format in formats {
+            let read = decode(lower(&format)).unwrap().unwrap();
+            let named = match (&format, read) {
+                (
+                    ResponseFormat::JsonSchema { name: None, .. },
+                    ResponseFormat::JsonSchema {
+                        name,
+                        schema,
+                        strict,
+                    },
+                ) => {
+                    assert_eq!(name.as_deref(), Some(DEFAULT_NAME));
+                    ResponseFormat::JsonSchema {
+                        name: None,
+                        schema,
+                        strict,
+                    }
+                }
+                (_, read) => read,
+            };
+            assert_eq!(named, format);
+        }
+    }
+
+    #[test]
+    fn a_schema_is_lowered_to_the_wires_form() {
+        let format = ResponseFormat::JsonSchema {
+            name: None,
+            schema: json!({"type": "object"}),
+            strict: Some(true),
+        };
+        assert_eq!(
+            lower(&format),
+            json!({"type": "json_schema",
+                   "json_schema": {"name": "response", "schema": {"type": "object"}, "strict": true}})
+        );
+        assert_eq!(
+            lower(&ResponseFormat::JsonObject),
+            json!({"type": "json_object"})
+        );
+    }
+
+    #[test]
+    fn text_and_other_types_stay_as_they_came() {
+        for other in [
+            json!({"type": "text"}),
+            json!({"type": "grammar", "grammar": "x"}),
+        ] {
+            assert_eq!(decode(other.clone()).unwrap(), Err(other));
+        }
+        assert!(decode(json!({"type": "json_schema", "json_schema": {"name": "n"}})).is_err());
+    }
+}
