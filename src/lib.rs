@@ -127,7 +127,7 @@ struct ReadmeDoctests;
 #[doc = include_str!("../docs/guide.md")]
 struct GuideDoctests;
 pub use message::{
-    CallDetails, ContentBlock, Event, FinishReason, InvalidCall, InvalidCallKind, Joiner, Media,
+    CacheControl, CacheTtl, CallDetails, ContentBlock, Event, FinishReason, InvalidCall, InvalidCallKind, Joiner, Media,
     MediaRef, MediaSource, Message, Metadata, ReasoningDelta, Role, TextDelta, ToolCall,
     ToolCallDelta, ToolResult, Usage,
 };

@@ -16,6 +16,7 @@
 //! {"type":"usage","input_tokens":12,"output_tokens":40}
 //! ```
 
+mod cache;
 mod content;
 mod event;
 mod joiner;
@@ -26,6 +27,7 @@ mod tool;
 
 #[cfg(any(feature = "function", feature = "openai"))]
 pub(crate) use content::mime_essence;
+pub use cache::{CACHE_CONTROL_KEY, CacheControl, CacheTtl};
 pub use content::{ContentBlock, Media, MediaSource};
 pub use event::{CallDetails, Event, FinishReason, ReasoningDelta, TextDelta, ToolCallDelta};
 pub use joiner::Joiner;

@@ -75,7 +75,7 @@ pub(crate) fn install(messages: &mut Vec<Message>, section: &str) {
                 content.len() - 1
             });
             match &mut content[at] {
-                ContentBlock::Text { text } => Some(text),
+                ContentBlock::Text { text, .. } => Some(text),
                 _ => None,
             }
         }

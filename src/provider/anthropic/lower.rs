@@ -250,7 +250,7 @@ impl<'a> History<'a> {
         }
         let content = match self.media.place(result, Some(&result.call_id))? {
             Placement::NoFiles => match result.content.as_slice() {
-                [ContentBlock::Text { text }] => Content::Text(text.clone()),
+                [ContentBlock::Text { text, .. }] => Content::Text(text.clone()),
                 blocks => Content::Blocks(
                     blocks
                         .iter()
@@ -452,7 +452,7 @@ fn content_block(block: &ContentBlock) -> Result<Block, Error> {
         })
     };
     Ok(match block {
-        ContentBlock::Text { text } => text_block(text),
+        ContentBlock::Text { text, .. } => text_block(text),
         ContentBlock::Image(image) => Block::Image(media(image, None)?),
         ContentBlock::Document(document) => {
             Block::Document(media(document, document.name.clone())?)

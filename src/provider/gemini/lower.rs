@@ -473,7 +473,7 @@ impl MediaPart for Part {
 
 fn content_part(block: &ContentBlock) -> Result<Part, Error> {
     match block {
-        ContentBlock::Text { text } => Ok(Part::text(text)),
+        ContentBlock::Text { text, .. } => Ok(Part::text(text)),
         ContentBlock::Image(media) | ContentBlock::Document(media) | ContentBlock::Audio(media) => {
             inline_data(media)
         }

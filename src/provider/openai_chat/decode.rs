@@ -363,7 +363,7 @@ fn blocks(parts: Vec<ContentPart>, at: &str) -> Result<Vec<ContentBlock>, Error>
 
 fn block(part: ContentPart, at: &str) -> Result<ContentBlock, Error> {
     Ok(match part {
-        ContentPart::Text { text } => ContentBlock::Text { text },
+        ContentPart::Text { text } => ContentBlock::text(text),
         ContentPart::ImageUrl { image_url } => ContentBlock::Image(
             match data_uri(&image_url.url, &format!("{at}.image_url.url"))? {
                 Some((media_type, data)) => Media::base64(media_type, Arc::<str>::from(data)),

@@ -418,7 +418,7 @@ pub(super) fn lower_call(call: &ToolCall) -> WireToolCall {
 fn text_content(content: &[ContentBlock]) -> MessageContent {
     match content {
         [] => MessageContent::Text(String::new()),
-        [ContentBlock::Text { text }] => MessageContent::Text(text.clone()),
+        [ContentBlock::Text { text, .. }] => MessageContent::Text(text.clone()),
         blocks => MessageContent::Parts(
             blocks
                 .iter()
@@ -441,7 +441,7 @@ impl MediaPart for ContentPart {
 
 fn content_part(block: &ContentBlock) -> Result<ContentPart, Error> {
     Ok(match block {
-        ContentBlock::Text { text } => ContentPart::Text { text: text.clone() },
+        ContentBlock::Text { text, .. } => ContentPart::Text { text: text.clone() },
         ContentBlock::Image(media) => ContentPart::ImageUrl {
             image_url: ImageUrl {
                 url: media_url(media)?,
