@@ -127,8 +127,8 @@ struct ReadmeDoctests;
 #[doc = include_str!("../docs/guide.md")]
 struct GuideDoctests;
 pub use message::{
-    CacheControl, CacheTtl, CallDetails, ContentBlock, Event, FinishReason, InvalidCall, InvalidCallKind, Joiner, Media,
-    MediaRef, MediaSource, Message, Metadata, ReasoningDelta, Role, TextDelta, ToolCall,
-    ToolCallDelta, ToolResult, Usage,
+    CacheControl, CacheTtl, CallDetails, ContentBlock, Event, FinishReason, InvalidCall,
+    InvalidCallKind, Joiner, Media, MediaRef, MediaSource, Message, Metadata, ReasoningDelta, Role,
+    TextDelta, ToolCall, ToolCallDelta, ToolResult, Usage,
 };
 pub use service::{BoxChatService, ChatOptions, ChatRequest, Reply, ToolChoice, ToolSpec};

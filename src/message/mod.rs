@@ -25,9 +25,9 @@ mod metadata;
 mod reference;
 mod tool;
 
+pub use cache::{CACHE_CONTROL_KEY, CacheControl, CacheTtl};
 #[cfg(any(feature = "function", feature = "openai"))]
 pub(crate) use content::mime_essence;
-pub use cache::{CACHE_CONTROL_KEY, CacheControl, CacheTtl};
 pub use content::{ContentBlock, Media, MediaSource};
 pub use event::{CallDetails, Event, FinishReason, ReasoningDelta, TextDelta, ToolCallDelta};
 pub use joiner::Joiner;

@@ -37,8 +37,9 @@ pub(crate) fn take(fields: &mut Map<String, Value>) -> Result<Option<CacheContro
     let Some(value) = fields.shift_remove(FIELD) else {
         return Ok(None);
     };
-    let wire: Wire = serde_json::from_value(value)
-        .map_err(|error| format!("{FIELD}: {error} (expected {{\"type\":\"ephemeral\",\"ttl\"?: \"5m\"|\"1h\"}})"))?;
+    let wire: Wire = serde_json::from_value(value).map_err(|error| {
+        format!("{FIELD}: {error} (expected {{\"type\":\"ephemeral\",\"ttl\"?: \"5m\"|\"1h\"}})")
+    })?;
     Ok(Some(CacheControl { ttl: wire.ttl }))
 }
 
@@ -56,7 +57,10 @@ pub(crate) fn put(fields: &mut Map<String, Value>, cache: Option<CacheControl>) 
 }
 
 /// `fields` with `cache` put in.
-pub(crate) fn with(mut fields: Map<String, Value>, cache: Option<CacheControl>) -> Map<String, Value> {
+pub(crate) fn with(
+    mut fields: Map<String, Value>,
+    cache: Option<CacheControl>,
+) -> Map<String, Value> {
     put(&mut fields, cache);
     fields
 }

@@ -186,7 +186,8 @@ impl Decoder {
                 )));
             };
             let cache = take_cache(&mut block.extra, || format!("{path}[{index}]"))?;
-            self.messages.push(Message::system(block.text).with_metadata(cached(cache)));
+            self.messages
+                .push(Message::system(block.text).with_metadata(cached(cache)));
         }
         Ok(())
     }

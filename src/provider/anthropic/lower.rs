@@ -107,9 +107,8 @@ pub fn lower_request(request: &ChatRequest, options: &LowerOptions) -> Result<Re
     let chat = &request.options;
     let mut history = History::new(options);
     history.lower(&request.messages)?;
-    let system = Some(system_content(history.system)).filter(|content| {
-        !matches!(content, Content::Blocks(blocks) if blocks.is_empty())
-    });
+    let system = Some(system_content(history.system))
+        .filter(|content| !matches!(content, Content::Blocks(blocks) if blocks.is_empty()));
     let mut extra = Map::new();
     for (key, value) in &chat.extra {
         match (key.as_str(), value) {
@@ -152,7 +151,9 @@ fn lower_tool(tool: &ToolSpec) -> Tool {
 /// blocks otherwise (a breakpoint needs its block).
 fn system_content(mut blocks: Vec<Block>) -> Content<Block> {
     match blocks.as_mut_slice() {
-        [Block::Text(only)] if only.extra.is_empty() => Content::Text(std::mem::take(&mut only.text)),
+        [Block::Text(only)] if only.extra.is_empty() => {
+            Content::Text(std::mem::take(&mut only.text))
+        }
         _ => Content::Blocks(blocks),
     }
 }

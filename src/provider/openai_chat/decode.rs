@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::lower::{REASONING_FIELD_KEY, REFUSAL_KEY};
+use super::lower::{DEVELOPER_KEY, REASONING_FIELD_KEY, REFUSAL_KEY};
 use super::types::{
     ChatCompletionRequest, ChatMessage, ChatRole, ContentPart, FileData, MessageContent,
     ToolChoice as WireToolChoice,
@@ -21,7 +21,8 @@ use crate::{
 
 /// Reads a client's Chat Completions request body into a canonical request.
 ///
-/// - `system` and `developer` messages become system text; `user` messages
+/// - `system` and `developer` messages become system text in their place (a
+///   `developer` one marked [`DEVELOPER_KEY`]); `user` messages
 ///   text (a string) or multimodal (an array of parts: text, `image_url` — a
 ///   base64 `data:` URI becomes inline media, any other URL a URL —,
 ///   `input_audio`, `file` with `file_data`); an `assistant` message becomes its
@@ -40,13 +41,15 @@ use crate::{
 /// linear in the body, which the server bounds.
 ///
 /// ```
-/// use lmstack::provider::openai_chat::decode_request;
+/// use lmstack::provider::openai_chat::{DEVELOPER_KEY, decode_request};
 /// use lmstack::{Error, Message};
 ///
 /// let body = br#"{"model":"gpt-4o","stream":true,"seed":7,
 ///     "messages":[{"role":"developer","content":"Be brief."},{"role":"user","content":"Hi"}]}"#;
 /// let request = decode_request(body).unwrap();
-/// assert_eq!(request.messages, vec![Message::system("Be brief."), Message::user("Hi")]);
+/// let mut developer = Message::system("Be brief.");
+/// developer.metadata_mut().insert(DEVELOPER_KEY, true.into());
+/// assert_eq!(request.messages, vec![developer, Message::user("Hi")]);
 /// assert!(request.options.stream);
 /// assert_eq!(request.options.extra["seed"], 7);
 ///
@@ -191,7 +194,11 @@ impl History {
         match role {
             ChatRole::System | ChatRole::Developer => {
                 let text = text_only(message.content, &at("content"), "a system message")?;
-                self.out.push(Message::system(text));
+                let mut system = Message::system(text);
+                if role == ChatRole::Developer {
+                    system.metadata_mut().insert(DEVELOPER_KEY, true.into());
+                }
+                self.out.push(system);
             }
             ChatRole::User => match message.content {
                 Some(MessageContent::Text(text)) => self.out.push(Message::user(text)),
