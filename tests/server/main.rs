@@ -10,6 +10,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod caching;
 mod gateway;
 mod limits;
 mod mounted;
