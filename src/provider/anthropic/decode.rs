@@ -175,7 +175,10 @@ impl Decoder {
     /// one system message per block, each with its cache breakpoint.
     fn system(&mut self, content: Content<Block>, path: &str) -> Result<(), Error> {
         let blocks = match content {
-            Content::Text(text) => return Ok(self.messages.push(Message::system(text))),
+            Content::Text(text) => {
+                self.messages.push(Message::system(text));
+                return Ok(());
+            }
             Content::Blocks(blocks) => blocks,
         };
         for (index, block) in blocks.into_iter().enumerate() {
