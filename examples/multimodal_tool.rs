@@ -67,7 +67,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("{} (error: {}):", result.call_id, result.is_error);
         for block in &result.content {
             match block {
-                ContentBlock::Text { text } => println!("  text: {text}"),
+                ContentBlock::Text { text, .. } => println!("  text: {text}"),
                 ContentBlock::Document(media)
                 | ContentBlock::Image(media)
                 | ContentBlock::Audio(media) => println!(

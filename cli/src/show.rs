@@ -174,7 +174,7 @@ impl TextView {
 /// One line about a content block.
 pub fn describe(block: &ContentBlock) -> String {
     let media = match block {
-        ContentBlock::Text { text } => return text.clone(),
+        ContentBlock::Text { text, .. } => return text.clone(),
         ContentBlock::Image(media) | ContentBlock::Document(media) | ContentBlock::Audio(media) => {
             media
         }
@@ -217,7 +217,7 @@ pub fn request(messages: &[Message]) -> Result<(), Error> {
                 let mut body = String::new();
                 for block in &multimodal.content {
                     match block {
-                        ContentBlock::Text { text } => body.push_str(text),
+                        ContentBlock::Text { text, .. } => body.push_str(text),
                         media => {
                             if !body.is_empty() && !body.ends_with('\n') {
                                 body.push('\n');

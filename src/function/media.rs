@@ -225,6 +225,7 @@ impl MediaPolicy {
         let actual = self.check(&bytes, Some(media_type))?;
         Ok(typed_block(Media {
             name: media.name.clone(),
+            cache_control: media.cache_control,
             ..Media::base64(actual, data.clone())
         }))
     }

@@ -62,7 +62,7 @@ impl Part {
     /// The size of its text, in bytes: 0 for media.
     fn text_len(&self) -> usize {
         match self {
-            Part::Block(ContentBlock::Text { text }) => text.len(),
+            Part::Block(ContentBlock::Text { text, .. }) => text.len(),
             _ => 0,
         }
     }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
+use super::cache::CacheControl;
 use super::reference::MediaRef;
 
 /// One block of content: text, an image, a document or an audio clip.
@@ -18,7 +19,11 @@ use super::reference::MediaRef;
 /// {"type":"document","media_type":"application/pdf","data":"JVBERi0=","name":"report.pdf"}
 /// {"type":"audio","media_type":"audio/wav","data":"UklGRg=="}
 /// {"type":"image","media_type":"image/png","ref":"sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"}
+/// {"type":"text","text":"the long context","cache_control":{"ttl":"1h"}}
 /// ```
+///
+/// A block may carry a cache breakpoint ([`CacheControl`]): a text block in its
+/// `cache_control` field, media in [`Media::cache_control`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ContentBlock {
@@ -26,6 +31,9 @@ pub enum ContentBlock {
     Text {
         /// The text.
         text: String,
+        /// A cache breakpoint after this block.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
     },
     /// An image, inline (base64), by URL or by reference to a media store.
     Image(Media),
@@ -39,7 +47,10 @@ pub enum ContentBlock {
 impl ContentBlock {
     /// A text block.
     pub fn text(text: impl Into<String>) -> Self {
-        ContentBlock::Text { text: text.into() }
+        ContentBlock::Text {
+            text: text.into(),
+            cache_control: None,
+        }
     }
 
     /// An inline image from raw bytes; the bytes are base64-encoded once here.
@@ -83,9 +94,40 @@ impl ContentBlock {
     /// The text of a text block.
     pub fn as_text(&self) -> Option<&str> {
         match self {
-            ContentBlock::Text { text } => Some(text),
+            ContentBlock::Text { text, .. } => Some(text),
             _ => None,
         }
+    }
+
+    /// The block's cache breakpoint.
+    ///
+    /// ```
+    /// use lmstack::{CacheControl, ContentBlock};
+    /// let block = ContentBlock::text("context").with_cache_control(Some(CacheControl::default()));
+    /// assert_eq!(block.cache_control(), Some(CacheControl::default()));
+    /// assert_eq!(
+    ///     serde_json::to_string(&block).unwrap(),
+    ///     r#"{"type":"text","text":"context","cache_control":{}}"#
+    /// );
+    /// ```
+    pub fn cache_control(&self) -> Option<CacheControl> {
+        match self {
+            ContentBlock::Text { cache_control, .. } => *cache_control,
+            ContentBlock::Image(media)
+            | ContentBlock::Document(media)
+            | ContentBlock::Audio(media) => media.cache_control,
+        }
+    }
+
+    /// Sets the block's cache breakpoint, or removes it (`None`).
+    pub fn with_cache_control(mut self, cache: Option<CacheControl>) -> Self {
+        match &mut self {
+            ContentBlock::Text { cache_control, .. } => *cache_control = cache,
+            ContentBlock::Image(media)
+            | ContentBlock::Document(media)
+            | ContentBlock::Audio(media) => media.cache_control = cache,
+        }
+        self
     }
 
     /// The media of an image, document or audio block.
@@ -130,6 +172,8 @@ pub struct Media {
     pub source: MediaSource,
     /// An optional file name or title (documents).
     pub name: Option<String>,
+    /// A cache breakpoint after this block (JSON: `cache_control`).
+    pub cache_control: Option<CacheControl>,
 }
 
 /// Where the bytes of a [`Media`] are.
@@ -174,6 +218,7 @@ impl Media {
                 data: data.into(),
             },
             name: None,
+            cache_control: None,
         }
     }
 
@@ -185,6 +230,7 @@ impl Media {
                 media_type: None,
             },
             name: None,
+            cache_control: None,
         }
     }
 
@@ -197,6 +243,7 @@ impl Media {
                 reference,
             },
             name: None,
+            cache_control: None,
         }
     }
 
@@ -250,6 +297,8 @@ struct RawMedia {
     reference: Option<MediaRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
 }
 
 impl TryFrom<RawMedia> for Media {
@@ -280,6 +329,7 @@ impl TryFrom<RawMedia> for Media {
         Ok(Media {
             source,
             name: raw.name,
+            cache_control: raw.cache_control,
         })
     }
 }
@@ -292,6 +342,7 @@ impl From<Media> for RawMedia {
             url: None,
             reference: None,
             name: media.name,
+            cache_control: media.cache_control,
         };
         match media.source {
             MediaSource::Base64 { media_type, data } => {

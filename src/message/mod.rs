@@ -16,6 +16,7 @@
 //! {"type":"usage","input_tokens":12,"output_tokens":40}
 //! ```
 
+mod cache;
 mod content;
 mod event;
 mod joiner;
@@ -24,6 +25,7 @@ mod metadata;
 mod reference;
 mod tool;
 
+pub use cache::{CACHE_CONTROL_KEY, CacheControl, CacheTtl};
 #[cfg(any(feature = "function", feature = "openai"))]
 pub(crate) use content::mime_essence;
 pub use content::{ContentBlock, Media, MediaSource};

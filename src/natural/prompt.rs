@@ -56,9 +56,16 @@ pub(crate) fn section(tools: &[ToolSpec], choice: Option<&ToolChoice>, dialect: 
 
 /// Puts `section` into the system message — once: a history that holds it
 /// already is left alone, an earlier section is replaced, and without a system
-/// message one is created first.
+/// message one is created first. Only the system messages that open the
+/// history count: one in the middle of the conversation is left alone. The
+/// section goes at the end of the first one's text, the same every turn, so
+/// a client's cache breakpoints stay on their blocks and the prompt's prefix
+/// stays cacheable.
 pub(crate) fn install(messages: &mut Vec<Message>, section: &str) {
-    let system = messages.iter_mut().find_map(|message| match message {
+    let mut leading = messages
+        .iter_mut()
+        .take_while(|message| message.role() == Role::System);
+    let system = leading.find_map(|message| match message {
         Message::Text(TextMessage {
             role: Role::System,
             text,
@@ -75,7 +82,7 @@ pub(crate) fn install(messages: &mut Vec<Message>, section: &str) {
                 content.len() - 1
             });
             match &mut content[at] {
-                ContentBlock::Text { text } => Some(text),
+                ContentBlock::Text { text, .. } => Some(text),
                 _ => None,
             }
         }
@@ -284,5 +291,17 @@ mod tests {
         let mut bare = vec![Message::user("hi")];
         install(&mut bare, &first);
         assert_eq!(bare[0], Message::system(first.clone()));
+
+        let mut late = vec![Message::user("hi"), Message::system("Now be terse.")];
+        install(&mut late, &first);
+        assert_eq!(
+            late,
+            vec![
+                Message::system(first.clone()),
+                Message::user("hi"),
+                Message::system("Now be terse.")
+            ],
+            "a system message mid-conversation is not the prompt's start"
+        );
     }
 }

@@ -117,7 +117,7 @@ pub(crate) fn write_result(
 /// array, as that JSON (the Hermes `content` is then the value itself).
 fn structured(content: &[ContentBlock]) -> Option<Value> {
     match content {
-        [ContentBlock::Text { text }] => compact_structure(text),
+        [ContentBlock::Text { text, .. }] => compact_structure(text),
         _ => None,
     }
 }
@@ -142,7 +142,7 @@ fn write_body(out: &mut String, content: &[ContentBlock], media: &mut Vec<(usize
             out.push('\n');
         }
         match block {
-            ContentBlock::Text { text } => write_text(out, text),
+            ContentBlock::Text { text, .. } => write_text(out, text),
             ContentBlock::Image(m) | ContentBlock::Document(m) | ContentBlock::Audio(m) => {
                 let kind = MediaKind::of(block).map_or("media", MediaKind::name);
                 out.push_str(&format!("[{kind} {}: {}]", media.len() + 1, describe(m)));

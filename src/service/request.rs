@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::response_format::ResponseFormat;
-use crate::message::Message;
+use crate::message::{CacheControl, Message};
 
 /// A conversation to continue, with the options of the call.
 ///
@@ -100,7 +100,14 @@ impl ChatOptions {
 ///
 /// ```json
 /// {"name":"get_weather","description":"Current weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}
+/// {"name":"search","description":"…","parameters":{…},"cache_control":{"ttl":"1h"},"extra":{"defer_loading":true}}
 /// ```
+///
+/// `cache_control` is a cache breakpoint after the tool (Anthropic's tools
+/// take one; other wires leave it out). `extra` holds the fields of an
+/// Anthropic tool definition the model has no place for (`defer_loading`…):
+/// the Anthropic decoder fills it and only the Anthropic lowering writes it
+/// back, so they survive an Anthropic-to-Anthropic trip through the gateway.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {
     /// The tool's name.
@@ -111,6 +118,12 @@ pub struct ToolSpec {
     /// The JSON Schema of the arguments object.
     #[serde(default = "empty_object_schema")]
     pub parameters: Value,
+    /// A cache breakpoint after this tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<CacheControl>,
+    /// Anthropic tool fields with no place here, as they came.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub extra: Map<String, Value>,
 }
 
 impl ToolSpec {
@@ -120,6 +133,8 @@ impl ToolSpec {
             name: name.into(),
             description: description.into(),
             parameters,
+            cache_control: None,
+            extra: Map::new(),
         }
     }
 }

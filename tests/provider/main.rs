@@ -15,6 +15,7 @@ mod regressions;
 mod common;
 
 mod anthropic {
+    mod caching;
     mod http;
     mod lift;
     mod llmock;

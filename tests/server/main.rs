@@ -10,6 +10,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod caching;
 mod gateway;
 #[cfg(feature = "http")]
 mod interleaved;

@@ -552,7 +552,7 @@ impl TransformerMachine {
             }
             Some(Message::Multimodal(held)) => {
                 match held.content.last_mut() {
-                    Some(ContentBlock::Text { text: last }) => push_line(last, &text),
+                    Some(ContentBlock::Text { text: last, .. }) => push_line(last, &text),
                     _ => held.content.push(ContentBlock::text(text)),
                 }
                 held.metadata.merge_missing(&metadata);

@@ -245,7 +245,7 @@ impl Turn {
 
     fn push_block(&mut self, block: &ContentBlock) {
         match block {
-            ContentBlock::Text { text } => self.push_text(text),
+            ContentBlock::Text { text, .. } => self.push_text(text),
             media => {
                 self.end_block_line();
                 self.media.push((self.text.len(), media.clone()));

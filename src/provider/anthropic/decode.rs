@@ -6,18 +6,23 @@ use std::mem;
 
 use serde_json::{Map, Value};
 
+use super::cache;
 use super::lower::BLOCK_KEY;
 use super::output_format;
 use super::types::{
     self, Block, Content, MediaBlock, Request, Role as WireRole, Source, ToolChoice as WireChoice,
 };
-use crate::message::{Message, Metadata, ReasoningMessage, Role, ToolCall, ToolResult};
+use crate::message::{
+    CacheControl, Message, Metadata, ReasoningMessage, Role, ToolCall, ToolResult,
+};
 use crate::{ChatRequest, ContentBlock, Error, Media, ToolChoice, ToolSpec};
 
 /// Reads a client's Messages request body into a canonical request: the
 /// inverse of [`lower`](super::lower).
 ///
-/// - `system` (a string or text blocks) → system messages, first;
+/// - `system` (a string or text blocks) → system messages, first, one per
+///   block; a `system` message inside `messages` (Claude Code sends them) →
+///   system messages in its place, the same way;
 /// - a user message's string → user text; its blocks → a `multimodal` user
 ///   message (text, images, documents: `base64` and `url` sources; a `text`
 ///   source becomes the document's bytes), and each run of `tool_result`
@@ -41,10 +46,16 @@ use crate::{ChatRequest, ContentBlock, Error, Media, ToolChoice, ToolSpec};
 ///   rest of `output_config` and every field this
 ///   function does not know → `options.extra`, as they came.
 ///
+/// Every `cache_control` becomes a typed [`CacheControl`] in its place: on a
+/// text, image or document block (its field), on a system block, an assistant
+/// text block, a `tool_use` and a `tool_result` (their metadata's
+/// [`CACHE_CONTROL_KEY`](crate::message::CACHE_CONTROL_KEY)), on a tool
+/// ([`ToolSpec::cache_control`]); a tool's other fields (`defer_loading`…)
+/// go in [`ToolSpec::extra`].
+///
 /// What the canonical model has no place for is dropped, and documented:
-/// per-block `cache_control` and `citations`, a tool's `cache_control`,
-/// `tool_choice.disable_parallel_tool_use`. Server tools in `tools` (a `type`
-/// other than `custom`) are refused.
+/// per-block `citations`, `tool_choice.disable_parallel_tool_use`. Server
+/// tools in `tools` (a `type` other than `custom`) are refused.
 ///
 /// Bad input — not JSON, a wrong type, a missing `max_tokens` or `messages`,
 /// no message (a `system` alone included: the API refuses it too), an unknown
@@ -102,22 +113,8 @@ impl Decoder {
         if request.messages.is_empty() {
             return Err(invalid("messages: at least one message is required".into()));
         }
-        match request.system {
-            Some(Content::Text(text)) => self.messages.push(Message::system(text)),
-            Some(Content::Blocks(blocks)) => {
-                for (index, block) in blocks.into_iter().enumerate() {
-                    match block {
-                        Block::Text(block) => self.messages.push(Message::system(block.text)),
-                        other => {
-                            return Err(invalid(format!(
-                                "system[{index}]: the system prompt takes only text blocks, not `{}`",
-                                other.kind()
-                            )));
-                        }
-                    }
-                }
-            }
-            None => {}
+        if let Some(system) = request.system {
+            self.system(system, "system")?;
         }
         for (at, message) in request.messages.into_iter().enumerate() {
             match (message.role, message.content) {
@@ -127,6 +124,9 @@ impl Decoder {
                 }
                 (WireRole::User, Content::Blocks(blocks)) => self.user(at, blocks)?,
                 (WireRole::Assistant, Content::Blocks(blocks)) => self.assistant(at, blocks)?,
+                (WireRole::System, content) => {
+                    self.system(content, &format!("messages[{at}].content"))?
+                }
             }
         }
         let mut chat = ChatRequest::new(self.messages);
@@ -135,7 +135,7 @@ impl Decoder {
         options.max_tokens = Some(request.max_tokens);
         options.temperature = request.temperature;
         options.stream = request.stream;
-        for (index, tool) in request.tools.into_iter().enumerate() {
+        for (index, mut tool) in request.tools.into_iter().enumerate() {
             if let Some(kind) = tool.kind.as_deref().filter(|kind| *kind != "custom") {
                 return Err(invalid(format!(
                     "tools[{index}]: server tools (type `{kind}`) are not supported"
@@ -147,9 +147,10 @@ impl Decoder {
                 )));
             };
             let description = tool.description.unwrap_or_default();
-            options
-                .tools
-                .push(ToolSpec::new(tool.name, description, schema));
+            let mut spec = ToolSpec::new(tool.name, description, schema);
+            spec.cache_control = take_cache(&mut tool.extra, || format!("tools[{index}]"))?;
+            spec.extra = tool.extra;
+            options.tools.push(spec);
         }
         options.tool_choice = request.tool_choice.map(|choice| match choice {
             WireChoice::Auto { .. } => ToolChoice::Auto,
@@ -174,12 +175,39 @@ impl Decoder {
         Ok(chat)
     }
 
+    /// System text, a string or text blocks (`path` names it for errors):
+    /// one system message per block, each with its cache breakpoint.
+    fn system(&mut self, content: Content<Block>, path: &str) -> Result<(), Error> {
+        let blocks = match content {
+            Content::Text(text) => {
+                self.messages.push(Message::system(text));
+                return Ok(());
+            }
+            Content::Blocks(blocks) => blocks,
+        };
+        for (index, block) in blocks.into_iter().enumerate() {
+            let Block::Text(mut block) = block else {
+                return Err(invalid(format!(
+                    "{path}[{index}]: system text takes only text blocks, not `{}`",
+                    block.kind()
+                )));
+            };
+            let cache = take_cache(&mut block.extra, || format!("{path}[{index}]"))?;
+            self.messages
+                .push(Message::system(block.text).with_metadata(cached(cache)));
+        }
+        Ok(())
+    }
+
     /// A user message's blocks: content, and runs of tool results.
     fn user(&mut self, at: usize, blocks: Vec<Block>) -> Result<(), Error> {
         for (index, block) in blocks.into_iter().enumerate() {
             match block {
-                Block::ToolResult(result) => {
+                Block::ToolResult(mut result) => {
                     self.flush_content();
+                    let cache = take_cache(&mut result.extra, || {
+                        format!("messages[{at}].content[{index}]")
+                    })?;
                     let path = || format!("messages[{at}].content[{index}].content");
                     let content = match result.content {
                         None => Vec::new(),
@@ -196,6 +224,7 @@ impl Decoder {
                     let mut decoded =
                         ToolResult::new(result.tool_use_id, name.unwrap_or_default(), content);
                     decoded.is_error = result.is_error;
+                    decoded.metadata = cached(cache);
                     self.results.push(decoded);
                 }
                 block => {
@@ -215,8 +244,11 @@ impl Decoder {
     fn assistant(&mut self, at: usize, blocks: Vec<Block>) -> Result<(), Error> {
         for (index, block) in blocks.into_iter().enumerate() {
             let message = match block {
-                Block::ToolUse(call) => {
-                    let mut metadata = Metadata::new();
+                Block::ToolUse(mut call) => {
+                    let cache = take_cache(&mut call.extra, || {
+                        format!("messages[{at}].content[{index}]")
+                    })?;
+                    let mut metadata = cached(cache);
                     if !call.extra.is_empty() {
                         let mut fields = call.extra;
                         fields.insert("type".into(), "tool_use".into());
@@ -248,7 +280,12 @@ impl Decoder {
                     Message::assistant("").with_metadata(metadata)
                 }
                 Block::Text(text) if text.text.is_empty() => continue,
-                Block::Text(text) => Message::assistant(text.text),
+                Block::Text(mut text) => {
+                    let cache = take_cache(&mut text.extra, || {
+                        format!("messages[{at}].content[{index}]")
+                    })?;
+                    Message::assistant(text.text).with_metadata(cached(cache))
+                }
                 Block::Thinking(thinking) => Message::Reasoning(ReasoningMessage {
                     text: thinking.thinking,
                     signature: Some(thinking.signature).filter(|s| !s.is_empty()),
@@ -310,24 +347,43 @@ fn to_value(value: impl serde::Serialize) -> Value {
     serde_json::to_value(value).unwrap_or_default()
 }
 
-/// A user content block (text, image, document) as the canonical one; `path`
-/// names it for the error when it is another kind.
-fn content_block(block: Block, path: impl FnOnce() -> String) -> Result<ContentBlock, Error> {
-    let media = |block: MediaBlock| {
-        let media = match block.source {
+/// Takes a block's or a tool's `cache_control` out of its `fields`; `path`
+/// names it for the error when the value is not one.
+fn take_cache(
+    fields: &mut Map<String, Value>,
+    path: impl FnOnce() -> String,
+) -> Result<Option<CacheControl>, Error> {
+    cache::take(fields).map_err(|message| invalid(format!("{}.{message}", path())))
+}
+
+/// Metadata holding only `cache`, if any.
+fn cached(cache: Option<CacheControl>) -> Metadata {
+    let mut metadata = Metadata::new();
+    metadata.set_cache_control(cache);
+    metadata
+}
+
+/// A user content block (text, image, document) as the canonical one, with
+/// its cache breakpoint; `path` names it for the error when it is another kind.
+fn content_block(block: Block, path: impl Fn() -> String) -> Result<ContentBlock, Error> {
+    let media = |mut block: MediaBlock| {
+        let cache = take_cache(&mut block.extra, &path)?;
+        let mut media = match block.source {
             Source::Base64 { media_type, data } => Media::base64(media_type, data),
             Source::Url { url } => Media::url(url),
             Source::Text { media_type, data } => Media::from_bytes(media_type, data.as_bytes()),
         };
-        match block.title {
-            Some(title) => media.with_name(title),
-            None => media,
-        }
+        media.name = block.title;
+        media.cache_control = cache;
+        Ok::<_, Error>(media)
     };
     Ok(match block {
-        Block::Text(text) => ContentBlock::text(text.text),
-        Block::Image(image) => ContentBlock::Image(media(image)),
-        Block::Document(document) => ContentBlock::Document(media(document)),
+        Block::Text(mut text) => {
+            let cache = take_cache(&mut text.extra, &path)?;
+            ContentBlock::text(text.text).with_cache_control(cache)
+        }
+        Block::Image(image) => ContentBlock::Image(media(image)?),
+        Block::Document(document) => ContentBlock::Document(media(document)?),
         other => {
             return Err(invalid(format!(
                 "{}: a `{}` block cannot stand here (only text, image and document)",

@@ -1,7 +1,10 @@
 //! Lowering: a canonical [`ChatRequest`] → the Anthropic Messages request body.
 //!
-//! Pure: no IO. The history is walked once. System messages, wherever they
-//! are, become the top-level `system`. The assistant's side of a turn —
+//! Pure: no IO. The history is walked once. The system messages before the
+//! first other message become the top-level `system`, one text block each;
+//! a later one stays in its place as a `system` message (the form Claude
+//! Code sends, consecutive ones joined into one). Every [`CacheControl`]
+//! goes back as `cache_control` on its block, message or tool. The assistant's side of a turn —
 //! reasoning, text, tool calls, server tool blocks — becomes one `assistant`
 //! message of content blocks in their order; a run of tool results becomes one
 //! `user` message of `tool_result` blocks. Under the `Inject` media policy,
@@ -10,13 +13,14 @@
 
 use serde_json::{Map, Value};
 
+use super::cache;
 use super::output_format;
 use super::types::{
     Block, Content, InputMessage, MediaBlock, RedactedThinkingBlock, Request, Role as WireRole,
     Source, TextBlock, ThinkingBlock, Tool, ToolChoice as WireChoice, ToolResultBlock,
     ToolUseBlock,
 };
-use crate::message::{Metadata, MultimodalMessage, ReasoningMessage, TextMessage};
+use crate::message::{CacheControl, Metadata, MultimodalMessage, ReasoningMessage, TextMessage};
 use crate::provider::Kind;
 use crate::provider::history::{self, LowerHistory};
 use crate::provider::media::{self, MediaPart, MediaPlan, Placement, ToolResultMedia};
@@ -105,13 +109,8 @@ pub fn lower_request(request: &ChatRequest, options: &LowerOptions) -> Result<Re
     let chat = &request.options;
     let mut history = History::new(options);
     history.lower(&request.messages)?;
-    let system = match history.system.len() {
-        0 => None,
-        1 => Some(Content::Text(history.system.remove(0))),
-        _ => Some(Content::Blocks(
-            history.system.into_iter().map(text_block).collect(),
-        )),
-    };
+    let system = Some(system_content(history.system))
+        .filter(|content| !matches!(content, Content::Blocks(blocks) if blocks.is_empty()));
     let mut extra = Map::new();
     for (key, value) in &chat.extra {
         match (key.as_str(), value) {
@@ -149,8 +148,27 @@ fn lower_tool(tool: &ToolSpec) -> Tool {
         name: tool.name.clone(),
         description: Some(tool.description.clone()).filter(|text| !text.is_empty()),
         input_schema: Some(tool.parameters.clone()),
-        extra: Map::new(),
+        extra: cache::with(tool.extra.clone(), tool.cache_control),
     }
+}
+
+/// System text blocks as the API takes them: one plain block as a string,
+/// blocks otherwise (a breakpoint needs its block).
+fn system_content(mut blocks: Vec<Block>) -> Content<Block> {
+    match blocks.as_mut_slice() {
+        [Block::Text(only)] if only.extra.is_empty() => {
+            Content::Text(std::mem::take(&mut only.text))
+        }
+        _ => Content::Blocks(blocks),
+    }
+}
+
+/// A text block with `cache` as its `cache_control`.
+fn cached_text(text: impl Into<String>, cache: Option<CacheControl>) -> Block {
+    Block::Text(TextBlock {
+        text: text.into(),
+        extra: cache::with(Map::new(), cache),
+    })
 }
 
 fn lower_tool_choice(choice: &ToolChoice) -> WireChoice {
@@ -176,7 +194,8 @@ fn text_block(text: impl Into<String>) -> Block {
 /// The walk over the history.
 struct History<'a> {
     options: &'a LowerOptions,
-    system: Vec<String>,
+    /// The blocks of the top-level `system`.
+    system: Vec<Block>,
     out: Vec<InputMessage>,
     /// The message whose content blocks are being gathered: an assistant
     /// turn, or a run of tool results (role `user`).
@@ -229,16 +248,27 @@ impl<'a> History<'a> {
     /// Writes the open message, then the injected files.
     fn close(&mut self) {
         if let Some((role, blocks)) = self.open.take() {
-            self.out.push(InputMessage {
-                role,
-                content: Content::Blocks(blocks),
-            });
+            let content = match role {
+                WireRole::System => system_content(blocks),
+                _ => Content::Blocks(blocks),
+            };
+            self.out.push(InputMessage { role, content });
         }
         if let Some(files) = self.media.take_waiting() {
             self.out.push(InputMessage {
                 role: WireRole::User,
                 content: Content::Blocks(files),
             });
+        }
+    }
+
+    /// A system text block: into the top-level `system` before the
+    /// conversation starts, else into a `system` message in its place.
+    fn system(&mut self, block: Block) {
+        if self.out.is_empty() && self.open.is_none() {
+            self.system.push(block);
+        } else {
+            self.block(WireRole::System, block);
         }
     }
 
@@ -255,12 +285,18 @@ impl<'a> History<'a> {
         }
         let content = match self.media.place(result, Some(&result.call_id))? {
             Placement::NoFiles => match result.content.as_slice() {
-                [ContentBlock::Text { text }] => Content::Text(text.clone()),
+                [
+                    ContentBlock::Text {
+                        text,
+                        cache_control: None,
+                    },
+                ] => Content::Text(text.clone()),
                 blocks => Content::Blocks(
                     blocks
                         .iter()
-                        .filter_map(ContentBlock::as_text)
-                        .map(text_block)
+                        .filter_map(|block| {
+                            Some(cached_text(block.as_text()?, block.cache_control()))
+                        })
                         .collect(),
                 ),
             },
@@ -274,22 +310,24 @@ impl<'a> History<'a> {
             tool_use_id: result.call_id.clone(),
             content: Some(content),
             is_error: result.is_error,
-            extra: Map::new(),
+            extra: cache::with(Map::new(), result.metadata.cache_control()),
         }))
     }
 }
 
 impl<'a> LowerHistory for History<'a> {
     fn text(&mut self, message: &TextMessage) -> Result<(), Error> {
+        let cache = message.metadata.cache_control();
         match message.role {
-            Role::System => self.system.push(message.text.clone()),
-            Role::User => self.user(Content::Text(message.text.clone())),
+            Role::System => self.system(cached_text(&message.text, cache)),
+            Role::User if cache.is_none() => self.user(Content::Text(message.text.clone())),
+            Role::User => self.user(Content::Blocks(vec![cached_text(&message.text, cache)])),
             Role::Assistant => match message.metadata.get(BLOCK_KEY) {
                 Some(Value::Object(block)) => {
                     self.block(WireRole::Assistant, Block::Other(block.clone()))
                 }
                 _ if message.text.is_empty() => {} // the API refuses empty text blocks
-                _ => self.block(WireRole::Assistant, text_block(&message.text)),
+                _ => self.block(WireRole::Assistant, cached_text(&message.text, cache)),
             },
             Role::Tool => return Err(history::tool_role(PROVIDER, "text")),
         }
@@ -307,12 +345,17 @@ impl<'a> LowerHistory for History<'a> {
                     .collect::<Result<Vec<_>, _>>()?;
                 self.user(Content::Blocks(blocks));
             }
-            Role::System | Role::Assistant => {
+            Role::System => {
+                let what = "Messages takes images and documents";
+                history::text_only(PROVIDER, what, message)?;
+                for block in &message.content {
+                    self.system(content_block(block)?);
+                }
+            }
+            Role::Assistant => {
                 let what = "Messages takes images and documents";
                 let text = history::text_only(PROVIDER, what, message)?;
-                if message.role == Role::System {
-                    self.system.push(text);
-                } else if !text.is_empty() {
+                if !text.is_empty() {
                     self.block(WireRole::Assistant, text_block(text));
                 }
             }
@@ -380,7 +423,7 @@ pub(crate) fn reasoning_block(message: &ReasoningMessage) -> Option<Block> {
 /// A call as its block, for lowering and for the server's replies: `tool_use`
 /// (`server_tool_use` when the provider ran it), with the fields lifting kept
 /// under [`BLOCK_KEY`] in `metadata` (its type, `caller`) sent back as they
-/// came. A block of a type other than `tool_use` is [`Block::Other`].
+/// came, and its cache breakpoint as `cache_control`. A block of a type other than `tool_use` is [`Block::Other`].
 pub(crate) fn call_block(
     id: String,
     name: String,
@@ -388,10 +431,11 @@ pub(crate) fn call_block(
     metadata: &Metadata,
     input: Value,
 ) -> Block {
-    let mut fields = match metadata.get(BLOCK_KEY) {
+    let fields = match metadata.get(BLOCK_KEY) {
         Some(Value::Object(fields)) => fields.clone(),
         _ => Map::new(),
     };
+    let mut fields = cache::with(fields, metadata.cache_control());
     let kind = match fields.get("type") {
         Some(Value::String(kind)) => kind.as_str(),
         _ if provider_executed => "server_tool_use",
@@ -453,11 +497,14 @@ fn content_block(block: &ContentBlock) -> Result<Block, Error> {
         Ok(MediaBlock {
             source: source(media)?,
             title,
-            extra: Map::new(),
+            extra: cache::with(Map::new(), media.cache_control),
         })
     };
     Ok(match block {
-        ContentBlock::Text { text } => text_block(text),
+        ContentBlock::Text {
+            text,
+            cache_control,
+        } => cached_text(text, *cache_control),
         ContentBlock::Image(image) => Block::Image(media(image, None)?),
         ContentBlock::Document(document) => {
             Block::Document(media(document, document.name.clone())?)

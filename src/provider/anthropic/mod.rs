@@ -34,6 +34,7 @@
 //! # Ok(()) }
 //! ```
 
+mod cache;
 mod decode;
 mod encode;
 mod lift;

@@ -137,12 +137,15 @@ pub struct ThinkingConfig {
     pub extra: Map<String, Value>,
 }
 
-/// Who speaks a request message: the API takes only these two.
+/// Who speaks a request message. `system` is an instruction in the middle of
+/// the conversation, as Claude Code sends it; the prompt's start stays in the
+/// request's `system` field.
 ///
 /// ```
 /// use lmstack::provider::anthropic::types::Role;
 /// assert_eq!(serde_json::to_string(&Role::Assistant).unwrap(), r#""assistant""#);
-/// assert!(serde_json::from_str::<Role>(r#""system""#).is_err());
+/// assert_eq!(serde_json::from_str::<Role>(r#""system""#).unwrap(), Role::System);
+/// assert!(serde_json::from_str::<Role>(r#""tool""#).is_err());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -151,6 +154,8 @@ pub enum Role {
     User,
     /// The model.
     Assistant,
+    /// Instructions given mid-conversation (text blocks only).
+    System,
 }
 
 /// One message of a request.

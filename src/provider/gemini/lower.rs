@@ -1,8 +1,13 @@
 //! Lowering: a canonical [`ChatRequest`] → the `generateContent` request body.
 //!
 //! Pure: no IO. The history is walked once into `contents` of roles `user` and
-//! `model` (consecutive parts of one role share one content); system messages
-//! become `systemInstruction`.
+//! `model` (consecutive parts of one role share one content); the system
+//! messages before the first other message become `systemInstruction`, and a
+//! later one (which the API has no place for) a `user` part in its place, its
+//! text wrapped in `<system>` … `</system>` so the model reads it as an
+//! instruction; the instruction stays the same turn after turn, which keeps
+//! the prompt's prefix cacheable. Cache breakpoints are left out (Gemini has
+//! none in the request).
 
 use std::collections::HashSet;
 
@@ -24,6 +29,12 @@ use crate::{
     ChatRequest, ContentBlock, Error, Media, MediaSource, Message, ResponseFormat, Role, ToolCall,
     ToolChoice, ToolResult, ToolSpec,
 };
+
+/// What a system message after the conversation's start is wrapped in, as
+/// the `user` part that stands for it (`<system>\n` … `\n</system>`).
+pub const SYSTEM_NOTE_START: &str = "<system>\n";
+/// The end of a system note (see [`SYSTEM_NOTE_START`]).
+pub const SYSTEM_NOTE_END: &str = "\n</system>";
 
 /// The name errors from this provider carry.
 pub(crate) const PROVIDER: &str = Kind::Gemini.name();
@@ -300,6 +311,19 @@ impl History {
         self.push_part(role, part);
     }
 
+    /// System text: into `systemInstruction` before the conversation starts,
+    /// else a `user` part marked as a system note, in its place.
+    fn system(&mut self, text: &str) {
+        if self.contents.is_empty() {
+            self.system.push(Part::text(text));
+        } else {
+            self.push(
+                "user",
+                Part::text(format!("{SYSTEM_NOTE_START}{text}{SYSTEM_NOTE_END}")),
+            );
+        }
+    }
+
     fn push_part(&mut self, role: &str, part: Part) {
         if let Some(last) = self.contents.last_mut()
             && last.role.as_deref() == Some(role)
@@ -327,9 +351,7 @@ impl LowerHistory for History {
     fn text(&mut self, message: &TextMessage) -> Result<(), Error> {
         let part = with_signature(Part::text(&message.text), &message.metadata);
         match message.role {
-            Role::System => {
-                self.system.push(part);
-            }
+            Role::System => self.system(&message.text),
             Role::User => self.push("user", part),
             Role::Assistant => self.push("model", part),
             Role::Tool => return Err(history::tool_role(PROVIDER, "text")),
@@ -351,7 +373,9 @@ impl LowerHistory for History {
                             .into(),
                     ));
                 }
-                self.system.extend(parts);
+                for part in parts {
+                    self.system(part.text.as_deref().unwrap_or_default());
+                }
             }
             Role::User | Role::Assistant => {
                 let role = if message.role == Role::User {
@@ -491,7 +515,7 @@ impl MediaPart for Part {
 
 fn content_part(block: &ContentBlock) -> Result<Part, Error> {
     match block {
-        ContentBlock::Text { text } => Ok(Part::text(text)),
+        ContentBlock::Text { text, .. } => Ok(Part::text(text)),
         ContentBlock::Image(media) | ContentBlock::Document(media) | ContentBlock::Audio(media) => {
             inline_data(media)
         }

@@ -34,7 +34,10 @@ pub mod types;
 
 pub use super::media::ToolResultMedia;
 pub use lift::Lifter;
-pub use lower::{GENERATED_ID_KEY, LowerOptions, THOUGHT_SIGNATURE_KEY, lower, lower_request};
+pub use lower::{
+    GENERATED_ID_KEY, LowerOptions, SYSTEM_NOTE_END, SYSTEM_NOTE_START, THOUGHT_SIGNATURE_KEY,
+    lower, lower_request,
+};
 
 use serde_json::Value;
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::lower::{REASONING_FIELD_KEY, REFUSAL_KEY};
+use super::lower::{DEVELOPER_KEY, REASONING_FIELD_KEY, REFUSAL_KEY};
 use super::response_format;
 use super::types::{
     ChatCompletionRequest, ChatMessage, ChatRole, ContentPart, FileData, MessageContent,
@@ -22,7 +22,8 @@ use crate::{
 
 /// Reads a client's Chat Completions request body into a canonical request.
 ///
-/// - `system` and `developer` messages become system text; `user` messages
+/// - `system` and `developer` messages become system text in their place (a
+///   `developer` one marked [`DEVELOPER_KEY`]); `user` messages
 ///   text (a string) or multimodal (an array of parts: text, `image_url` — a
 ///   base64 `data:` URI becomes inline media, any other URL a URL —,
 ///   `input_audio`, `file` with `file_data`); an `assistant` message becomes its
@@ -43,13 +44,15 @@ use crate::{
 /// linear in the body, which the server bounds.
 ///
 /// ```
-/// use lmstack::provider::openai_chat::decode_request;
+/// use lmstack::provider::openai_chat::{DEVELOPER_KEY, decode_request};
 /// use lmstack::{Error, Message};
 ///
 /// let body = br#"{"model":"gpt-4o","stream":true,"seed":7,
 ///     "messages":[{"role":"developer","content":"Be brief."},{"role":"user","content":"Hi"}]}"#;
 /// let request = decode_request(body).unwrap();
-/// assert_eq!(request.messages, vec![Message::system("Be brief."), Message::user("Hi")]);
+/// let mut developer = Message::system("Be brief.");
+/// developer.metadata_mut().insert(DEVELOPER_KEY, true.into());
+/// assert_eq!(request.messages, vec![developer, Message::user("Hi")]);
 /// assert!(request.options.stream);
 /// assert_eq!(request.options.extra["seed"], 7);
 ///
@@ -201,7 +204,11 @@ impl History {
         match role {
             ChatRole::System | ChatRole::Developer => {
                 let text = text_only(message.content, &at("content"), "a system message")?;
-                self.out.push(Message::system(text));
+                let mut system = Message::system(text);
+                if role == ChatRole::Developer {
+                    system.metadata_mut().insert(DEVELOPER_KEY, true.into());
+                }
+                self.out.push(system);
             }
             ChatRole::User => match message.content {
                 Some(MessageContent::Text(text)) => self.out.push(Message::user(text)),
@@ -373,7 +380,7 @@ fn blocks(parts: Vec<ContentPart>, at: &str) -> Result<Vec<ContentBlock>, Error>
 
 fn block(part: ContentPart, at: &str) -> Result<ContentBlock, Error> {
     Ok(match part {
-        ContentPart::Text { text } => ContentBlock::Text { text },
+        ContentPart::Text { text } => ContentBlock::text(text),
         ContentPart::ImageUrl { image_url } => ContentBlock::Image(
             match data_uri(&image_url.url, &format!("{at}.image_url.url"))? {
                 Some((media_type, data)) => Media::base64(media_type, Arc::<str>::from(data)),

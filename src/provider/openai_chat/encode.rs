@@ -268,7 +268,7 @@ impl ReplyEncoder {
                 let mut text = String::new();
                 for block in &multimodal.content {
                     match block {
-                        ContentBlock::Text { text: piece } => text.push_str(piece),
+                        ContentBlock::Text { text: piece, .. } => text.push_str(piece),
                         _ => {
                             return Err(Error::stage(
                                 "openai server",

@@ -15,7 +15,7 @@ use super::types::{
     StreamOptions, Tool, ToolCall as WireToolCall, ToolChoice as WireToolChoice,
 };
 
-use crate::message::{MultimodalMessage, ReasoningMessage, TextMessage};
+use crate::message::{Metadata, MultimodalMessage, ReasoningMessage, TextMessage};
 use crate::provider::Kind;
 use crate::provider::history::{self, LowerHistory};
 use crate::provider::media::{self, MediaPart, MediaPlan, Placement, ToolResultMedia};
@@ -34,6 +34,20 @@ pub const REASONING_FIELD_KEY: &str = "reasoning_field";
 
 /// The metadata key that marks assistant text as a refusal (the `refusal` field).
 pub const REFUSAL_KEY: &str = "refusal";
+
+/// The metadata key that marks system text as a `developer` message (`true`):
+/// the decoder sets it, the lowering sends such a message back with the
+/// `developer` role; every other wire reads it as system text.
+pub const DEVELOPER_KEY: &str = "developer";
+
+/// The role a system message goes back with: `developer` when it came so.
+fn system_role(metadata: &Metadata) -> ChatRole {
+    if metadata.get(DEVELOPER_KEY) == Some(&Value::Bool(true)) {
+        ChatRole::Developer
+    } else {
+        ChatRole::System
+    }
+}
 
 /// How the lowering writes what the canonical model holds and Chat Completions
 /// spells in several ways.
@@ -319,7 +333,7 @@ impl<'a> LowerHistory for History<'a> {
             }
             Role::System | Role::User => {
                 let role = if message.role == Role::System {
-                    ChatRole::System
+                    system_role(&message.metadata)
                 } else {
                     ChatRole::User
                 };
@@ -349,7 +363,8 @@ impl<'a> LowerHistory for History<'a> {
                 if message.role == Role::Assistant {
                     self.turn().text.get_or_insert_default().push_str(&text);
                 } else {
-                    self.push(wire_message(ChatRole::System, MessageContent::Text(text)));
+                    let role = system_role(&message.metadata);
+                    self.push(wire_message(role, MessageContent::Text(text)));
                 }
             }
             Role::Tool => return Err(history::tool_role(PROVIDER, "multimodal")),
@@ -422,7 +437,7 @@ pub(super) fn lower_call(call: &ToolCall) -> WireToolCall {
 fn text_content(content: &[ContentBlock]) -> MessageContent {
     match content {
         [] => MessageContent::Text(String::new()),
-        [ContentBlock::Text { text }] => MessageContent::Text(text.clone()),
+        [ContentBlock::Text { text, .. }] => MessageContent::Text(text.clone()),
         blocks => MessageContent::Parts(
             blocks
                 .iter()
@@ -445,7 +460,7 @@ impl MediaPart for ContentPart {
 
 fn content_part(block: &ContentBlock) -> Result<ContentPart, Error> {
     Ok(match block {
-        ContentBlock::Text { text } => ContentPart::Text { text: text.clone() },
+        ContentBlock::Text { text, .. } => ContentPart::Text { text: text.clone() },
         ContentBlock::Image(media) => ContentPart::ImageUrl {
             image_url: ImageUrl {
                 url: media_url(media)?,

@@ -414,8 +414,11 @@ fn options_tool_choice_stop_and_extra() {
             json!({
                 "model": "claude",
                 "max_tokens": 100,
-                "system": [{"type": "text", "text": "A"}, {"type": "text", "text": "B"}],
-                "messages": [{"role": "user", "content": "Hi"}],
+                "system": "A",
+                "messages": [
+                    {"role": "user", "content": "Hi"},
+                    {"role": "system", "content": "B"},
+                ],
                 "tools": [{"name": "f", "input_schema": {"type": "object"}}],
                 "tool_choice": wire,
                 "temperature": 0.5,

@@ -22,8 +22,8 @@ use lmstack::provider::sse::SseDecoder;
 use lmstack::provider::{ProviderError, TransportError, TransportErrorKind};
 use lmstack::service::{Machine, MachineStream, Output};
 use lmstack::{
-    ChatRequest, ContentBlock, Error, Event, FinishReason, Joiner, Media, Message, Metadata, Role,
-    ToolCall, ToolCallDelta, ToolChoice, ToolResult, ToolSpec, Usage,
+    CacheControl, ChatRequest, ContentBlock, Error, Event, FinishReason, Joiner, Media, Message,
+    Metadata, Role, ToolCall, ToolCallDelta, ToolChoice, ToolResult, ToolSpec, Usage,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -156,10 +156,12 @@ fn thinking_blocks_keep_their_signatures_and_options_go_where_they_belong() {
     };
     let mut failed = ToolResult::new("t2", "g", vec![]);
     failed.is_error = true;
+    let mut cached = Metadata::new();
+    cached.set_cache_control(Some(CacheControl::default()));
     assert_eq!(
         request.messages,
         vec![
-            Message::system("A"),
+            Message::system("A").with_metadata(cached),
             Message::system("B"),
             Message::multimodal(
                 Role::User,
@@ -239,8 +241,8 @@ fn bad_requests_are_invalid_and_name_the_field_at_fault() {
             "max_tokens: invalid value",
         ),
         (
-            r#"{"max_tokens":1,"messages":[{"role":"system","content":"x"}]}"#,
-            "messages[0].role: unknown variant `system`",
+            r#"{"max_tokens":1,"messages":[{"role":"tool","content":"x"}]}"#,
+            "messages[0].role: unknown variant `tool`",
         ),
         (
             r#"{"max_tokens":1,"messages":[{"role":"user","content":7}]}"#,
@@ -278,7 +280,7 @@ fn bad_requests_are_invalid_and_name_the_field_at_fault() {
             &format!(
                 r#"{{"max_tokens":1,"system":[{{"type":"image","source":{{"type":"url","url":"u"}}}}],"messages":{user}}}"#
             ),
-            "system[0]: the system prompt takes only text blocks",
+            "system[0]: system text takes only text blocks, not `image`",
         ),
         (
             &format!(r#"{{"max_tokens":1,"messages":{user},"tools":[{{"name":"f"}}]}}"#),
