@@ -10,6 +10,7 @@
 
 use serde_json::{Map, Value};
 
+use super::beta::BETA_KEY;
 use super::types::{
     Block, Content, InputMessage, MediaBlock, RedactedThinkingBlock, Request, Role as WireRole,
     Source, TextBlock, ThinkingBlock, Tool, ToolChoice as WireChoice, ToolResultBlock,
@@ -85,7 +86,8 @@ pub fn lower(request: &ChatRequest, options: &LowerOptions) -> Result<Value, Err
 /// `options.extra` goes into the body's flattened fields last (`thinking`,
 /// `metadata`, `cache_control`, `top_k`…), so a key there wins over a field
 /// of the same name; an extra `stop` (a string or a list) is sent as
-/// `stop_sequences`.
+/// `stop_sequences`; the beta flags ([`BETA_KEY`](super::BETA_KEY)) go in a
+/// header instead.
 ///
 /// ```
 /// use lmstack::provider::anthropic::types::Content;
@@ -119,6 +121,8 @@ pub fn lower_request(request: &ChatRequest, options: &LowerOptions) -> Result<Re
             ("stop", stops) => {
                 extra.insert("stop_sequences".into(), stops.clone());
             }
+            // Sent as a header (`Wire::headers`).
+            (BETA_KEY, _) => {}
             _ => {
                 extra.insert(key.clone(), value.clone());
             }
