@@ -163,11 +163,7 @@ impl<T> AnyProvider<T> {
 
 impl<T> super::TokenCounter for AnyProvider<T>
 where
-    T: Service<HttpRequest, Response = HttpResponse, Error = Error>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
+    T: Service<HttpRequest, Response = HttpResponse, Error = Error> + Clone + Send + Sync + 'static,
     T::Future: Send,
 {
     fn count_tokens(

@@ -35,11 +35,7 @@ pub trait TokenCounter: Send + Sync + 'static {
 impl<W, T> TokenCounter for Provider<W, T>
 where
     W: Wire,
-    T: Service<HttpRequest, Response = HttpResponse, Error = Error>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
+    T: Service<HttpRequest, Response = HttpResponse, Error = Error> + Clone + Send + Sync + 'static,
     T::Future: Send,
 {
     fn count_tokens(&self, request: ChatRequest) -> BoxFuture<'static, Result<u64, Error>> {

@@ -81,7 +81,11 @@ impl<W: Wire, T> Provider<W, T> {
 
     /// [`http_request`](Self::http_request), authorized at `now` (a signature
     /// over the request holds the time it was made).
-    pub fn http_request_at(&self, request: ChatRequest, now: SystemTime) -> Result<HttpRequest, Error> {
+    pub fn http_request_at(
+        &self,
+        request: ChatRequest,
+        now: SystemTime,
+    ) -> Result<HttpRequest, Error> {
         let request = self.sendable(request)?;
         let wire = &self.config.wire;
         let body = wire.lower(&request)?;
@@ -113,7 +117,10 @@ impl<W: Wire, T> Provider<W, T> {
             });
         };
         let count = count?;
-        Ok((self.post(&request, &count.path, &count.body, now)?, count.lift))
+        Ok((
+            self.post(&request, &count.path, &count.body, now)?,
+            count.lift,
+        ))
     }
 
     /// `request` made ready to lower: its model filled in from the
@@ -203,7 +210,11 @@ impl<W: Wire, T> Provider<W, T> {
 }
 
 /// A body read whole, within `limit` bytes.
-async fn read_whole(mut body: ByteStream, limit: usize, stage: &'static str) -> Result<Vec<u8>, Error> {
+async fn read_whole(
+    mut body: ByteStream,
+    limit: usize,
+    stage: &'static str,
+) -> Result<Vec<u8>, Error> {
     let mut read = Vec::new();
     while let Some(chunk) = body.next().await {
         let chunk = chunk?;

@@ -17,8 +17,8 @@ use tower::{Service, ServiceExt};
 use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 use tracing::Instrument;
 
-use super::admit::{Admitted, admit};
 use super::admit::refused;
+use super::admit::{Admitted, admit};
 use super::answer::{Answer, Refusal, answer, json_response, record};
 use super::format::{ChatCompletions, Format, Messages, MessagesCount};
 use super::guard::{Guard, Route};
@@ -501,7 +501,9 @@ async fn count_tokens(
             let body = serde_json::json!({ "input_tokens": tokens }).to_string();
             json_response(200, body.into(), "application/json")
         }
-        Err(error) => Refusal::for_model(&name, &served, error).respond::<Messages>(gateway, started),
+        Err(error) => {
+            Refusal::for_model(&name, &served, error).respond::<Messages>(gateway, started)
+        }
     }
 }
 
@@ -510,7 +512,8 @@ async fn count_tokens(
 /// `Authorization` (as Anthropic's SDKs do, and OpenAI's never).
 fn from_anthropic_client(headers: &HeaderMap) -> bool {
     headers.contains_key("anthropic-version")
-        || headers.contains_key("x-api-key") && !headers.contains_key(axum::http::header::AUTHORIZATION)
+        || headers.contains_key("x-api-key")
+            && !headers.contains_key(axum::http::header::AUTHORIZATION)
 }
 
 /// The refusal of a `GET` of what the gateway serves or counts, if it is
@@ -559,7 +562,10 @@ async fn model(
         return refused;
     }
     if !shared.gateway.models.contains_key(&id) {
-        let error = refused(404, "no such model is served here (GET /v1/models lists those that are)");
+        let error = refused(
+            404,
+            "no such model is served here (GET /v1/models lists those that are)",
+        );
         return refuse_in_format(&shared, &headers, error);
     }
     let body = match from_anthropic_client(&headers) {

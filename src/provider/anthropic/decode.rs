@@ -66,7 +66,8 @@ use crate::{ChatRequest, ContentBlock, Error, Media, ToolChoice, ToolSpec};
 /// ```
 pub fn decode_request(body: &[u8]) -> Result<ChatRequest, Error> {
     let mut deserializer = serde_json::Deserializer::from_slice(body);
-    let request: Request = serde_path_to_error::deserialize(&mut deserializer).map_err(described)?;
+    let request: Request =
+        serde_path_to_error::deserialize(&mut deserializer).map_err(described)?;
     deserializer
         .end()
         .map_err(|error| Error::InvalidRequest(error.to_string()))?;
@@ -91,7 +92,8 @@ pub fn decode_count_request(body: &[u8]) -> Result<ChatRequest, Error> {
         serde_json::from_slice(body).map_err(|error| Error::InvalidRequest(error.to_string()))?;
     // The one field a Messages request needs that a count has not.
     fields.insert("max_tokens".into(), 0.into());
-    let request: Request = serde_path_to_error::deserialize(Value::Object(fields)).map_err(described)?;
+    let request: Request =
+        serde_path_to_error::deserialize(Value::Object(fields)).map_err(described)?;
     let mut request = Decoder::default().request(request)?;
     request.options.max_tokens = None;
     Ok(request)

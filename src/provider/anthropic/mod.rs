@@ -104,11 +104,13 @@ impl Wire for Messages {
     }
 
     fn lower_count(&self, request: &ChatRequest) -> Option<Result<CountRequest, Error>> {
-        Some(lower_count(request, &self.lowering).map(|body| CountRequest {
-            path: "/messages/count_tokens".into(),
-            body,
-            lift: lift_count,
-        }))
+        Some(
+            lower_count(request, &self.lowering).map(|body| CountRequest {
+                path: "/messages/count_tokens".into(),
+                body,
+                lift: lift_count,
+            }),
+        )
     }
 }
 

@@ -79,11 +79,13 @@ impl Wire for GenerateContent {
     }
 
     fn lower_count(&self, request: &ChatRequest) -> Option<Result<CountRequest, Error>> {
-        Some(lower_count(request, &self.lowering).map(|body| CountRequest {
-            path: format!("{}:countTokens", model_path(request)),
-            body,
-            lift: lift_count,
-        }))
+        Some(
+            lower_count(request, &self.lowering).map(|body| CountRequest {
+                path: format!("{}:countTokens", model_path(request)),
+                body,
+                lift: lift_count,
+            }),
+        )
     }
 }
 
