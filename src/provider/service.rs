@@ -19,7 +19,7 @@ use super::redact::{Secrets, redact_url};
 use super::transport::{
     ByteStream, HttpRequest, HttpResponse, HttpTransport, Streaming, move_url_credentials,
 };
-use super::wire::Wire;
+use super::wire::{LiftCount, Wire};
 use crate::service::{IntoEvents, MachineStream, ReplyFuture};
 use crate::store::{self, MediaStore};
 use crate::{ChatRequest, Error, Message, Reply};
@@ -104,7 +104,7 @@ impl<W: Wire, T> Provider<W, T> {
         &self,
         mut request: ChatRequest,
         now: SystemTime,
-    ) -> Result<(HttpRequest, fn(&[u8]) -> Result<u64, Error>), Error> {
+    ) -> Result<(HttpRequest, LiftCount), Error> {
         request.options.stream = false;
         let request = self.sendable(request)?;
         let Some(count) = self.config.wire.lower_count(&request) else {

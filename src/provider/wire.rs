@@ -109,8 +109,11 @@ pub struct CountRequest {
     /// The request body.
     pub body: Value,
     /// Reads the count from the answer's body.
-    pub lift: fn(&[u8]) -> Result<u64, Error>,
+    pub lift: LiftCount,
 }
+
+/// How a wire reads the count from a count endpoint's answer body.
+pub type LiftCount = fn(&[u8]) -> Result<u64, Error>;
 
 /// Sends `value` (the key, or a token made of it) in the header `name`,
 /// marked sensitive so that no log shows it: how most wires authorize.
