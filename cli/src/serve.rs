@@ -23,7 +23,8 @@ use crate::serve_config::Config;
 ///
 /// Clients post to /v1/chat/completions (OpenAI Chat Completions) or
 /// /v1/messages (Anthropic Messages), streaming or not, naming a model of the
-/// configuration; GET /v1/models lists them, GET /health and GET /metrics
+/// configuration (POST /v1/messages/count_tokens counts a request's tokens
+/// where the upstream can); GET /v1/models lists them, GET /health and GET /metrics
 /// (Prometheus) serve operations. A request in either format is served by any
 /// model, whatever its provider.
 ///
@@ -136,7 +137,9 @@ async fn serve(args: Args) -> Result<(), Error> {
     for (name, model) in &config.models {
         let (stack, sent) = model.stack(name).await?;
         secrets.extend([sent]);
-        gateway = gateway.model(name, model.provider.name(), stack, model.max_concurrent);
+        gateway = gateway
+            .model(name, model.provider.name(), stack, model.max_concurrent)
+            .token_counter(name, model.token_counter(name)?);
     }
     gateway = gateway.secrets(secrets);
     let listener = tokio::net::TcpListener::bind(listen)

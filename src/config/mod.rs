@@ -303,6 +303,33 @@ impl ModelConfig {
         Ok((BoxChatService::new(stack), secrets))
     }
 
+    /// The model's token counter, named `name` as in [`stack`](Self::stack):
+    /// its provider, asked to count each request for the upstream's model
+    /// (what a gateway answers `POST /v1/messages/count_tokens` with; an
+    /// upstream whose wire counts none answers 501).
+    ///
+    /// ```
+    /// use lmstack::config::ModelConfig;
+    /// use lmstack::provider::Kind;
+    /// use lmstack::server::Gateway;
+    ///
+    /// # async fn run() -> Result<(), lmstack::Error> {
+    /// let config = ModelConfig::new(Kind::Anthropic).model("claude-sonnet-4-5");
+    /// let (stack, _secrets) = config.stack("claude").await?;
+    /// let gateway = Gateway::new()
+    ///     .model("claude", "anthropic", stack, config.max_concurrent)
+    ///     .token_counter("claude", config.token_counter("claude")?);
+    /// # let _ = gateway;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "server")]
+    pub fn token_counter(&self, name: &str) -> Result<impl crate::provider::TokenCounter, Error> {
+        let (provider, _) = self.provider()?;
+        let model = self.model.as_deref().unwrap_or(name).to_owned();
+        Ok(UpstreamCounter { provider, model })
+    }
+
     /// A registry of the tools of the model's MCP servers (commands, then
     /// URLs), started or reached; `None` when it has none.
     #[cfg(feature = "mcp")]
@@ -319,6 +346,24 @@ impl ModelConfig {
             registry = registry.source(McpServer::connect(config).await?);
         }
         Ok(Some(registry.build()?))
+    }
+}
+
+/// A provider counting requests for the upstream's model.
+#[cfg(feature = "server")]
+struct UpstreamCounter {
+    provider: AnyProvider,
+    model: String,
+}
+
+#[cfg(feature = "server")]
+impl crate::provider::TokenCounter for UpstreamCounter {
+    fn count_tokens(
+        &self,
+        mut request: ChatRequest,
+    ) -> futures::future::BoxFuture<'static, Result<u64, Error>> {
+        request.options.model = Some(self.model.clone());
+        self.provider.count_tokens(request)
     }
 }
 

@@ -161,6 +161,19 @@ impl<T> AnyProvider<T> {
     }
 }
 
+impl<T> super::TokenCounter for AnyProvider<T>
+where
+    T: Service<HttpRequest, Response = HttpResponse, Error = Error> + Clone + Send + Sync + 'static,
+    T::Future: Send,
+{
+    fn count_tokens(
+        &self,
+        request: ChatRequest,
+    ) -> futures::future::BoxFuture<'static, Result<u64, Error>> {
+        each_wire!(self, provider => Box::pin(provider.count_tokens(request)))
+    }
+}
+
 impl<W: Wire, T> Provider<W, T> {
     /// `W::KIND`, read through a value (for [`AnyProvider::kind`]).
     fn wire_kind(&self) -> Kind {

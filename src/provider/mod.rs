@@ -19,7 +19,8 @@
 //!
 //! - [`Provider`]: the one HTTP provider service, generic over a [`Wire`] — a
 //!   provider's endpoint, auth header, lowering and lifter — with the settings
-//!   every provider shares in a [`ProviderConfig`] (feature `http`).
+//!   every provider shares in a [`ProviderConfig`] (feature `http`); it also
+//!   counts a request's input tokens where its wire can ([`TokenCounter`]).
 //!
 //! Each adapter is then one folder: a pure lowering (canonical request → wire
 //! request), a pure lifting (wire response → canonical events) and its `Wire`:
@@ -57,6 +58,8 @@ pub mod body;
 mod call_order;
 #[cfg(feature = "http")]
 mod config;
+#[cfg(feature = "http")]
+mod counter;
 #[cfg(feature = "gemini")]
 pub mod gemini;
 #[cfg(feature = "openai")]
@@ -80,4 +83,7 @@ pub use redact::{REDACTED, Secrets, redact_url};
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 pub use reply_encoding::EncodeReply;
 #[cfg(feature = "http")]
-pub use {config::ProviderConfig, service::Provider, service::ReadBody, wire::Wire};
+pub use {
+    config::ProviderConfig, counter::TokenCounter, service::Provider, service::ReadBody,
+    wire::CountRequest, wire::Wire,
+};

@@ -1,13 +1,15 @@
 //! The one HTTP provider service: a [`Wire`]'s lowering and lifting joined to a
 //! transport, with the shared configuration, headers and body decoding.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::SystemTime;
 
 use ::http::header::{ACCEPT, CONTENT_TYPE};
 use bytes::Bytes;
-use tower::Service;
+use futures::StreamExt;
+use tower::{Service, ServiceExt};
 
 use super::body::BodyDecoder;
 use super::config::ProviderConfig;
@@ -17,7 +19,7 @@ use super::redact::{Secrets, redact_url};
 use super::transport::{
     ByteStream, HttpRequest, HttpResponse, HttpTransport, Streaming, move_url_credentials,
 };
-use super::wire::Wire;
+use super::wire::{LiftCount, Wire};
 use crate::service::{IntoEvents, MachineStream, OutputCheck, ReplyFuture};
 use crate::store::{self, MediaStore};
 use crate::{ChatRequest, Error, Message, Reply};
@@ -81,9 +83,49 @@ impl<W: Wire, T> Provider<W, T> {
     /// over the request holds the time it was made).
     pub fn http_request_at(
         &self,
-        mut request: ChatRequest,
+        request: ChatRequest,
         now: SystemTime,
     ) -> Result<HttpRequest, Error> {
+        let request = self.sendable(request)?;
+        let wire = &self.config.wire;
+        let body = wire.lower(&request)?;
+        let mut http_request = self.post(&request, &wire.path(&request), &body, now)?;
+        if request.options.stream {
+            http_request.extensions_mut().insert(Streaming);
+        }
+        Ok(http_request)
+    }
+
+    /// The HTTP request that asks the provider to count `request`'s input
+    /// tokens ([`Wire::lower_count`]), authorized at `now`, and how the count
+    /// is read from its answer; an error of status 501 where the provider
+    /// counts none.
+    pub fn count_request_at(
+        &self,
+        mut request: ChatRequest,
+        now: SystemTime,
+    ) -> Result<(HttpRequest, LiftCount), Error> {
+        request.options.stream = false;
+        let request = self.sendable(request)?;
+        let Some(count) = self.config.wire.lower_count(&request) else {
+            return Err(Error::Refused {
+                status: 501,
+                message: format!(
+                    "{}: the provider has no endpoint that counts tokens",
+                    W::KIND.name()
+                ),
+            });
+        };
+        let count = count?;
+        Ok((
+            self.post(&request, &count.path, &count.body, now)?,
+            count.lift,
+        ))
+    }
+
+    /// `request` made ready to lower: its model filled in from the
+    /// configuration, checked, its media by reference resolved.
+    fn sendable(&self, mut request: ChatRequest) -> Result<ChatRequest, Error> {
         let config = &self.config;
         if request.options.model.is_none() {
             request.options.model.clone_from(&config.model);
@@ -100,9 +142,22 @@ impl<W: Wire, T> Provider<W, T> {
             &mut request.messages,
             config.media_store.as_deref(),
         )?;
-        let body = config.wire.lower(&request)?;
-        let body = serde_json::to_vec(&body).map_err(|e| Error::json("request body", e))?;
-        let url = config.url(&config.wire.path(&request));
+        Ok(request)
+    }
+
+    /// The POST of `body` to `path` for `request`, with the headers: the key
+    /// (the base URL's user and password moved to a header:
+    /// [`move_url_credentials`]), the configuration's, the wire's.
+    fn post(
+        &self,
+        request: &ChatRequest,
+        path: &str,
+        body: &serde_json::Value,
+        now: SystemTime,
+    ) -> Result<HttpRequest, Error> {
+        let config = &self.config;
+        let body = serde_json::to_vec(body).map_err(|e| Error::json("request body", e))?;
+        let url = config.url(path);
         let accept = match request.options.stream {
             true => "text/event-stream",
             false => "application/json",
@@ -120,17 +175,59 @@ impl<W: Wire, T> Provider<W, T> {
                 .with_target(format!("POST {}", redact_url(&url)))
                 .with_source(error)
             })?;
-        config.wire.headers(http_request.headers_mut());
         if let Some(key) = &config.api_key {
             config.wire.authorize(key, &mut http_request, now)?;
         }
         http_request.headers_mut().extend(config.headers.clone());
+        config.wire.headers(request, http_request.headers_mut())?;
         move_url_credentials(W::KIND.name(), &mut http_request)?;
-        if request.options.stream {
-            http_request.extensions_mut().insert(Streaming);
-        }
         Ok(http_request)
     }
+
+    /// Counts `request`'s input tokens as the provider does, without running
+    /// it: the request of [`count_request_at`](Self::count_request_at), sent
+    /// on a clone of the transport, its answer read whole (within
+    /// [`ProviderConfig::max_body_bytes`]).
+    pub fn count_tokens(
+        &self,
+        request: ChatRequest,
+    ) -> impl Future<Output = Result<u64, Error>> + Send + 'static
+    where
+        T: Service<HttpRequest, Response = HttpResponse, Error = Error> + Clone + Send + 'static,
+        T::Future: Send,
+    {
+        let prepared = self.count_request_at(request, SystemTime::now());
+        let transport = self.transport.clone();
+        let limit = self.config.max_body_bytes;
+        let secrets = self.secrets.clone();
+        async move {
+            let (http_request, lift) = prepared?;
+            let response = transport.oneshot(http_request).await?;
+            let body = read_whole(response.into_body(), limit, W::KIND.name()).await?;
+            lift(&body).map_err(|error| secrets.scrub_error(error))
+        }
+    }
+}
+
+/// A body read whole, within `limit` bytes.
+async fn read_whole(
+    mut body: ByteStream,
+    limit: usize,
+    stage: &'static str,
+) -> Result<Vec<u8>, Error> {
+    let mut read = Vec::new();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk?;
+        if read.len() + chunk.len() > limit {
+            return Err(Error::LimitExceeded {
+                stage,
+                what: "the response body",
+                limit,
+            });
+        }
+        read.extend_from_slice(&chunk);
+    }
+    Ok(read)
 }
 
 impl<W, T> Service<ChatRequest> for Provider<W, T>

@@ -50,8 +50,8 @@ pub trait Wire: Clone + Default + fmt::Debug + Send + Sync + 'static {
     /// Authorizes `request` with `key` at `now`: over the whole request
     /// (method, URL, headers, body), so that a key sent as a header
     /// ([`key_header`]) and a signature over the request (AWS SigV4) are each
-    /// one implementation. Runs after the wire's headers, before the
-    /// configuration's own (which win over a header set here). By default it
+    /// one implementation. Runs before the configuration's headers (which win
+    /// over a header set here) and the wire's. By default it
     /// sends the key as [`KEY_HEADER`](Wire::KEY_HEADER) says.
     fn authorize(
         &self,
@@ -74,8 +74,20 @@ pub trait Wire: Clone + Default + fmt::Debug + Send + Sync + 'static {
         }
     }
 
-    /// Headers the wire always sends (a version header); none by default.
-    fn headers(&self, _headers: &mut HeaderMap) {}
+    /// Sets the headers the wire sends with `request` (a version header;
+    /// headers a request carries in `options.extra`, such as Anthropic's beta
+    /// flags) among `headers`, which already hold the configuration's: it
+    /// keeps those or merges with them. None by default.
+    fn headers(&self, _request: &ChatRequest, _headers: &mut HeaderMap) -> Result<(), Error> {
+        Ok(())
+    }
+
+    /// The request that asks the provider to count `request`'s input tokens
+    /// without running it, lowered as [`lower`](Self::lower) lowers a chat
+    /// request; `None` (the default) where the provider has no such endpoint.
+    fn lower_count(&self, _request: &ChatRequest) -> Option<Result<CountRequest, Error>> {
+        None
+    }
 
     /// The request body for `request` (its model already filled in from the
     /// configuration when it named none).
@@ -87,6 +99,21 @@ pub trait Wire: Clone + Default + fmt::Debug + Send + Sync + 'static {
         Self::Lifter::default()
     }
 }
+
+/// A request to count input tokens, as a wire lowers it ([`Wire::lower_count`]):
+/// where it is posted, its body, and how the count is read from the answer.
+#[derive(Clone, Debug)]
+pub struct CountRequest {
+    /// The endpoint's path, joined to the base URL.
+    pub path: String,
+    /// The request body.
+    pub body: Value,
+    /// Reads the count from the answer's body.
+    pub lift: LiftCount,
+}
+
+/// How a wire reads the count from a count endpoint's answer body.
+pub type LiftCount = fn(&[u8]) -> Result<u64, Error>;
 
 /// Sends `value` (the key, or a token made of it) in the header `name`,
 /// marked sensitive so that no log shows it: how most wires authorize.

@@ -14,7 +14,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::answer::Refusal;
 use super::extras::carry;
-use super::format::Format;
+use super::format::Decode;
 use super::gateway::{Served, Shared};
 use super::guard::Route;
 use super::sealed_ids::open_request;
@@ -30,7 +30,7 @@ pub(super) struct Admitted {
 
 /// Checks the access, reads the body, finds the model, takes one of its
 /// places and decodes the body; else the refusal to answer.
-pub(super) async fn admit<F: Format>(
+pub(super) async fn admit<F: Decode>(
     shared: &Shared,
     headers: &HeaderMap,
     body: Body,
@@ -78,6 +78,7 @@ pub(super) async fn admit<F: Format>(
         None => F::decode(&bytes).map_err(refusal)?,
     };
     drop((bytes, reading));
+    F::decode_headers(headers, &mut request);
     let dropped = carry(
         &mut request.options.extra,
         F::KIND,

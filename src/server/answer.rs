@@ -47,27 +47,38 @@ impl Refusal {
 
     /// The answer in format `F`, counted and logged.
     pub(super) fn respond<F: Format>(self, gateway: &Gateway, started: Instant) -> Response {
-        let secrets = &gateway.secrets;
-        let (status, response) = error_response::<F>(&self.error, secrets);
-        let (model, upstream) = self.model.unwrap_or_default();
-        let took = started.elapsed();
-        gateway
-            .metrics
-            .answered(&model, F::KIND.name(), status, took);
-        let log = Logged {
-            model: &model,
-            upstream: &upstream,
-            format: F::KIND.name(),
-            stream: None,
-            status,
-            took,
-            tally: &Tally::default(),
-            error: Some(&self.error),
-            cancelled: false,
-        };
-        log.write(secrets);
+        let (status, response) = error_response::<F>(&self.error, &gateway.secrets);
+        record::<F>(gateway, self.model, status, started, Some(&self.error));
         response
     }
+}
+
+/// Counts and logs an answer given at once, without a reply (a refusal, a
+/// token count): for the model `name` and its upstream, when one was found.
+pub(super) fn record<F: Format>(
+    gateway: &Gateway,
+    model: Option<(String, String)>,
+    status: u16,
+    started: Instant,
+    error: Option<&Error>,
+) {
+    let (model, upstream) = model.unwrap_or_default();
+    let took = started.elapsed();
+    gateway
+        .metrics
+        .answered(&model, F::KIND.name(), status, took);
+    let log = Logged {
+        model: &model,
+        upstream: &upstream,
+        format: F::KIND.name(),
+        stream: None,
+        status,
+        took,
+        tally: &Tally::default(),
+        error,
+        cancelled: false,
+    };
+    log.write(&gateway.secrets);
 }
 
 /// What a reply said that the logs and metrics keep.

@@ -3,6 +3,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use axum::http::HeaderMap;
 use bytes::Bytes;
 use serde_json::Value;
 
@@ -10,17 +11,18 @@ use crate::provider::{Kind, anthropic, openai_chat};
 use crate::service::Machine;
 use crate::{ChatRequest, Error, Event};
 
-/// A wire format served: how a request is read, a reply and an error written.
-pub(crate) trait Format: Send + Sync + 'static {
+/// How a request of a served route is read: its body, and the headers that
+/// carry part of it.
+pub(crate) trait Decode: Send + Sync + 'static {
     /// Its wire (named in metrics and logs).
     const KIND: Kind;
-    /// A frame that keeps a silent stream open, which clients skip.
-    const KEEP_ALIVE: &'static [u8];
-    /// The machine that writes a reply.
-    type Encoder: Machine<In = Result<Event, Error>, Out = Bytes>;
 
     /// A client's request body → the canonical request.
     fn decode(body: &[u8]) -> Result<ChatRequest, Error>;
+
+    /// What the client's headers add to its decoded `request` (none by
+    /// default).
+    fn decode_headers(_headers: &HeaderMap, _request: &mut ChatRequest) {}
 
     /// The model a request body names, read without decoding the rest (so
     /// that the model's place is taken before the body is decoded); `None`
@@ -34,6 +36,14 @@ pub(crate) trait Format: Send + Sync + 'static {
             .ok()
             .map(|named| named.model)
     }
+}
+
+/// A wire format served: how a request is read, a reply and an error written.
+pub(crate) trait Format: Decode {
+    /// A frame that keeps a silent stream open, which clients skip.
+    const KEEP_ALIVE: &'static [u8];
+    /// The machine that writes a reply.
+    type Encoder: Machine<In = Result<Event, Error>, Out = Bytes>;
 
     /// The encoder of the reply to `request`, answered by `model` at `now`.
     fn encoder(request: &ChatRequest, model: &str, now: SystemTime) -> Self::Encoder;
@@ -51,14 +61,17 @@ pub(crate) trait Format: Send + Sync + 'static {
 /// OpenAI Chat Completions (`POST /v1/chat/completions`).
 pub(crate) struct ChatCompletions;
 
-impl Format for ChatCompletions {
+impl Decode for ChatCompletions {
     const KIND: Kind = Kind::OpenAiChat;
-    const KEEP_ALIVE: &'static [u8] = b": keep-alive\n\n";
-    type Encoder = openai_chat::ReplyEncoder;
 
     fn decode(body: &[u8]) -> Result<ChatRequest, Error> {
         openai_chat::decode_request(body)
     }
+}
+
+impl Format for ChatCompletions {
+    const KEEP_ALIVE: &'static [u8] = b": keep-alive\n\n";
+    type Encoder = openai_chat::ReplyEncoder;
 
     fn encoder(request: &ChatRequest, model: &str, now: SystemTime) -> openai_chat::ReplyEncoder {
         let created = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -84,17 +97,43 @@ impl Format for ChatCompletions {
     }
 }
 
-/// Anthropic Messages (`POST /v1/messages`).
+/// Anthropic Messages (`POST /v1/messages`): the beta flags of its
+/// `anthropic-beta` headers go in `options.extra`
+/// ([`BETA_KEY`](anthropic::BETA_KEY)).
 pub(crate) struct Messages;
 
-impl Format for Messages {
+impl Decode for Messages {
     const KIND: Kind = Kind::Anthropic;
-    const KEEP_ALIVE: &'static [u8] = b"event: ping\ndata: {\"type\": \"ping\"}\n\n";
-    type Encoder = anthropic::ReplyEncoder;
 
     fn decode(body: &[u8]) -> Result<ChatRequest, Error> {
         anthropic::decode_request(body)
     }
+
+    fn decode_headers(headers: &HeaderMap, request: &mut ChatRequest) {
+        anthropic::decode_headers(headers, &mut request.options.extra);
+    }
+}
+
+/// Anthropic's token count (`POST /v1/messages/count_tokens`): a Messages
+/// request without `max_tokens`, read as [`Messages`] reads one; answered in
+/// its format.
+pub(crate) struct MessagesCount;
+
+impl Decode for MessagesCount {
+    const KIND: Kind = Kind::Anthropic;
+
+    fn decode(body: &[u8]) -> Result<ChatRequest, Error> {
+        anthropic::decode_count_request(body)
+    }
+
+    fn decode_headers(headers: &HeaderMap, request: &mut ChatRequest) {
+        Messages::decode_headers(headers, request);
+    }
+}
+
+impl Format for Messages {
+    const KEEP_ALIVE: &'static [u8] = b"event: ping\ndata: {\"type\": \"ping\"}\n\n";
+    type Encoder = anthropic::ReplyEncoder;
 
     fn encoder(request: &ChatRequest, model: &str, _now: SystemTime) -> anthropic::ReplyEncoder {
         let id = format!("msg_{:016x}{:08x}", fastrand::u64(..), fastrand::u32(..));

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, Method};
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -17,17 +17,19 @@ use tower::{Service, ServiceExt};
 use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 use tracing::Instrument;
 
+use super::admit::refused;
 use super::admit::{Admitted, admit};
-use super::answer::{Answer, Refusal, answer, json_response};
-use super::format::{ChatCompletions, Format, Messages};
+use super::answer::{Answer, Refusal, answer, json_response, record};
+use super::format::{ChatCompletions, Format, Messages, MessagesCount};
 use super::guard::{Guard, Route};
 use super::{BearerToken, Metrics};
-use crate::provider::Secrets;
+use crate::provider::{Secrets, TokenCounter, anthropic, openai_chat};
 use crate::service::{BoxChatService, ChatService};
 
 /// Serves stacks by model name: `POST /v1/chat/completions` (OpenAI), `POST
-/// /v1/messages` (Anthropic), `GET /v1/models`, `GET /health` and `GET
-/// /metrics`, as an axum [`Router`] to serve or to mount in an application's
+/// /v1/messages` and `POST /v1/messages/count_tokens` (Anthropic), `GET
+/// /v1/models` and `GET /v1/models/{id}` (in the client's format), `GET
+/// /health` and `GET /metrics`, as an axum [`Router`] to serve or to mount in an application's
 /// own (with `Router::nest` or `merge`, whatever the application's state: the
 /// gateway's is its own; see [`router`](Self::router)).
 ///
@@ -64,6 +66,13 @@ use crate::service::{BoxChatService, ChatService};
 ///   its own status, one after it is the format's in-stream error.
 /// - **Cancellation**: a client that goes away drops its reply, which cancels
 ///   the upstream request and the tools still running.
+/// - **Anthropic clients**: the beta flags of their `anthropic-beta` headers
+///   go on to an Anthropic upstream (beside the upstream configuration's own)
+///   and are dropped, with a logged warning, for another; their token counts
+///   are the upstream's own, through a model's
+///   [`token_counter`](Self::token_counter) (501 where it has none); they are
+///   told apart by `anthropic-version` or `x-api-key` (without
+///   `Authorization`), and get the models listed in Anthropic's shape.
 /// - **Tool calls** go to the client with their metadata sealed in their ids
 ///   ([`sealed_ids`](super::sealed_ids)) and come back restored.
 /// - **Secrets**: what [`secrets`](Self::secrets) names never reaches a
@@ -102,6 +111,17 @@ pub struct Gateway {
     pub(super) keep_alive: Option<Duration>,
     pub(super) metrics: Metrics,
     pub(super) secrets: Secrets,
+    counters: Counters,
+}
+
+/// The token counters of the models that have one, by model name.
+#[derive(Clone, Default)]
+struct Counters(BTreeMap<String, Arc<dyn TokenCounter>>);
+
+impl std::fmt::Debug for Counters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
 }
 
 /// A model the gateway serves.
@@ -151,6 +171,7 @@ impl Gateway {
             keep_alive: Some(Self::DEFAULT_KEEP_ALIVE),
             metrics: Metrics::default(),
             secrets: Secrets::new(),
+            counters: Counters::default(),
         }
     }
 
@@ -195,6 +216,29 @@ impl Gateway {
                 max_concurrent,
             },
         );
+        self
+    }
+
+    /// Counts the input tokens of the model `name`'s requests with `counter`
+    /// (its upstream provider, whose wire's own count endpoint answers:
+    /// [`TokenCounter`]), for `POST /v1/messages/count_tokens`; a model
+    /// without one answers it 501. Its requests are counted as they would be
+    /// sent: give it the model the upstream is asked for, as the stack does.
+    ///
+    /// ```
+    /// use lmstack::provider::anthropic::{Anthropic, AnthropicConfig};
+    /// use lmstack::server::Gateway;
+    /// use lmstack::testing::ScriptedModel;
+    ///
+    /// let config = AnthropicConfig::new("http://127.0.0.1:8081/v1").model("claude-sonnet-4-5");
+    /// let upstream = Anthropic::new(config)?;
+    /// let gateway = Gateway::new()
+    ///     .model("claude", "anthropic", upstream.clone(), 8)
+    ///     .token_counter("claude", upstream);
+    /// # Ok::<(), lmstack::Error>(())
+    /// ```
+    pub fn token_counter(mut self, name: impl Into<String>, counter: impl TokenCounter) -> Self {
+        self.counters.0.insert(name.into(), Arc::new(counter));
         self
     }
 
@@ -292,7 +336,7 @@ impl Gateway {
     ///
     /// ```
     /// use axum::Router;
-    /// use axum::extract::State;
+    /// use axum::extract::{Path, State};
     /// use axum::routing::get;
     /// use lmstack::server::Gateway;
     /// use lmstack::testing::ScriptedModel;
@@ -328,7 +372,9 @@ impl Gateway {
         let router = Router::new()
             .route("/v1/chat/completions", post(chat::<ChatCompletions>))
             .route("/v1/messages", post(chat::<Messages>))
+            .route("/v1/messages/count_tokens", post(count_tokens))
             .route("/v1/models", get(models))
+            .route("/v1/models/{*id}", get(model))
             .route("/health", get(|| async { "ok" }))
             .route("/metrics", get(metrics))
             .with_state(shared);
@@ -421,15 +467,74 @@ async fn chat<F: Format>(
     }
 }
 
-/// The refusal of a `GET` of what the gateway serves or counts, if it is
-/// refused, in the OpenAI format (the one these routes speak).
-fn refuse_read(shared: &Shared, headers: &HeaderMap) -> Option<Response> {
-    let error = shared.gateway.guard.check(headers, Route::Read).err()?;
+/// `POST /v1/messages/count_tokens`: the model's upstream counts the
+/// request's input tokens (`{"input_tokens": N}`), or says why not.
+async fn count_tokens(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let started = std::time::Instant::now();
-    Some(Refusal::before_model(error).respond::<ChatCompletions>(&shared.gateway, started))
+    let gateway = &shared.gateway;
+    let admitted = match admit::<MessagesCount>(&shared, &headers, body).await {
+        Ok(admitted) => admitted,
+        Err(refusal) => return refusal.respond::<Messages>(gateway, started),
+    };
+    let Admitted {
+        request,
+        name,
+        served,
+        permit,
+    } = admitted;
+    let counted = match gateway.counters.0.get(&name) {
+        Some(counter) => counter.count_tokens(request).await,
+        None => Err(refused(
+            501,
+            format!("the model `{name}` has no token count here: its upstream counts none"),
+        )),
+    };
+    drop(permit);
+    match counted {
+        Ok(tokens) => {
+            let upstream = Some((name, served.provider.clone()));
+            record::<Messages>(gateway, upstream, 200, started, None);
+            let body = serde_json::json!({ "input_tokens": tokens }).to_string();
+            json_response(200, body.into(), "application/json")
+        }
+        Err(error) => {
+            Refusal::for_model(&name, &served, error).respond::<Messages>(gateway, started)
+        }
+    }
 }
 
-/// `GET /v1/models`, in the OpenAI format (which Anthropic's SDK does not ask).
+/// Whether a request comes from an Anthropic client: it names an
+/// `anthropic-version`, or presents its key as `x-api-key` without an
+/// `Authorization` (as Anthropic's SDKs do, and OpenAI's never).
+fn from_anthropic_client(headers: &HeaderMap) -> bool {
+    headers.contains_key("anthropic-version")
+        || headers.contains_key("x-api-key")
+            && !headers.contains_key(axum::http::header::AUTHORIZATION)
+}
+
+/// The refusal of a `GET` of what the gateway serves or counts, if it is
+/// refused, in the client's format.
+fn refuse_read(shared: &Shared, headers: &HeaderMap) -> Option<Response> {
+    let error = shared.gateway.guard.check(headers, Route::Read).err()?;
+    Some(refuse_in_format(shared, headers, error))
+}
+
+/// `error`'s answer to a `GET`, in the client's format.
+fn refuse_in_format(shared: &Shared, headers: &HeaderMap, error: crate::Error) -> Response {
+    let started = std::time::Instant::now();
+    let refusal = Refusal::before_model(error);
+    match from_anthropic_client(headers) {
+        true => refusal.respond::<Messages>(&shared.gateway, started),
+        false => refusal.respond::<ChatCompletions>(&shared.gateway, started),
+    }
+}
+
+/// `GET /v1/models`, in Anthropic's shape for an Anthropic client, else
+/// OpenAI's.
 async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     if let Some(refused) = refuse_read(&shared, &headers) {
         return refused;
@@ -439,8 +544,35 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
         .model_names()
         .map(|name| (name, shared.created))
         .collect();
-    let body = crate::provider::openai_chat::models_body(&models).to_string();
-    json_response(200, body.into(), "application/json")
+    let body = match from_anthropic_client(&headers) {
+        true => anthropic::models_body(&models),
+        false => openai_chat::models_body(&models),
+    };
+    json_response(200, body.to_string().into(), "application/json")
+}
+
+/// `GET /v1/models/{id}`: one model served, in the client's shape; 404 for
+/// one that is not.
+async fn model(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(refused) = refuse_read(&shared, &headers) {
+        return refused;
+    }
+    if !shared.gateway.models.contains_key(&id) {
+        let error = refused(
+            404,
+            "no such model is served here (GET /v1/models lists those that are)",
+        );
+        return refuse_in_format(&shared, &headers, error);
+    }
+    let body = match from_anthropic_client(&headers) {
+        true => anthropic::model_body(&id, shared.created),
+        false => openai_chat::model_body(&id, shared.created),
+    };
+    json_response(200, body.to_string().into(), "application/json")
 }
 
 /// `GET /metrics`.

@@ -10,6 +10,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod anthropic_clients;
 mod caching;
 mod gateway;
 #[cfg(feature = "http")]

@@ -81,13 +81,41 @@ use crate::{ChatRequest, ContentBlock, Error, Media, ToolChoice, ToolSpec};
 pub fn decode_request(body: &[u8]) -> Result<ChatRequest, Error> {
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     let request: Request =
-        serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
-            Error::InvalidRequest(types::describe(error.path(), &error.inner().to_string()))
-        })?;
+        serde_path_to_error::deserialize(&mut deserializer).map_err(described)?;
     deserializer
         .end()
         .map_err(|error| Error::InvalidRequest(error.to_string()))?;
     Decoder::default().request(request)
+}
+
+/// Reads a client's token count request body (`POST /v1/messages/count_tokens`:
+/// a Messages request without `max_tokens`) into a canonical request, as
+/// [`decode_request`] reads a Messages request; `max_tokens`, if sent, is
+/// left out.
+///
+/// ```
+/// use lmstack::provider::anthropic::decode_count_request;
+///
+/// let request = decode_count_request(br#"{"model":"claude-sonnet-4-5",
+///     "messages":[{"role":"user","content":"Hi"}]}"#).unwrap();
+/// assert_eq!(request.options.max_tokens, None);
+/// assert!(decode_count_request(br#"{"model":"m"}"#).is_err());
+/// ```
+pub fn decode_count_request(body: &[u8]) -> Result<ChatRequest, Error> {
+    let mut fields: Map<String, Value> =
+        serde_json::from_slice(body).map_err(|error| Error::InvalidRequest(error.to_string()))?;
+    // The one field a Messages request needs that a count has not.
+    fields.insert("max_tokens".into(), 0.into());
+    let request: Request =
+        serde_path_to_error::deserialize(Value::Object(fields)).map_err(described)?;
+    let mut request = Decoder::default().request(request)?;
+    request.options.max_tokens = None;
+    Ok(request)
+}
+
+/// A body's mistake, named by the path of the field at fault.
+fn described<E: std::fmt::Display>(error: serde_path_to_error::Error<E>) -> Error {
+    Error::InvalidRequest(types::describe(error.path(), &error.inner().to_string()))
 }
 
 fn invalid(message: String) -> Error {

@@ -554,3 +554,35 @@ impl EncodeReply for ReplyEncoder {
         Ok(())
     }
 }
+
+/// The body of `GET /v1/models` for an Anthropic client: each model's id and
+/// creation time (seconds since the Unix epoch, written in RFC 3339), in one
+/// page.
+///
+/// ```
+/// use lmstack::provider::anthropic::models_body;
+/// use serde_json::json;
+///
+/// assert_eq!(models_body(&[("claude", 1_715_367_049)]), json!({
+///     "data": [{"type": "model", "id": "claude", "display_name": "claude",
+///               "created_at": "2024-05-10T18:50:49Z"}],
+///     "has_more": false, "first_id": "claude", "last_id": "claude",
+/// }));
+/// ```
+pub fn models_body(models: &[(&str, u64)]) -> Value {
+    let data: Vec<Value> = models
+        .iter()
+        .map(|(id, created)| model_body(id, *created))
+        .collect();
+    let first = models.first().map(|(id, _)| *id);
+    let last = models.last().map(|(id, _)| *id);
+    serde_json::json!({"data": data, "has_more": false, "first_id": first, "last_id": last})
+}
+
+/// The body of `GET /v1/models/{id}` for an Anthropic client: one model, as
+/// [`models_body`] lists it (its name is its display name).
+pub fn model_body(id: &str, created: u64) -> Value {
+    let created = std::time::UNIX_EPOCH + std::time::Duration::from_secs(created);
+    let created_at = humantime::format_rfc3339_seconds(created).to_string();
+    serde_json::json!({"type": "model", "id": id, "display_name": id, "created_at": created_at})
+}

@@ -13,6 +13,7 @@
 
 use serde_json::{Map, Value};
 
+use super::beta::BETA_KEY;
 use super::cache;
 use super::output_format;
 use super::types::{
@@ -91,7 +92,8 @@ pub fn lower(request: &ChatRequest, options: &LowerOptions) -> Result<Value, Err
 /// `metadata`, `cache_control`, `top_k`…), so a key there wins over a field
 /// of the same name; an extra `stop` (a string or a list) is sent as
 /// `stop_sequences`. A JSON-schema response format goes in
-/// `output_config.format`, beside any other `output_config` setting.
+/// `output_config.format`, beside any other `output_config` setting; the beta
+/// flags ([`BETA_KEY`](super::BETA_KEY)) go in a header instead.
 ///
 /// ```
 /// use lmstack::provider::anthropic::types::Content;
@@ -120,6 +122,8 @@ pub fn lower_request(request: &ChatRequest, options: &LowerOptions) -> Result<Re
             ("stop", stops) => {
                 extra.insert("stop_sequences".into(), stops.clone());
             }
+            // Sent as a header (`Wire::headers`).
+            (BETA_KEY, _) => {}
             _ => {
                 extra.insert(key.clone(), value.clone());
             }

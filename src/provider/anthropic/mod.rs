@@ -34,7 +34,9 @@
 //! # Ok(()) }
 //! ```
 
+mod beta;
 mod cache;
+mod count;
 mod decode;
 mod encode;
 mod lift;
@@ -44,8 +46,12 @@ mod output_format;
 pub(crate) mod portable;
 pub mod types;
 
-pub use decode::decode_request;
-pub use encode::{ReplyEncoder, error_body};
+pub use beta::BETA_KEY;
+#[cfg(feature = "server")]
+pub(crate) use beta::decode_headers;
+pub use count::{lift_count, lower_count};
+pub use decode::{decode_count_request, decode_request};
+pub use encode::{ReplyEncoder, error_body, model_body, models_body};
 pub use lift::{CACHE_CREATION_KEY, Lifter};
 pub use lower::{BLOCK_KEY, DEFAULT_MAX_TOKENS, LowerOptions, lower, lower_request};
 
@@ -57,14 +63,19 @@ use super::kind::Kind;
 use super::media::ToolResultMedia;
 use super::service::Provider;
 use super::transport::HttpTransport;
-use super::wire::Wire;
+use super::wire::{CountRequest, Wire};
 use crate::{ChatRequest, Error};
 
-/// The API version every request names (`anthropic-version`).
+/// The API version every request names (`anthropic-version`): the one its
+/// lowering and lifting are written for. A configuration's own
+/// `anthropic-version` header wins over it; a gateway's client's does not
+/// (the upstream's answer is read by this wire's lifter, not by the client).
 pub const API_VERSION: &str = "2023-06-01";
 
 /// The Messages wire (`POST {base_url}/messages`, the key in `x-api-key`,
-/// `anthropic-version: 2023-06-01`), with its options: how requests are written.
+/// `anthropic-version: 2023-06-01`, the beta flags of a request's
+/// [`BETA_KEY`] in `anthropic-beta`; token counts at `/messages/count_tokens`),
+/// with its options: how requests are written.
 #[derive(Clone, Debug, Default)]
 pub struct Messages {
     /// How requests are written (see [`LowerOptions`]).
@@ -83,15 +94,25 @@ impl Wire for Messages {
         "/messages".into()
     }
 
-    fn headers(&self, headers: &mut HeaderMap) {
-        headers.insert(
-            HeaderName::from_static("anthropic-version"),
-            HeaderValue::from_static(API_VERSION),
-        );
+    fn headers(&self, request: &ChatRequest, headers: &mut HeaderMap) -> Result<(), Error> {
+        headers
+            .entry(HeaderName::from_static("anthropic-version"))
+            .or_insert(HeaderValue::from_static(API_VERSION));
+        beta::write_header(&request.options.extra, headers)
     }
 
     fn lower(&self, request: &ChatRequest) -> Result<Value, Error> {
         lower(request, &self.lowering)
+    }
+
+    fn lower_count(&self, request: &ChatRequest) -> Option<Result<CountRequest, Error>> {
+        Some(
+            lower_count(request, &self.lowering).map(|body| CountRequest {
+                path: "/messages/count_tokens".into(),
+                body,
+                lift: lift_count,
+            }),
+        )
     }
 }
 

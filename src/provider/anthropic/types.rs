@@ -648,6 +648,22 @@ impl Response {
     }
 }
 
+/// The answer of `POST /v1/messages/count_tokens`.
+///
+/// ```
+/// use lmstack::provider::anthropic::types::TokenCount;
+/// let count: TokenCount = serde_json::from_str(r#"{"input_tokens":14}"#).unwrap();
+/// assert_eq!(count.input_tokens, 14);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TokenCount {
+    /// The tokens the request's input holds.
+    pub input_tokens: u64,
+    /// Every other field, as it came.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
 /// Token usage. `input_tokens` counts only the input read neither from nor
 /// into the prompt cache.
 ///

@@ -26,6 +26,7 @@
 //! # Ok(()) }
 //! ```
 
+mod count;
 mod lift;
 mod lower;
 #[cfg(feature = "server")]
@@ -33,6 +34,7 @@ pub(crate) mod portable;
 pub mod types;
 
 pub use super::media::ToolResultMedia;
+pub use count::{lift_count, lower_count};
 pub use lift::Lifter;
 pub use lower::{
     GENERATED_ID_KEY, LowerOptions, SYSTEM_NOTE_END, SYSTEM_NOTE_START, THOUGHT_SIGNATURE_KEY,
@@ -45,12 +47,13 @@ use super::config::ProviderConfig;
 use super::kind::Kind;
 use super::service::Provider;
 use super::transport::HttpTransport;
-use super::wire::Wire;
+use super::wire::{CountRequest, Wire};
 use crate::{ChatRequest, Error};
 
 /// The `generateContent` wire (`POST {base_url}/models/{model}:generateContent`,
 /// or `:streamGenerateContent?alt=sse` in streaming mode; the key in
-/// `x-goog-api-key`), with its options: how requests are written.
+/// `x-goog-api-key`; token counts at `…:countTokens`), with its options: how
+/// requests are written.
 #[derive(Clone, Debug, Default)]
 pub struct GenerateContent {
     /// How requests are written (see [`LowerOptions`]).
@@ -66,19 +69,38 @@ impl Wire for GenerateContent {
     type Lifter = Lifter;
 
     fn path(&self, request: &ChatRequest) -> String {
-        let model = request.options.model.as_deref().unwrap_or_default();
-        let model = model.strip_prefix("models/").unwrap_or(model);
-        let model = percent_encoding::utf8_percent_encode(model, MODEL_NAME);
+        let model = model_path(request);
         if request.options.stream {
-            format!("/models/{model}:streamGenerateContent?alt=sse")
+            format!("{model}:streamGenerateContent?alt=sse")
         } else {
-            format!("/models/{model}:generateContent")
+            format!("{model}:generateContent")
         }
     }
 
     fn lower(&self, request: &ChatRequest) -> Result<Value, Error> {
         lower(request, &self.lowering)
     }
+
+    fn lower_count(&self, request: &ChatRequest) -> Option<Result<CountRequest, Error>> {
+        Some(
+            lower_count(request, &self.lowering).map(|body| CountRequest {
+                path: format!("{}:countTokens", model_path(request)),
+                body,
+                lift: lift_count,
+            }),
+        )
+    }
+}
+
+/// The path of the model `request` names (`/models/{model}`), its name
+/// escaped.
+fn model_path(request: &ChatRequest) -> String {
+    let model = request.options.model.as_deref().unwrap_or_default();
+    let model = model.strip_prefix("models/").unwrap_or(model);
+    format!(
+        "/models/{}",
+        percent_encoding::utf8_percent_encode(model, MODEL_NAME)
+    )
 }
 
 /// What a model name may hold as it is in the path: everything but what would

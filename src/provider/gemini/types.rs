@@ -146,6 +146,20 @@ pub struct GenerationConfig {
     pub extra: Map<String, Value>,
 }
 
+/// The answer of `models/{model}:countTokens`.
+///
+/// ```
+/// use lmstack::provider::gemini::types::TokenCount;
+/// let count: TokenCount = serde_json::from_str(r#"{"totalTokens":31,"promptTokensDetails":[]}"#).unwrap();
+/// assert_eq!(count.total_tokens, 31);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenCount {
+    /// The tokens the request's input holds.
+    pub total_tokens: u64,
+}
+
 /// A `GenerateContentResponse`: a whole body, one streamed event, or one
 /// element of the array `streamGenerateContent` answers without `alt=sse`;
 /// or an error object (`{"error": {…}}`).

@@ -607,11 +607,19 @@ pub fn error_body(error: &Error) -> (u16, Value) {
 pub fn models_body(models: &[(&str, u64)]) -> Value {
     let data: Vec<Value> = models
         .iter()
-        .map(|(id, created)| {
-            json!({"id": id, "object": "model", "created": created, "owned_by": "lmstack"})
-        })
+        .map(|(id, created)| model_body(id, *created))
         .collect();
     json!({"object": "list", "data": data})
+}
+
+/// The body of `GET /v1/models/{id}`: one model, as [`models_body`] lists it.
+///
+/// ```
+/// use lmstack::provider::openai_chat::model_body;
+/// assert_eq!(model_body("gpt-4o", 1)["object"], "model");
+/// ```
+pub fn model_body(id: &str, created: u64) -> Value {
+    json!({"id": id, "object": "model", "created": created, "owned_by": "lmstack"})
 }
 
 #[cfg(test)]

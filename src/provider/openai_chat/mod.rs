@@ -46,7 +46,7 @@ pub mod types;
 /// The media policy every provider shares, here for the paths written before it was.
 pub use super::media::ToolResultMedia;
 pub use decode::decode_request;
-pub use encode::{ReplyEncoder, error_body, include_usage, models_body};
+pub use encode::{ReplyEncoder, error_body, include_usage, model_body, models_body};
 pub use lift::Lifter;
 pub use lower::{
     DEVELOPER_KEY, LowerOptions, MaxTokensField, REASONING_FIELD_KEY, REFUSAL_KEY, ReasoningEcho,
