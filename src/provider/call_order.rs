@@ -113,7 +113,9 @@ impl CallOrder {
         Ok(())
     }
 
-    /// The wire says the call numbered `index` ended: no fragment follows.
+    /// The wire says the call numbered `index` ended: no fragment follows
+    /// (Anthropic's `content_block_stop`).
+    #[cfg(feature = "anthropic")]
     pub(crate) fn end(&mut self, index: u32, out: &mut Output) {
         if index == self.head && index < self.started {
             self.head_whole.ended = true;
@@ -276,6 +278,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "anthropic")]
     fn held_calls_go_out_at_the_end_of_the_run_or_when_the_wire_ends_the_one_before() {
         let (mut order, mut out) = (CallOrder::default(), Output::new());
         let a = start(&mut order, "a", "", &mut out);

@@ -20,21 +20,27 @@ use super::guard::Route;
 use super::sealed_ids::open_request;
 use crate::{ChatRequest, Error};
 
-/// A request let in: decoded, its model found, a place taken.
-pub(super) struct Admitted {
+/// A request let in: decoded, its model found, a place taken; and what was
+/// prepared from the request as the client sent it.
+pub(super) struct Admitted<T> {
     pub(super) request: ChatRequest,
     pub(super) name: String,
     pub(super) served: Served,
     pub(super) permit: OwnedSemaphorePermit,
+    pub(super) prepared: T,
 }
 
 /// Checks the access, reads the body, finds the model, takes one of its
-/// places and decodes the body; else the refusal to answer.
-pub(super) async fn admit<F: Decode>(
+/// places and decodes the body; else the refusal to answer. `prepare` reads
+/// the request as the client sent it (with the model's name), before the
+/// options the upstream does not take are dropped — the reply's encoder needs
+/// the client's own (OpenAI's `stream_options`).
+pub(super) async fn admit<F: Decode, T>(
     shared: &Shared,
     headers: &HeaderMap,
     body: Body,
-) -> Result<Admitted, Refusal> {
+    prepare: impl FnOnce(&ChatRequest, &str) -> T,
+) -> Result<Admitted<T>, Refusal> {
     let gateway = &shared.gateway;
     let early = Refusal::before_model;
     gateway.guard.check(headers, Route::Chat).map_err(early)?;
@@ -79,6 +85,7 @@ pub(super) async fn admit<F: Decode>(
     };
     drop((bytes, reading));
     F::decode_headers(headers, &mut request);
+    let prepared = prepare(&request, &name);
     let dropped = carry(
         &mut request.options.extra,
         F::KIND,
@@ -97,6 +104,7 @@ pub(super) async fn admit<F: Decode>(
         served: served.clone(),
         name,
         permit,
+        prepared,
     })
 }
 

@@ -3,7 +3,7 @@
 //! leaves behind: a count in the metrics and one log line.
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -267,7 +267,7 @@ type Call = futures::future::BoxFuture<'static, Result<Reply, Error>>;
 /// it logs.)
 pub(super) async fn answer<F: Format>(
     request: ChatRequest,
-    name: String,
+    encoder: F::Encoder,
     served: Served,
     permit: OwnedSemaphorePermit,
     keep_alive: Option<Duration>,
@@ -276,7 +276,6 @@ pub(super) async fn answer<F: Format>(
     answering.permit = Some(permit);
     let span = answering.span.clone();
     let stream = request.options.stream;
-    let encoder = F::encoder(&request, &name, SystemTime::now());
     let mut call: Call = Box::pin(served.stack.oneshot(request));
     // A whole reply is waited for; a stream's headers go out once its reply
     // has begun, or after one keep-alive interval, whichever comes first. An

@@ -23,6 +23,7 @@ use super::answer::{Answer, Refusal, answer, json_response, record};
 use super::format::{ChatCompletions, Format, Messages, MessagesCount};
 use super::guard::{Guard, Route};
 use super::{BearerToken, Metrics};
+use crate::ChatRequest;
 use crate::provider::{Secrets, TokenCounter, anthropic, openai_chat};
 use crate::service::{BoxChatService, ChatService};
 
@@ -449,17 +450,19 @@ async fn chat<F: Format>(
     body: Body,
 ) -> Response {
     let started = std::time::Instant::now();
-    match admit::<F>(&shared, &headers, body).await {
+    let encoder = |request: &ChatRequest, name: &str| F::encoder(request, name, SystemTime::now());
+    match admit::<F, _>(&shared, &headers, body, encoder).await {
         Ok(Admitted {
             request,
             name,
             served,
             permit,
+            prepared: encoder,
         }) => {
             let answering = Answer::new::<F>(&shared.gateway, &name, &served, &request, started);
             let span = answering.span().clone();
             let keep_alive = shared.gateway.keep_alive;
-            answer::<F>(request, name, served, permit, keep_alive, answering)
+            answer::<F>(request, encoder, served, permit, keep_alive, answering)
                 .instrument(span)
                 .await
         }
@@ -476,7 +479,7 @@ async fn count_tokens(
 ) -> Response {
     let started = std::time::Instant::now();
     let gateway = &shared.gateway;
-    let admitted = match admit::<MessagesCount>(&shared, &headers, body).await {
+    let admitted = match admit::<MessagesCount, _>(&shared, &headers, body, |_, _| ()).await {
         Ok(admitted) => admitted,
         Err(refusal) => return refusal.respond::<Messages>(gateway, started),
     };
@@ -485,6 +488,7 @@ async fn count_tokens(
         name,
         served,
         permit,
+        prepared: (),
     } = admitted;
     let counted = match gateway.counters.0.get(&name) {
         Some(counter) => counter.count_tokens(request).await,

@@ -179,9 +179,7 @@ async fn cache_and_reasoning_figures_reach_each_client_format_in_both_modes() {
                    "messages": [{"role": "user", "content": "Hi"}]})
         };
 
-        // An OpenAI client's stream across wires has no usage chunk yet: the
-        // gateway drops `stream_options` before the encoder reads it.
-        if !stream {
+        {
             let (_, body) = post(&base, "/v1/chat/completions", &openai("claude")).await;
             let usage = openai_usage(&body);
             assert_eq!(usage["prompt_tokens"], 9 + 619 + 12055, "{usage}");
