@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::Error;
+#[cfg(feature = "http")]
 use crate::message::{Event, Message, Role};
 
 /// The form the model's reply text must take: JSON, and (for `json_schema`)
@@ -86,7 +87,9 @@ impl ResponseFormat {
 pub(crate) struct OutputCheck {
     /// `None` for `json_object`.
     validator: Option<Validator>,
+    #[cfg(feature = "http")]
     text: String,
+    #[cfg(feature = "http")]
     called: bool,
 }
 
@@ -104,12 +107,15 @@ impl OutputCheck {
         };
         Ok(OutputCheck {
             validator,
+            #[cfg(feature = "http")]
             text: String::new(),
+            #[cfg(feature = "http")]
             called: false,
         })
     }
 
     /// Takes note of one event of the reply.
+    #[cfg(feature = "http")]
     pub(crate) fn see(&mut self, event: &Event) {
         match event {
             Event::TextDelta(delta) => self.text.push_str(&delta.text),
@@ -119,6 +125,7 @@ impl OutputCheck {
         }
     }
 
+    #[cfg(feature = "http")]
     fn see_message(&mut self, message: &Message) {
         self.called |= !message.calls().is_empty();
         match message {
@@ -136,6 +143,7 @@ impl OutputCheck {
 
     /// The verdict on the reply seen: the JSON it holds, `None` when it
     /// called a tool, or [`Error::InvalidOutput`] from `stage`.
+    #[cfg(feature = "http")]
     pub(crate) fn verdict(&mut self, stage: &'static str) -> Result<Option<Value>, Error> {
         if self.called {
             return Ok(None);
@@ -168,7 +176,8 @@ impl OutputCheck {
     }
 }
 
-#[cfg(test)]
+// The tests read replies as the providers do (feature `http`).
+#[cfg(all(test, feature = "http"))]
 mod tests {
     use super::*;
     use serde_json::json;

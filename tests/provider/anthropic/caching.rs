@@ -3,6 +3,8 @@
 //! decodes and lowers back to Anthropic unchanged, every `cache_control` with
 //! its TTL in its place; OpenAI and Gemini get valid bodies without them.
 
+#![cfg(feature = "anthropic")]
+
 use lmstack::provider::anthropic::{LowerOptions, decode_request, lower};
 use lmstack::provider::{gemini, openai_chat};
 use lmstack::{CacheControl, CacheTtl, ChatRequest, ContentBlock, Message, Role, ToolSpec};
