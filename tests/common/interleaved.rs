@@ -145,16 +145,7 @@ impl Interleaved {
                            "usage": {"output_tokens": 9}}),
         );
         events.push(json!({"type": "message_stop"}));
-        events
-            .iter()
-            .map(|event| {
-                format!(
-                    "event: {}\ndata: {event}\n\n",
-                    event["type"].as_str().unwrap()
-                )
-            })
-            .collect::<String>()
-            .into_bytes()
+        super::anthropic_sse(&events)
     }
 }
 

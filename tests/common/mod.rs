@@ -120,6 +120,21 @@ pub fn sse(chunks: &[Value]) -> Vec<u8> {
     body.into_bytes()
 }
 
+/// Frames Anthropic stream events as an SSE body: each as `event: TYPE` and its
+/// `data:`.
+pub fn anthropic_sse(events: &[Value]) -> Vec<u8> {
+    events
+        .iter()
+        .map(|event| {
+            format!(
+                "event: {}\ndata: {event}\n\n",
+                event["type"].as_str().unwrap()
+            )
+        })
+        .collect::<String>()
+        .into_bytes()
+}
+
 /// Cuts `bytes` at the given sizes (cycled), feeds them to `decoder` (of any
 /// wire's lifter), returns events.
 pub fn decode_cut<L: Lift>(

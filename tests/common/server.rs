@@ -33,6 +33,10 @@ pub struct Answer {
     /// When set, the body is made of the request's headers and its path and
     /// query, in one piece (an upstream that echoes what it was sent).
     pub echo: Option<fn(&HeaderMap, &str) -> Vec<u8>>,
+    /// When set, the body is made of the request's JSON body, in one piece (an
+    /// upstream whose answer depends on what it was sent, such as a text built
+    /// from a tool's result).
+    pub made_of: Option<fn(&Value) -> Vec<u8>>,
 }
 
 impl Answer {
@@ -55,6 +59,7 @@ impl Answer {
             endless: false,
             pace: Duration::ZERO,
             echo: None,
+            made_of: None,
         }
     }
 
@@ -66,6 +71,15 @@ impl Answer {
             .headers
             .extend(headers.iter().map(|(k, v)| (*k, v.to_string())));
         answer
+    }
+
+    /// A 200 answer with this content type whose body `made_of` makes of the
+    /// request's JSON body.
+    pub fn made_of(content_type: &str, made_of: fn(&Value) -> Vec<u8>) -> Self {
+        Answer {
+            made_of: Some(made_of),
+            ..Answer::ok(content_type, b"", &[usize::MAX])
+        }
     }
 
     /// An error answer whose JSON body `echo` makes of the request's headers
@@ -156,13 +170,14 @@ async fn answer(
     if let Some(echo) = answer.echo {
         answer.pieces = vec![echo(&headers, &uri.to_string())];
     }
+    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    if let Some(made_of) = answer.made_of {
+        answer.pieces = vec![made_of(&body)];
+    }
     {
         let mut script = script.lock().unwrap();
         script.uris.push(uri.to_string());
-        script.requests.push((
-            headers,
-            serde_json::from_slice(&body).unwrap_or(Value::Null),
-        ));
+        script.requests.push((headers, body));
     }
     let mut response = Response::builder().status(StatusCode::from_u16(answer.status).unwrap());
     for (name, value) in &answer.headers {

@@ -1,7 +1,8 @@
 //! Cache breakpoints and mid-conversation system messages: a Claude Code
-//! shaped request (hand-made from its documented shape, see SOURCES.md)
-//! decodes and lowers back to Anthropic unchanged, every `cache_control` with
-//! its TTL in its place; OpenAI and Gemini get valid bodies without them.
+//! shaped request (hand-made from its documented shape, see SOURCES.md) and
+//! the requests recorded from the real client decode and lower back to
+//! Anthropic unchanged, every `cache_control` with its TTL in its place; OpenAI
+//! and Gemini get valid bodies without them.
 
 #![cfg(feature = "anthropic")]
 
@@ -31,6 +32,32 @@ fn a_claude_code_request_lowers_back_to_itself_breakpoints_and_system_message_in
     assert_eq!(lowered, sent);
     assert_eq!(lowered["messages"][3]["role"], "system");
     assert_eq!(lowered.to_string().matches("cache_control").count(), 6);
+}
+
+/// Claude Code 2.1.328's own requests (`cli/tests/e2e/claude_code.rs` records
+/// them): its first, and the one with `Read`'s result.
+const RECORDED: [&str; 2] = [
+    "anthropic/claude-code/first-request.json",
+    "anthropic/claude-code/tool-result-request.json",
+];
+
+#[test]
+fn the_real_claude_code_requests_lower_back_to_themselves() {
+    for name in RECORDED {
+        let bytes = fixture(name);
+        let sent: Value = serde_json::from_slice(&bytes).unwrap();
+        let request = decode_request(&bytes).unwrap();
+        let lowered = lower(&request, &LowerOptions::default()).unwrap();
+        for (field, value) in sent.as_object().unwrap() {
+            assert_eq!(&lowered[field], value, "{name}: field `{field}`");
+        }
+        assert_eq!(lowered, sent, "{name}");
+        assert_eq!(
+            lowered["system"][1]["cache_control"],
+            json!({"type": "ephemeral"})
+        );
+        assert_eq!(lowered["tools"][10]["defer_loading"], true, "{name}");
+    }
 }
 
 #[test]
