@@ -54,8 +54,13 @@ use crate::{ChatRequest, ContentBlock, Error, Media, ToolChoice, ToolSpec};
 /// ([`ToolSpec::cache_control`]); a tool's other fields (`defer_loading`…)
 /// go in [`ToolSpec::extra`].
 ///
-/// What the canonical model has no place for is dropped, and documented:
-/// per-block `citations`, `tool_choice.disable_parallel_tool_use`. Server
+/// What the canonical model has no place for travels in metadata for the
+/// Anthropic lowering alone: a system, assistant text, thinking or
+/// `tool_result` block's other fields under [`EXTRA_KEY`], a user or tool
+/// result content block's under [`BLOCKS_KEY`] (by position), a message's
+/// other than `role` and `content` under [`MESSAGE_KEY`];
+/// `tool_choice.disable_parallel_tool_use` in `options.extra`'s
+/// [`TOOL_CHOICE_KEY`]. `tool_choice`'s unknown fields are dropped. Server
 /// tools in `tools` (a `type` other than `custom`) are refused.
 ///
 /// Bad input — not JSON, a wrong type, a missing `max_tokens` or `messages`,

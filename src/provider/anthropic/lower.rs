@@ -41,11 +41,22 @@ pub(crate) const PROVIDER: &str = Kind::Anthropic.name();
 pub const BLOCK_KEY: &str = "anthropic_block";
 
 /// The metadata key under which the decoder keeps the fields of a block it
-/// has no place for, as they came, and the lowering finds them to write back
-/// ([`wire_extra`](crate::provider::wire_extra)): on a system or assistant
-/// text message, its text block's; on a reasoning message, its `thinking` or
-/// `redacted_thinking` block's; on a tool result, its `tool_result` block's
-/// (`cache_control` has a typed place instead). Other wires leave it out.
+/// has no place for, as they came, and the lowering finds them to write
+/// back: on a system or assistant text message, its text block's; on a
+/// reasoning message, its `thinking` or `redacted_thinking` block's; on a
+/// tool result, its `tool_result` block's (`cache_control` has a typed place
+/// instead). Other wires leave it out.
+///
+/// ```
+/// use lmstack::provider::anthropic::{EXTRA_KEY, LowerOptions, decode_request, lower};
+/// use serde_json::json;
+///
+/// let body = json!({"max_tokens": 8, "messages": [{"role": "user", "content": "Hi"},
+///     {"role": "assistant", "content": [{"type": "text", "text": "Yo", "x_new": 1}]}]});
+/// let request = decode_request(body.to_string().as_bytes()).unwrap();
+/// assert_eq!(request.messages[1].metadata().get(EXTRA_KEY), Some(&json!({"x_new": 1})));
+/// assert_eq!(lower(&request, &LowerOptions::default()).unwrap(), body);
+/// ```
 pub const EXTRA_KEY: &str = "anthropic_extra";
 
 /// The metadata key under which the decoder keeps the fields of each content

@@ -41,7 +41,11 @@ use crate::{
 ///   fill the options; every
 ///   other field — `top_p`, `stop`, `n`, `seed`, `user`,
 ///   `reasoning_effort`, `stream_options`, unknown ones — goes in
-///   `options.extra`, checked first where its type is known.
+///   `options.extra`, checked first where its type is known;
+/// - what a message, a content part, a call or a tool holds that the
+///   canonical model has no place for — a message's `name`, an image's
+///   `detail`, a function's `strict`, unknown fields — is kept in metadata for
+///   the OpenAI lowering alone ([`EXTRA_KEY`], [`PARTS_KEY`], [`MESSAGE_KEY`]).
 ///
 /// Bad input is [`Error::InvalidRequest`] naming the field at fault; the work is
 /// linear in the body, which the server bounds.

@@ -43,11 +43,20 @@ pub const DEVELOPER_KEY: &str = "developer";
 
 /// The metadata key under which the decoder keeps the fields of a wire
 /// object it has no place for, as they came, and the lowering finds them to
-/// write back ([`wire_extra`](crate::provider::wire_extra)): on a message, its
-/// message's (`name`, unknown ones); on a tool call, the call's; on a tool
-/// result, its `tool` message's; in a [`ToolSpec`]'s `extra`, the tool's
-/// (`{"tool": {…}, "function": {…}}`: `function.strict` among them). Other
-/// wires leave it out.
+/// write back: on a message, its message's (`name`, unknown ones); on a tool
+/// call, the call's; on a tool result, its `tool` message's; in a
+/// [`ToolSpec`]'s `extra`, the tool's (`{"tool": {…}, "function": {…}}`:
+/// `function.strict` among them). Other wires leave it out.
+///
+/// ```
+/// use lmstack::provider::openai_chat::{EXTRA_KEY, LowerOptions, decode_request, lower};
+/// use serde_json::json;
+///
+/// let body = json!({"messages": [{"role": "user", "name": "ann", "x_new": 1, "content": "Hi"}]});
+/// let request = decode_request(body.to_string().as_bytes()).unwrap();
+/// assert_eq!(request.messages[0].metadata().get(EXTRA_KEY), Some(&json!({"x_new": 1, "name": "ann"})));
+/// assert_eq!(lower(&request, &LowerOptions::default()).unwrap(), body);
+/// ```
 pub const EXTRA_KEY: &str = "openai_extra";
 
 /// The metadata key under which the decoder keeps the fields of each content
