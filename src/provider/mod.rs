@@ -72,6 +72,8 @@ mod text_or_list;
 pub mod transport;
 #[cfg(feature = "http")]
 pub mod wire;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+mod wire_extra;
 
 #[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 pub use any::{AnyFuture, AnyProvider, Lowering, WithWire};

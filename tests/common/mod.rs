@@ -354,3 +354,74 @@ pub fn anthropic_text_blocks(body: &mut Value) {
         }
     }
 }
+
+/// Fields no wire knows: a name of the `x_probe_` family and any JSON value
+/// (nested ones included), as a client of a newer API version might send.
+/// Each comes with the index of the place it goes to ([`with_unknown_fields`]).
+pub fn unknown_fields()
+-> impl proptest::strategy::Strategy<Value = Vec<(proptest::sample::Index, String, Value)>> {
+    use proptest::prelude::*;
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        "[a-z ]{0,8}".prop_map(Value::from),
+    ];
+    let value = leaf.prop_recursive(2, 8, 3, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..3).prop_map(Value::from),
+            prop::collection::btree_map("[a-z]{1,4}", inner, 0..3)
+                .prop_map(|map| Value::Object(map.into_iter().collect())),
+        ]
+    });
+    prop::collection::vec(
+        (any::<prop::sample::Index>(), "x_probe_[a-z]{1,6}", value),
+        1..8,
+    )
+}
+
+/// The places of `body` (JSON pointers) where an object may take unknown
+/// fields: `top` itself, each object of the arrays named by `arrays` (a
+/// pointer to an array, `*` standing for every index of an array above), as
+/// found in `body`.
+pub fn object_places(body: &Value, arrays: &[&str]) -> Vec<String> {
+    fn expand(body: &Value, pattern: &str) -> Vec<String> {
+        match pattern.split_once("/*") {
+            None => vec![pattern.to_owned()],
+            Some((head, tail)) => {
+                let count = body
+                    .pointer(head)
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
+                (0..count)
+                    .flat_map(|i| expand(body, &format!("{head}/{i}{tail}")))
+                    .collect()
+            }
+        }
+    }
+    let mut places = vec![String::new()];
+    for array in arrays {
+        for place in expand(body, &format!("{array}/*")) {
+            if body.pointer(&place).is_some_and(Value::is_object) {
+                places.push(place);
+            }
+        }
+    }
+    places
+}
+
+/// `body` with `fields` added to the objects at `places`, each at the place
+/// its index picks (a field already there is left as it is).
+pub fn with_unknown_fields(
+    mut body: Value,
+    places: &[String],
+    fields: &[(proptest::sample::Index, String, Value)],
+) -> Value {
+    for (index, name, value) in fields {
+        let place = &places[index.index(places.len())];
+        if let Some(object) = body.pointer_mut(place).and_then(Value::as_object_mut) {
+            object.entry(name.clone()).or_insert_with(|| value.clone());
+        }
+    }
+    body
+}

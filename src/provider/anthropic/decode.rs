@@ -7,7 +7,7 @@ use std::mem;
 use serde_json::{Map, Value};
 
 use super::cache;
-use super::lower::BLOCK_KEY;
+use super::lower::{BLOCK_KEY, BLOCKS_KEY, EXTRA_KEY, MESSAGE_KEY, TOOL_CHOICE_KEY};
 use super::output_format;
 use super::types::{
     self, Block, Content, MediaBlock, Request, Role as WireRole, Source, ToolChoice as WireChoice,
@@ -15,6 +15,7 @@ use super::types::{
 use crate::message::{
     CacheControl, Message, Metadata, ReasoningMessage, Role, ToolCall, ToolResult,
 };
+use crate::provider::wire_extra;
 use crate::{ChatRequest, ContentBlock, Error, Media, ToolChoice, ToolSpec};
 
 /// Reads a client's Messages request body into a canonical request: the
@@ -53,8 +54,13 @@ use crate::{ChatRequest, ContentBlock, Error, Media, ToolChoice, ToolSpec};
 /// ([`ToolSpec::cache_control`]); a tool's other fields (`defer_loading`…)
 /// go in [`ToolSpec::extra`].
 ///
-/// What the canonical model has no place for is dropped, and documented:
-/// per-block `citations`, `tool_choice.disable_parallel_tool_use`. Server
+/// What the canonical model has no place for travels in metadata for the
+/// Anthropic lowering alone: a system, assistant text, thinking or
+/// `tool_result` block's other fields under [`EXTRA_KEY`], a user or tool
+/// result content block's under [`BLOCKS_KEY`] (by position), a message's
+/// other than `role` and `content` under [`MESSAGE_KEY`];
+/// `tool_choice.disable_parallel_tool_use` in `options.extra`'s
+/// [`TOOL_CHOICE_KEY`]. `tool_choice`'s unknown fields are dropped. Server
 /// tools in `tools` (a `type` other than `custom`) are refused.
 ///
 /// Bad input — not JSON, a wrong type, a missing `max_tokens` or `messages`,
@@ -134,6 +140,8 @@ struct Decoder {
     results: Vec<ToolResult>,
     /// The user blocks being gathered.
     content: Vec<ContentBlock>,
+    /// Their fields with no place in a content block, in order.
+    content_fields: Vec<Map<String, Value>>,
 }
 
 impl Decoder {
@@ -145,6 +153,7 @@ impl Decoder {
             self.system(system, "system")?;
         }
         for (at, message) in request.messages.into_iter().enumerate() {
+            let first = self.messages.len();
             match (message.role, message.content) {
                 (WireRole::User, Content::Text(text)) => self.messages.push(Message::user(text)),
                 (WireRole::Assistant, Content::Text(text)) => {
@@ -155,6 +164,9 @@ impl Decoder {
                 (WireRole::System, content) => {
                     self.system(content, &format!("messages[{at}].content"))?
                 }
+            }
+            if let Some(decoded) = self.messages.get_mut(first) {
+                keep_message_fields(decoded, message.extra);
             }
         }
         let mut chat = ChatRequest::new(self.messages);
@@ -180,12 +192,33 @@ impl Decoder {
             spec.extra = tool.extra;
             options.tools.push(spec);
         }
+        let mut disable_parallel = None;
         options.tool_choice = request.tool_choice.map(|choice| match choice {
-            WireChoice::Auto { .. } => ToolChoice::Auto,
-            WireChoice::Any { .. } => ToolChoice::Required,
+            WireChoice::Auto {
+                disable_parallel_tool_use,
+            } => {
+                disable_parallel = disable_parallel_tool_use;
+                ToolChoice::Auto
+            }
+            WireChoice::Any {
+                disable_parallel_tool_use,
+            } => {
+                disable_parallel = disable_parallel_tool_use;
+                ToolChoice::Required
+            }
             WireChoice::None => ToolChoice::None,
-            WireChoice::Tool { name, .. } => ToolChoice::Tool(name),
+            WireChoice::Tool {
+                name,
+                disable_parallel_tool_use,
+            } => {
+                disable_parallel = disable_parallel_tool_use;
+                ToolChoice::Tool(name)
+            }
         });
+        if let Some(disable) = disable_parallel {
+            let fields = serde_json::json!({ "disable_parallel_tool_use": disable });
+            options.extra.insert(TOOL_CHOICE_KEY.into(), fields);
+        }
         let typed = [
             ("stop", request.stop_sequences.map(Value::from)),
             ("top_p", request.top_p.map(Value::from)),
@@ -221,8 +254,10 @@ impl Decoder {
                 )));
             };
             let cache = take_cache(&mut block.extra, || format!("{path}[{index}]"))?;
+            let mut metadata = cached(cache);
+            wire_extra::keep(&mut metadata, EXTRA_KEY, block.extra);
             self.messages
-                .push(Message::system(block.text).with_metadata(cached(cache)));
+                .push(Message::system(block.text).with_metadata(metadata));
         }
         Ok(())
     }
@@ -237,29 +272,40 @@ impl Decoder {
                         format!("messages[{at}].content[{index}]")
                     })?;
                     let path = || format!("messages[{at}].content[{index}].content");
+                    let mut metadata = cached(cache);
                     let content = match result.content {
                         None => Vec::new(),
                         Some(Content::Text(text)) => vec![ContentBlock::text(text)],
-                        Some(Content::Blocks(blocks)) => blocks
-                            .into_iter()
-                            .enumerate()
-                            .map(|(inner, block)| {
-                                content_block(block, || format!("{}[{inner}]", path()))
-                            })
-                            .collect::<Result<_, _>>()?,
+                        Some(Content::Blocks(blocks)) => {
+                            let mut fields = Vec::with_capacity(blocks.len());
+                            let content = blocks
+                                .into_iter()
+                                .enumerate()
+                                .map(|(inner, block)| {
+                                    let path = || format!("{}[{inner}]", path());
+                                    let (block, kept) = content_block(block, path)?;
+                                    fields.push(kept);
+                                    Ok(block)
+                                })
+                                .collect::<Result<_, Error>>()?;
+                            wire_extra::keep_blocks(&mut metadata, BLOCKS_KEY, fields);
+                            content
+                        }
                     };
+                    wire_extra::keep(&mut metadata, EXTRA_KEY, result.extra);
                     let name = self.names.get(&result.tool_use_id).cloned();
                     let mut decoded =
                         ToolResult::new(result.tool_use_id, name.unwrap_or_default(), content);
                     decoded.is_error = result.is_error;
-                    decoded.metadata = cached(cache);
+                    decoded.metadata = metadata;
                     self.results.push(decoded);
                 }
                 block => {
                     self.flush_results();
-                    let block =
+                    let (block, fields) =
                         content_block(block, || format!("messages[{at}].content[{index}]"))?;
                     self.content.push(block);
+                    self.content_fields.push(fields);
                 }
             }
         }
@@ -312,19 +358,21 @@ impl Decoder {
                     let cache = take_cache(&mut text.extra, || {
                         format!("messages[{at}].content[{index}]")
                     })?;
-                    Message::assistant(text.text).with_metadata(cached(cache))
+                    let mut metadata = cached(cache);
+                    wire_extra::keep(&mut metadata, EXTRA_KEY, text.extra);
+                    Message::assistant(text.text).with_metadata(metadata)
                 }
                 Block::Thinking(thinking) => Message::Reasoning(ReasoningMessage {
                     text: thinking.thinking,
                     signature: Some(thinking.signature).filter(|s| !s.is_empty()),
                     redacted: false,
-                    metadata: Metadata::new(),
+                    metadata: kept(thinking.extra),
                 }),
                 Block::RedactedThinking(redacted) => Message::Reasoning(ReasoningMessage {
                     text: String::new(),
                     signature: Some(redacted.data),
                     redacted: true,
-                    metadata: Metadata::new(),
+                    metadata: kept(redacted.extra),
                 }),
                 other => {
                     return Err(invalid(format!(
@@ -365,9 +413,39 @@ impl Decoder {
     fn flush_content(&mut self) {
         if !self.content.is_empty() {
             let content = mem::take(&mut self.content);
-            self.messages.push(Message::multimodal(Role::User, content));
+            let mut metadata = Metadata::new();
+            let fields = mem::take(&mut self.content_fields);
+            wire_extra::keep_blocks(&mut metadata, BLOCKS_KEY, fields);
+            let message = Message::multimodal(Role::User, content).with_metadata(metadata);
+            self.messages.push(message);
         }
     }
+}
+
+/// Keeps a request message's fields other than `role` and `content` with the
+/// first thing it was decoded into ([`MESSAGE_KEY`]): the first call of a
+/// `tool_calls` message, the first result of a `tool_results` one, else the
+/// message.
+fn keep_message_fields(decoded: &mut Message, fields: Map<String, Value>) {
+    let metadata = match decoded {
+        Message::ToolCalls(calls) => match calls.calls.first_mut() {
+            Some(call) => &mut call.metadata,
+            None => return,
+        },
+        Message::ToolResults(results) => match results.results.first_mut() {
+            Some(result) => &mut result.metadata,
+            None => return,
+        },
+        message => message.metadata_mut(),
+    };
+    wire_extra::keep(metadata, MESSAGE_KEY, fields);
+}
+
+/// Metadata holding a block's `fields` under [`EXTRA_KEY`], if any.
+fn kept(fields: Map<String, Value>) -> Metadata {
+    let mut metadata = Metadata::new();
+    wire_extra::keep(&mut metadata, EXTRA_KEY, fields);
+    metadata
 }
 
 fn to_value(value: impl serde::Serialize) -> Value {
@@ -392,8 +470,12 @@ fn cached(cache: Option<CacheControl>) -> Metadata {
 }
 
 /// A user content block (text, image, document) as the canonical one, with
-/// its cache breakpoint; `path` names it for the error when it is another kind.
-fn content_block(block: Block, path: impl Fn() -> String) -> Result<ContentBlock, Error> {
+/// its cache breakpoint, and its fields the canonical block has no place for;
+/// `path` names it for the error when it is another kind.
+fn content_block(
+    block: Block,
+    path: impl Fn() -> String,
+) -> Result<(ContentBlock, Map<String, Value>), Error> {
     let media = |mut block: MediaBlock| {
         let cache = take_cache(&mut block.extra, &path)?;
         let mut media = match block.source {
@@ -403,15 +485,22 @@ fn content_block(block: Block, path: impl Fn() -> String) -> Result<ContentBlock
         };
         media.name = block.title;
         media.cache_control = cache;
-        Ok::<_, Error>(media)
+        Ok::<_, Error>((media, block.extra))
     };
     Ok(match block {
         Block::Text(mut text) => {
             let cache = take_cache(&mut text.extra, &path)?;
-            ContentBlock::text(text.text).with_cache_control(cache)
+            let block = ContentBlock::text(text.text).with_cache_control(cache);
+            (block, text.extra)
         }
-        Block::Image(image) => ContentBlock::Image(media(image)?),
-        Block::Document(document) => ContentBlock::Document(media(document)?),
+        Block::Image(image) => {
+            let (media, fields) = media(image)?;
+            (ContentBlock::Image(media), fields)
+        }
+        Block::Document(document) => {
+            let (media, fields) = media(document)?;
+            (ContentBlock::Document(media), fields)
+        }
         other => {
             return Err(invalid(format!(
                 "{}: a `{}` block cannot stand here (only text, image and document)",

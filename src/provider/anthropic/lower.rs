@@ -25,6 +25,7 @@ use crate::message::{CacheControl, Metadata, MultimodalMessage, ReasoningMessage
 use crate::provider::Kind;
 use crate::provider::history::{self, LowerHistory};
 use crate::provider::media::{self, MediaPart, MediaPlan, Placement, ToolResultMedia};
+use crate::provider::wire_extra;
 use crate::{
     ChatRequest, ContentBlock, Error, Media, MediaSource, Message, Role, ToolCall, ToolChoice,
     ToolResult, ToolSpec,
@@ -38,6 +39,41 @@ pub(crate) const PROVIDER: &str = Kind::Anthropic.name();
 /// (its `type` when a server ran it, `caller`), or the whole raw block of a
 /// server tool's result (on an assistant text message with empty text).
 pub const BLOCK_KEY: &str = "anthropic_block";
+
+/// The metadata key under which the decoder keeps the fields of a block it
+/// has no place for, as they came, and the lowering finds them to write
+/// back: on a system or assistant text message, its text block's; on a
+/// reasoning message, its `thinking` or `redacted_thinking` block's; on a
+/// tool result, its `tool_result` block's (`cache_control` has a typed place
+/// instead). Other wires leave it out.
+///
+/// ```
+/// use lmstack::provider::anthropic::{EXTRA_KEY, LowerOptions, decode_request, lower};
+/// use serde_json::json;
+///
+/// let body = json!({"max_tokens": 8, "messages": [{"role": "user", "content": "Hi"},
+///     {"role": "assistant", "content": [{"type": "text", "text": "Yo", "x_new": 1}]}]});
+/// let request = decode_request(body.to_string().as_bytes()).unwrap();
+/// assert_eq!(request.messages[1].metadata().get(EXTRA_KEY), Some(&json!({"x_new": 1})));
+/// assert_eq!(lower(&request, &LowerOptions::default()).unwrap(), body);
+/// ```
+pub const EXTRA_KEY: &str = "anthropic_extra";
+
+/// The metadata key under which the decoder keeps the fields of each content
+/// block of a user message, or of a tool result's content, that it has no
+/// place for: one object per content block, in order.
+pub const BLOCKS_KEY: &str = "anthropic_blocks";
+
+/// The metadata key, on the first message, call or result a request message
+/// was decoded into, under which the decoder keeps that request message's
+/// fields other than `role` and `content`.
+pub const MESSAGE_KEY: &str = "anthropic_message";
+
+/// The `options.extra` key under which the decoder keeps the fields of
+/// `tool_choice` other than its `type` and `name`
+/// (`disable_parallel_tool_use`); the lowering writes them back into
+/// `tool_choice`, other wires drop it.
+pub const TOOL_CHOICE_KEY: &str = "anthropic_tool_choice";
 
 /// The `max_tokens` sent when a request sets none (the API requires one).
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
@@ -122,8 +158,8 @@ pub fn lower_request(request: &ChatRequest, options: &LowerOptions) -> Result<Re
             ("stop", stops) => {
                 extra.insert("stop_sequences".into(), stops.clone());
             }
-            // Sent as a header (`Wire::headers`).
-            (BETA_KEY, _) => {}
+            // Sent as a header (`Wire::headers`); written into `tool_choice`.
+            (BETA_KEY | TOOL_CHOICE_KEY, _) => {}
             _ => {
                 extra.insert(key.clone(), value.clone());
             }
@@ -138,7 +174,10 @@ pub fn lower_request(request: &ChatRequest, options: &LowerOptions) -> Result<Re
         system,
         messages: history.out,
         tools: chat.tools.iter().map(lower_tool).collect(),
-        tool_choice: chat.tool_choice.as_ref().map(lower_tool_choice),
+        tool_choice: chat
+            .tool_choice
+            .as_ref()
+            .map(|choice| lower_tool_choice(choice, chat.extra.get(TOOL_CHOICE_KEY))),
         temperature: chat.temperature,
         stream: chat.stream,
         extra,
@@ -147,12 +186,16 @@ pub fn lower_request(request: &ChatRequest, options: &LowerOptions) -> Result<Re
 }
 
 fn lower_tool(tool: &ToolSpec) -> Tool {
+    let mut extra = tool.extra.clone();
+    // Another wire's fields.
+    #[cfg(feature = "openai")]
+    extra.shift_remove(crate::provider::openai_chat::EXTRA_KEY);
     Tool {
         kind: None,
         name: tool.name.clone(),
         description: Some(tool.description.clone()).filter(|text| !text.is_empty()),
         input_schema: Some(tool.parameters.clone()),
-        extra: cache::with(tool.extra.clone(), tool.cache_control),
+        extra: cache::with(extra, tool.cache_control),
     }
 }
 
@@ -169,24 +212,37 @@ fn system_content(mut blocks: Vec<Block>) -> Content<Block> {
 
 /// A text block with `cache` as its `cache_control`.
 fn cached_text(text: impl Into<String>, cache: Option<CacheControl>) -> Block {
+    text_with(text, Map::new(), cache)
+}
+
+/// A text block with `fields` (kept by the decoder) and `cache`.
+fn text_with(
+    text: impl Into<String>,
+    fields: Map<String, Value>,
+    cache: Option<CacheControl>,
+) -> Block {
     Block::Text(TextBlock {
         text: text.into(),
-        extra: cache::with(Map::new(), cache),
+        extra: cache::with(fields, cache),
     })
 }
 
-fn lower_tool_choice(choice: &ToolChoice) -> WireChoice {
+/// The tool choice, with the fields the decoder kept ([`TOOL_CHOICE_KEY`]).
+fn lower_tool_choice(choice: &ToolChoice, kept: Option<&Value>) -> WireChoice {
+    let disable_parallel_tool_use = kept
+        .and_then(|kept| kept.get("disable_parallel_tool_use"))
+        .and_then(Value::as_bool);
     match choice {
         ToolChoice::Auto => WireChoice::Auto {
-            disable_parallel_tool_use: None,
+            disable_parallel_tool_use,
         },
         ToolChoice::None => WireChoice::None,
         ToolChoice::Required => WireChoice::Any {
-            disable_parallel_tool_use: None,
+            disable_parallel_tool_use,
         },
         ToolChoice::Tool(name) => WireChoice::Tool {
             name: name.clone(),
-            disable_parallel_tool_use: None,
+            disable_parallel_tool_use,
         },
     }
 }
@@ -202,8 +258,8 @@ struct History<'a> {
     system: Vec<Block>,
     out: Vec<InputMessage>,
     /// The message whose content blocks are being gathered: an assistant
-    /// turn, or a run of tool results (role `user`).
-    open: Option<(WireRole, Vec<Block>)>,
+    /// turn, or a run of tool results (role `user`), and its fields.
+    open: Option<(WireRole, Vec<Block>, Map<String, Value>)>,
     /// Where tool results' files go; those of the current run of tool
     /// results wait for the user message that follows it.
     media: MediaPlan<Block>,
@@ -226,53 +282,65 @@ impl<'a> History<'a> {
         Ok(())
     }
 
-    /// The blocks of the open message of `role`, opening one (and closing any
-    /// other) when needed.
-    fn open(&mut self, role: WireRole) -> &mut Vec<Block> {
-        if !matches!(&self.open, Some((open, _)) if *open == role) {
+    /// The open message of `role`, opening one (and closing any other) when
+    /// needed; the request message's fields in `metadata` ([`MESSAGE_KEY`])
+    /// join its own.
+    fn open(&mut self, role: WireRole, metadata: &Metadata) -> &mut Vec<Block> {
+        if !matches!(&self.open, Some((open, ..)) if *open == role) {
             self.close();
         }
-        &mut self.open.get_or_insert_with(|| (role, Vec::new())).1
+        let (_, blocks, fields) = self
+            .open
+            .get_or_insert_with(|| (role, Vec::new(), Map::new()));
+        fields.extend(wire_extra::kept(metadata, MESSAGE_KEY));
+        blocks
     }
 
-    /// Appends a block to the open message of `role`.
-    fn block(&mut self, role: WireRole, block: Block) {
-        self.open(role).push(block);
+    /// Appends a block to the open message of `role` (see [`Self::open`]).
+    fn block(&mut self, role: WireRole, block: Block, metadata: &Metadata) {
+        self.open(role, metadata).push(block);
     }
 
-    /// Writes a user message, closing what is open.
-    fn user(&mut self, content: Content<Block>) {
+    /// Writes a user message, closing what is open, with the request
+    /// message's fields in `metadata`.
+    fn user(&mut self, content: Content<Block>, metadata: &Metadata) {
         self.close();
         self.out.push(InputMessage {
             role: WireRole::User,
             content,
+            extra: wire_extra::kept(metadata, MESSAGE_KEY),
         });
     }
 
     /// Writes the open message, then the injected files.
     fn close(&mut self) {
-        if let Some((role, blocks)) = self.open.take() {
+        if let Some((role, blocks, extra)) = self.open.take() {
             let content = match role {
                 WireRole::System => system_content(blocks),
                 _ => Content::Blocks(blocks),
             };
-            self.out.push(InputMessage { role, content });
+            self.out.push(InputMessage {
+                role,
+                content,
+                extra,
+            });
         }
         if let Some(files) = self.media.take_waiting() {
             self.out.push(InputMessage {
                 role: WireRole::User,
                 content: Content::Blocks(files),
+                extra: Map::new(),
             });
         }
     }
 
     /// A system text block: into the top-level `system` before the
     /// conversation starts, else into a `system` message in its place.
-    fn system(&mut self, block: Block) {
+    fn system(&mut self, block: Block, metadata: &Metadata) {
         if self.out.is_empty() && self.open.is_none() {
             self.system.push(block);
         } else {
-            self.block(WireRole::System, block);
+            self.block(WireRole::System, block, metadata);
         }
     }
 
@@ -287,6 +355,7 @@ impl<'a> History<'a> {
                 )
             })?;
         }
+        let metadata = &result.metadata;
         let content = match self.media.place(result, Some(&result.call_id))? {
             Placement::NoFiles => match result.content.as_slice() {
                 [
@@ -294,44 +363,56 @@ impl<'a> History<'a> {
                         text,
                         cache_control: None,
                     },
-                ] => Content::Text(text.clone()),
+                ] if metadata.get(BLOCKS_KEY).is_none() => Content::Text(text.clone()),
                 blocks => Content::Blocks(
                     blocks
                         .iter()
-                        .filter_map(|block| {
-                            Some(cached_text(block.as_text()?, block.cache_control()))
+                        .enumerate()
+                        .filter_map(|(index, block)| {
+                            let fields = wire_extra::kept_block(metadata, BLOCKS_KEY, index);
+                            Some(text_with(block.as_text()?, fields, block.cache_control()))
                         })
                         .collect(),
                 ),
             },
-            Placement::Native => {
-                let blocks = result.content.iter().map(content_block);
-                Content::Blocks(blocks.collect::<Result<_, _>>()?)
-            }
+            Placement::Native => Content::Blocks(blocks(&result.content, metadata)?),
             Placement::Injected(text) => Content::Text(text),
         };
         Ok(Block::ToolResult(ToolResultBlock {
             tool_use_id: result.call_id.clone(),
             content: Some(content),
             is_error: result.is_error,
-            extra: cache::with(Map::new(), result.metadata.cache_control()),
+            extra: cache::with(
+                wire_extra::kept(metadata, EXTRA_KEY),
+                metadata.cache_control(),
+            ),
         }))
     }
 }
 
 impl<'a> LowerHistory for History<'a> {
     fn text(&mut self, message: &TextMessage) -> Result<(), Error> {
-        let cache = message.metadata.cache_control();
+        let metadata = &message.metadata;
+        let cache = metadata.cache_control();
+        let fields = wire_extra::kept(metadata, EXTRA_KEY);
         match message.role {
-            Role::System => self.system(cached_text(&message.text, cache)),
-            Role::User if cache.is_none() => self.user(Content::Text(message.text.clone())),
-            Role::User => self.user(Content::Blocks(vec![cached_text(&message.text, cache)])),
-            Role::Assistant => match message.metadata.get(BLOCK_KEY) {
+            Role::System => self.system(text_with(&message.text, fields, cache), metadata),
+            Role::User if cache.is_none() && fields.is_empty() => {
+                self.user(Content::Text(message.text.clone()), metadata)
+            }
+            Role::User => {
+                let block = text_with(&message.text, fields, cache);
+                self.user(Content::Blocks(vec![block]), metadata)
+            }
+            Role::Assistant => match metadata.get(BLOCK_KEY) {
                 Some(Value::Object(block)) => {
-                    self.block(WireRole::Assistant, Block::Other(block.clone()))
+                    self.block(WireRole::Assistant, Block::Other(block.clone()), metadata)
                 }
                 _ if message.text.is_empty() => {} // the API refuses empty text blocks
-                _ => self.block(WireRole::Assistant, cached_text(&message.text, cache)),
+                _ => {
+                    let block = text_with(&message.text, fields, cache);
+                    self.block(WireRole::Assistant, block, metadata)
+                }
             },
             Role::Tool => return Err(history::tool_role(PROVIDER, "text")),
         }
@@ -342,25 +423,21 @@ impl<'a> LowerHistory for History<'a> {
         match message.role {
             Role::User => {
                 refuse_audio(&message.content, || "a user message".to_owned())?;
-                let blocks = message
-                    .content
-                    .iter()
-                    .map(content_block)
-                    .collect::<Result<Vec<_>, _>>()?;
-                self.user(Content::Blocks(blocks));
+                let blocks = blocks(&message.content, &message.metadata)?;
+                self.user(Content::Blocks(blocks), &message.metadata);
             }
             Role::System => {
                 let what = "Messages takes images and documents";
                 history::text_only(PROVIDER, what, message)?;
                 for block in &message.content {
-                    self.system(content_block(block)?);
+                    self.system(content_block(block)?, &message.metadata);
                 }
             }
             Role::Assistant => {
                 let what = "Messages takes images and documents";
                 let text = history::text_only(PROVIDER, what, message)?;
                 if !text.is_empty() {
-                    self.block(WireRole::Assistant, text_block(text));
+                    self.block(WireRole::Assistant, text_block(text), &message.metadata);
                 }
             }
             Role::Tool => return Err(history::tool_role(PROVIDER, "multimodal")),
@@ -372,7 +449,7 @@ impl<'a> LowerHistory for History<'a> {
     /// (from another provider) cannot be verified by the API and is left out.
     fn reasoning(&mut self, message: &ReasoningMessage) {
         if let Some(block) = reasoning_block(message) {
-            self.block(WireRole::Assistant, block);
+            self.block(WireRole::Assistant, block, &message.metadata);
         }
     }
 
@@ -389,7 +466,7 @@ impl<'a> LowerHistory for History<'a> {
                 &call.metadata,
                 input,
             );
-            self.block(WireRole::Assistant, block);
+            self.block(WireRole::Assistant, block, &call.metadata);
         }
     }
 
@@ -397,29 +474,30 @@ impl<'a> LowerHistory for History<'a> {
         for result in results {
             // The results message opens first: opening it closes the turn
             // before, and with it any files waiting, not this result's.
-            self.open(WireRole::User);
+            self.open(WireRole::User, &result.metadata);
             let block = self.tool_result(result)?;
-            self.block(WireRole::User, block);
+            self.block(WireRole::User, block, &result.metadata);
         }
         Ok(())
     }
 }
 
 /// A reasoning message as its block: `thinking` with its signature, or
-/// `redacted_thinking`; `None` without a signature (the API could not verify
-/// it).
+/// `redacted_thinking`, with the block's fields the decoder kept
+/// ([`EXTRA_KEY`]); `None` without a signature (the API could not verify it).
 pub(crate) fn reasoning_block(message: &ReasoningMessage) -> Option<Block> {
     let signature = message.signature.clone()?;
+    let extra = wire_extra::kept(&message.metadata, EXTRA_KEY);
     Some(if message.redacted {
         Block::RedactedThinking(RedactedThinkingBlock {
             data: signature,
-            extra: Map::new(),
+            extra,
         })
     } else {
         Block::Thinking(ThinkingBlock {
             thinking: message.text.clone(),
             signature,
-            extra: Map::new(),
+            extra,
         })
     })
 }
@@ -494,6 +572,26 @@ impl MediaPart for Block {
     fn file(block: &ContentBlock) -> Result<Self, Error> {
         content_block(block)
     }
+}
+
+/// Content blocks as the API writes them, each with the fields the decoder
+/// kept for it in `metadata` ([`BLOCKS_KEY`]).
+fn blocks(content: &[ContentBlock], metadata: &Metadata) -> Result<Vec<Block>, Error> {
+    content
+        .iter()
+        .enumerate()
+        .map(|(index, block)| {
+            let mut block = content_block(block)?;
+            let kept = wire_extra::kept_block(metadata, BLOCKS_KEY, index);
+            match &mut block {
+                Block::Text(TextBlock { extra, .. })
+                | Block::Image(MediaBlock { extra, .. })
+                | Block::Document(MediaBlock { extra, .. }) => extra.extend(kept),
+                _ => {}
+            }
+            Ok(block)
+        })
+        .collect()
 }
 
 fn content_block(block: &ContentBlock) -> Result<Block, Error> {

@@ -53,7 +53,10 @@ pub use count::{lift_count, lower_count};
 pub use decode::{decode_count_request, decode_request};
 pub use encode::{ReplyEncoder, error_body, model_body, models_body};
 pub use lift::{CACHE_CREATION_KEY, Lifter};
-pub use lower::{BLOCK_KEY, DEFAULT_MAX_TOKENS, LowerOptions, lower, lower_request};
+pub use lower::{
+    BLOCK_KEY, BLOCKS_KEY, DEFAULT_MAX_TOKENS, EXTRA_KEY, LowerOptions, MESSAGE_KEY,
+    TOOL_CHOICE_KEY, lower, lower_request,
+};
 
 use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;

@@ -12,7 +12,9 @@ const OPTIONS: [Portable; 3] = [Portable::Stop, Portable::TopP, Portable::TopK];
 pub(crate) const PORTABLE: PortableNames = PortableNames {
     read,
     write,
-    own: &[],
+    // The tool choice's fields (`disable_parallel_tool_use`): no other wire
+    // has a place for them.
+    own: &[super::TOOL_CHOICE_KEY],
 };
 
 fn read(key: &str, value: &Value) -> Option<(Portable, Value)> {

@@ -47,7 +47,11 @@ use crate::provider::text_or_list;
 /// let request = Request {
 ///     model: Some("claude-sonnet-4-5".into()),
 ///     max_tokens: 256,
-///     messages: vec![InputMessage { role: Role::User, content: Content::Text("Hi".into()) }],
+///     messages: vec![InputMessage {
+///         role: Role::User,
+///         content: Content::Text("Hi".into()),
+///         extra: Default::default(),
+///     }],
 ///     ..Request::default()
 /// };
 /// assert_eq!(
@@ -171,6 +175,9 @@ pub struct InputMessage {
     pub role: Role,
     /// A string, or content blocks.
     pub content: Content<Block>,
+    /// Every other field, as it came.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// Content given as a plain string or as blocks; the API reads a string as one

@@ -8,13 +8,16 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::lower::{DEVELOPER_KEY, REASONING_FIELD_KEY, REFUSAL_KEY};
+use super::lower::{
+    DEVELOPER_KEY, EXTRA_KEY, MESSAGE_KEY, PARTS_KEY, REASONING_FIELD_KEY, REFUSAL_KEY,
+};
 use super::response_format;
 use super::types::{
     ChatCompletionRequest, ChatMessage, ChatRole, ContentPart, FileData, MessageContent,
     ToolChoice as WireToolChoice,
 };
 use crate::message::{InvalidCall, InvalidCallKind, Metadata, ReasoningMessage};
+use crate::provider::wire_extra;
 use crate::{
     ChatOptions, ChatRequest, ContentBlock, Error, Media, Message, Role, ToolCall, ToolChoice,
     ToolResult, ToolSpec,
@@ -38,7 +41,11 @@ use crate::{
 ///   fill the options; every
 ///   other field — `top_p`, `stop`, `n`, `seed`, `user`,
 ///   `reasoning_effort`, `stream_options`, unknown ones — goes in
-///   `options.extra`, checked first where its type is known.
+///   `options.extra`, checked first where its type is known;
+/// - what a message, a content part, a call or a tool holds that the
+///   canonical model has no place for — a message's `name`, an image's
+///   `detail`, a function's `strict`, unknown fields — is kept in metadata for
+///   the OpenAI lowering alone ([`EXTRA_KEY`], [`PARTS_KEY`], [`MESSAGE_KEY`]).
 ///
 /// Bad input is [`Error::InvalidRequest`] naming the field at fault; the work is
 /// linear in the body, which the server bounds.
@@ -115,14 +122,26 @@ fn request_from_wire(wire: ChatCompletionRequest) -> Result<ChatRequest, Error> 
                 &format!("only `function` tools are served, not `{}`", tool.kind),
             ));
         }
-        let function = tool.function;
-        options.tools.push(ToolSpec::new(
+        let mut function = tool.function;
+        if let Some(strict) = function.strict {
+            function.extra.insert("strict".into(), strict.into());
+        }
+        let mut spec = ToolSpec::new(
             function.name,
             function.description.unwrap_or_default(),
             function
                 .parameters
                 .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
-        ));
+        );
+        let kept = [("tool", tool.extra), ("function", function.extra)]
+            .into_iter()
+            .filter(|(_, fields)| !fields.is_empty())
+            .map(|(place, fields)| (place.to_owned(), Value::Object(fields)))
+            .collect::<Map<_, _>>();
+        if !kept.is_empty() {
+            spec.extra.insert(EXTRA_KEY.into(), Value::Object(kept));
+        }
+        options.tools.push(spec);
     }
     options.tool_choice = match wire.tool_choice {
         None => None,
@@ -192,8 +211,11 @@ struct History {
 }
 
 impl History {
-    fn message(&mut self, i: usize, message: ChatMessage) -> Result<(), Error> {
+    fn message(&mut self, i: usize, mut message: ChatMessage) -> Result<(), Error> {
         let at = |field: &str| format!("messages[{i}].{field}");
+        let fields = message_fields(&mut message);
+        let mut metadata = Metadata::new();
+        wire_extra::keep(&mut metadata, EXTRA_KEY, fields);
         let role = message
             .role
             .ok_or_else(|| invalid(&format!("messages[{i}]"), "missing field `role`"))?;
@@ -204,37 +226,45 @@ impl History {
         match role {
             ChatRole::System | ChatRole::Developer => {
                 let text = text_only(message.content, &at("content"), "a system message")?;
-                let mut system = Message::system(text);
+                let mut system = Message::system(text).with_metadata(metadata);
                 if role == ChatRole::Developer {
                     system.metadata_mut().insert(DEVELOPER_KEY, true.into());
                 }
                 self.out.push(system);
             }
             ChatRole::User => match message.content {
-                Some(MessageContent::Text(text)) => self.out.push(Message::user(text)),
+                Some(MessageContent::Text(text)) => {
+                    self.out.push(Message::user(text).with_metadata(metadata))
+                }
                 Some(MessageContent::Parts(parts)) => {
-                    let blocks = blocks(parts, &at("content"))?;
-                    self.out.push(Message::multimodal(Role::User, blocks));
+                    let blocks = blocks(parts, &at("content"), &mut metadata)?;
+                    self.out
+                        .push(Message::multimodal(Role::User, blocks).with_metadata(metadata));
                 }
                 None => return Err(invalid(&at("content"), "a user message needs content")),
             },
-            ChatRole::Assistant => self.assistant(i, message)?,
+            ChatRole::Assistant => self.assistant(i, message, metadata)?,
             ChatRole::Tool => {
                 let call_id = message
                     .tool_call_id
                     .ok_or_else(|| invalid(&at("tool_call_id"), "a tool message needs it"))?;
                 let content = match message.content {
                     Some(MessageContent::Text(text)) => vec![ContentBlock::text(text)],
-                    Some(MessageContent::Parts(parts)) => blocks(parts, &at("content"))?,
+                    Some(MessageContent::Parts(parts)) => {
+                        blocks(parts, &at("content"), &mut metadata)?
+                    }
                     None => Vec::new(),
                 };
+                let sent_name = wire_extra::kept(&metadata, EXTRA_KEY).get("name").cloned();
                 let name = self
                     .names
                     .get(&call_id)
                     .cloned()
-                    .or(message.name)
+                    .or_else(|| sent_name.and_then(|name| name.as_str().map(str::to_owned)))
                     .unwrap_or_default();
-                self.results.push(ToolResult::new(call_id, name, content));
+                let mut result = ToolResult::new(call_id, name, content);
+                result.metadata = metadata;
+                self.results.push(result);
             }
             ChatRole::Function => {
                 return Err(invalid(
@@ -246,7 +276,15 @@ impl History {
         Ok(())
     }
 
-    fn assistant(&mut self, i: usize, message: ChatMessage) -> Result<(), Error> {
+    /// An assistant message: its reasoning, text, refusal and calls, the
+    /// first of them holding `metadata` (the message's fields).
+    fn assistant(
+        &mut self,
+        i: usize,
+        message: ChatMessage,
+        metadata: Metadata,
+    ) -> Result<(), Error> {
+        let first = self.out.len();
         let reasoning = [
             ("reasoning_content", message.reasoning_content),
             ("reasoning", message.reasoning),
@@ -270,8 +308,8 @@ impl History {
                 let mut text = String::new();
                 for (j, part) in parts.into_iter().enumerate() {
                     match part {
-                        ContentPart::Text { text: piece } => text.push_str(&piece),
-                        ContentPart::Refusal { refusal: piece } => {
+                        ContentPart::Text { text: piece, .. } => text.push_str(&piece),
+                        ContentPart::Refusal { refusal: piece, .. } => {
                             refusal.get_or_insert_default().push_str(&piece)
                         }
                         _ => {
@@ -308,9 +346,20 @@ impl History {
                 .function
                 .name
                 .ok_or_else(|| invalid(&at("function.name"), "a call needs a name"))?;
-            let call = read_call(id, name, call.function.arguments.unwrap_or_default());
-            self.names.insert(call.id.clone(), call.name.clone());
-            calls.push(call);
+            let mut read = read_call(id, name, call.function.arguments.unwrap_or_default());
+            wire_extra::keep(&mut read.metadata, EXTRA_KEY, call.extra);
+            self.names.insert(read.id.clone(), read.name.clone());
+            calls.push(read);
+        }
+        match self.out.get_mut(first) {
+            Some(message) => message.metadata_mut().merge_missing(&metadata),
+            None => {
+                if let (Some(call), Some(Value::Object(fields))) =
+                    (calls.first_mut(), metadata.get(EXTRA_KEY))
+                {
+                    wire_extra::keep(&mut call.metadata, MESSAGE_KEY, fields.clone());
+                }
+            }
         }
         if !calls.is_empty() {
             self.out.push(Message::tool_calls(calls));
@@ -354,7 +403,7 @@ fn text_only(content: Option<MessageContent>, at: &str, what: &str) -> Result<St
             let mut text = String::new();
             for (j, part) in parts.into_iter().enumerate() {
                 match part {
-                    ContentPart::Text { text: piece } => text.push_str(&piece),
+                    ContentPart::Text { text: piece, .. } => text.push_str(&piece),
                     _ => {
                         return Err(invalid(
                             &format!("{at}[{j}]"),
@@ -369,25 +418,52 @@ fn text_only(content: Option<MessageContent>, at: &str, what: &str) -> Result<St
     }
 }
 
-/// Content parts → content blocks.
-fn blocks(parts: Vec<ContentPart>, at: &str) -> Result<Vec<ContentBlock>, Error> {
-    parts
+/// The fields of a message the canonical one has no place for: `name`, and
+/// those the wire types do not know.
+fn message_fields(message: &mut ChatMessage) -> Map<String, Value> {
+    let mut fields = std::mem::take(&mut message.extra);
+    if let Some(name) = message.name.take() {
+        fields.insert("name".into(), name.into());
+    }
+    fields
+}
+
+/// Content parts → content blocks; the parts' fields with no place in a block
+/// go in `metadata` ([`PARTS_KEY`]).
+fn blocks(
+    parts: Vec<ContentPart>,
+    at: &str,
+    metadata: &mut Metadata,
+) -> Result<Vec<ContentBlock>, Error> {
+    let mut fields = Vec::with_capacity(parts.len());
+    let blocks = parts
         .into_iter()
         .enumerate()
-        .map(|(j, part)| block(part, &format!("{at}[{j}]")))
-        .collect()
+        .map(|(j, mut part)| {
+            let mut kept = std::mem::take(part.extra_mut());
+            if let ContentPart::ImageUrl { image_url, .. } = &mut part
+                && let Some(detail) = image_url.detail.take()
+            {
+                kept.insert("image_url".into(), json!({ "detail": detail }));
+            }
+            fields.push(kept);
+            block(part, &format!("{at}[{j}]"))
+        })
+        .collect::<Result<_, _>>()?;
+    wire_extra::keep_blocks(metadata, PARTS_KEY, fields);
+    Ok(blocks)
 }
 
 fn block(part: ContentPart, at: &str) -> Result<ContentBlock, Error> {
     Ok(match part {
-        ContentPart::Text { text } => ContentBlock::text(text),
-        ContentPart::ImageUrl { image_url } => ContentBlock::Image(
+        ContentPart::Text { text, .. } => ContentBlock::text(text),
+        ContentPart::ImageUrl { image_url, .. } => ContentBlock::Image(
             match data_uri(&image_url.url, &format!("{at}.image_url.url"))? {
                 Some((media_type, data)) => Media::base64(media_type, Arc::<str>::from(data)),
                 None => Media::url(image_url.url),
             },
         ),
-        ContentPart::InputAudio { input_audio } => {
+        ContentPart::InputAudio { input_audio, .. } => {
             let media_type = match input_audio.format.as_str() {
                 "wav" => "audio/wav".to_owned(),
                 "mp3" => "audio/mpeg".to_owned(),
@@ -395,7 +471,7 @@ fn block(part: ContentPart, at: &str) -> Result<ContentBlock, Error> {
             };
             ContentBlock::Audio(Media::base64(media_type, input_audio.data))
         }
-        ContentPart::File { file } => ContentBlock::Document(document(file, at)?),
+        ContentPart::File { file, .. } => ContentBlock::Document(document(file, at)?),
         ContentPart::Refusal { .. } => {
             return Err(invalid(
                 at,

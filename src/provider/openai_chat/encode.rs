@@ -246,6 +246,7 @@ impl ReplyEncoder {
                 name: Some(name.unwrap_or_default()),
                 arguments: Some(fragment.arguments_delta),
             },
+            ..WireToolCall::default()
         })
     }
 

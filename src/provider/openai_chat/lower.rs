@@ -20,6 +20,7 @@ use crate::provider::Kind;
 use crate::provider::history::{self, LowerHistory};
 use crate::provider::media::{self, MediaPart, MediaPlan, Placement, ToolResultMedia};
 use crate::provider::redact::redact_url;
+use crate::provider::wire_extra;
 use crate::{
     ChatRequest, ContentBlock, Error, Media, MediaSource, Message, Role, ToolCall, ToolChoice,
     ToolResult, ToolSpec,
@@ -39,6 +40,35 @@ pub const REFUSAL_KEY: &str = "refusal";
 /// the decoder sets it, the lowering sends such a message back with the
 /// `developer` role; every other wire reads it as system text.
 pub const DEVELOPER_KEY: &str = "developer";
+
+/// The metadata key under which the decoder keeps the fields of a wire
+/// object it has no place for, as they came, and the lowering finds them to
+/// write back: on a message, its message's (`name`, unknown ones); on a tool
+/// call, the call's; on a tool result, its `tool` message's; in a
+/// [`ToolSpec`]'s `extra`, the tool's (`{"tool": {…}, "function": {…}}`:
+/// `function.strict` among them). Other wires leave it out.
+///
+/// ```
+/// use lmstack::provider::openai_chat::{EXTRA_KEY, LowerOptions, decode_request, lower};
+/// use serde_json::json;
+///
+/// let body = json!({"messages": [{"role": "user", "name": "ann", "x_new": 1, "content": "Hi"}]});
+/// let request = decode_request(body.to_string().as_bytes()).unwrap();
+/// assert_eq!(request.messages[0].metadata().get(EXTRA_KEY), Some(&json!({"x_new": 1, "name": "ann"})));
+/// assert_eq!(lower(&request, &LowerOptions::default()).unwrap(), body);
+/// ```
+pub const EXTRA_KEY: &str = "openai_extra";
+
+/// The metadata key under which the decoder keeps the fields of each content
+/// part of a message or a tool result that it has no place for, one object
+/// per content block in order (an image's `image_url.detail` as
+/// `{"image_url": {"detail": …}}`).
+pub const PARTS_KEY: &str = "openai_parts";
+
+/// The metadata key, on the first call of an assistant message that holds
+/// calls only, under which the decoder keeps that message's fields it has no
+/// place for.
+pub const MESSAGE_KEY: &str = "openai_message";
 
 /// The role a system message goes back with: `developer` when it came so.
 fn system_role(metadata: &Metadata) -> ChatRole {
@@ -179,15 +209,27 @@ pub fn lower_request(
     Ok(body)
 }
 
+/// A tool as the wire writes it, with the fields the decoder kept
+/// ([`EXTRA_KEY`]); [`LowerOptions::strict_tools`] wins over a kept `strict`.
 fn lower_tool(tool: &ToolSpec, options: &LowerOptions) -> Tool {
+    let kept = |place: &str| match tool.extra.get(EXTRA_KEY).and_then(|kept| kept.get(place)) {
+        Some(Value::Object(fields)) => fields.clone(),
+        _ => Map::new(),
+    };
+    let mut function = kept("function");
+    let strict = function
+        .remove("strict")
+        .and_then(|strict| strict.as_bool());
     Tool {
         kind: "function".into(),
         function: FunctionDefinition {
             name: tool.name.clone(),
             description: Some(tool.description.clone()).filter(|text| !text.is_empty()),
             parameters: Some(tool.parameters.clone()),
-            strict: options.strict_tools,
+            strict: options.strict_tools.or(strict),
+            extra: function,
         },
+        extra: kept("tool"),
     }
 }
 
@@ -221,13 +263,17 @@ struct AssistantTurn {
     refusal: Option<String>,
     reasoning: Option<(String, String)>,
     calls: Vec<WireToolCall>,
+    /// The message's fields the decoder kept ([`EXTRA_KEY`], [`MESSAGE_KEY`]).
+    extra: Map<String, Value>,
 }
 
-/// A wire message from `role` with `content`.
-fn wire_message(role: ChatRole, content: MessageContent) -> ChatMessage {
+/// A wire message from `role` with `content`, and the fields of `metadata`'s
+/// [`EXTRA_KEY`].
+fn wire_message(role: ChatRole, content: MessageContent, metadata: &Metadata) -> ChatMessage {
     ChatMessage {
         role: Some(role),
         content: Some(content),
+        extra: wire_extra::kept(metadata, EXTRA_KEY),
         ..ChatMessage::default()
     }
 }
@@ -264,18 +310,12 @@ impl<'a> History<'a> {
     fn tool_message(&mut self, result: &ToolResult) -> Result<ChatMessage, Error> {
         let content = match self.media.place(result, Some(&result.call_id))? {
             Placement::NoFiles => text_content(&result.content),
-            Placement::Native => MessageContent::Parts(
-                result
-                    .content
-                    .iter()
-                    .map(content_part)
-                    .collect::<Result<_, _>>()?,
-            ),
+            Placement::Native => MessageContent::Parts(parts(&result.content, &result.metadata)?),
             Placement::Injected(text) => MessageContent::Text(text),
         };
         Ok(ChatMessage {
             tool_call_id: Some(result.call_id.clone()),
-            ..wire_message(ChatRole::Tool, content)
+            ..wire_message(ChatRole::Tool, content, &result.metadata)
         })
     }
 
@@ -293,6 +333,7 @@ impl<'a> History<'a> {
             content: content.map(MessageContent::Text),
             refusal: turn.refusal,
             tool_calls: Some(turn.calls).filter(|calls| !calls.is_empty()),
+            extra: turn.extra,
             ..ChatMessage::default()
         };
         if let Some((field, text)) = turn.reasoning {
@@ -309,8 +350,9 @@ impl<'a> History<'a> {
 
     fn close_injected(&mut self) {
         if let Some(parts) = self.media.take_waiting() {
+            let content = MessageContent::Parts(parts);
             self.out
-                .push(wire_message(ChatRole::User, MessageContent::Parts(parts)));
+                .push(wire_message(ChatRole::User, content, &Metadata::new()));
         }
     }
 }
@@ -324,6 +366,8 @@ impl<'a> LowerHistory for History<'a> {
                     .get(REFUSAL_KEY)
                     .is_some_and(|flag| flag == &Value::Bool(true));
                 let turn = self.turn();
+                turn.extra
+                    .extend(wire_extra::kept(&message.metadata, EXTRA_KEY));
                 let slot = if refusal {
                     &mut turn.refusal
                 } else {
@@ -340,6 +384,7 @@ impl<'a> LowerHistory for History<'a> {
                 self.push(wire_message(
                     role,
                     MessageContent::Text(message.text.clone()),
+                    &message.metadata,
                 ));
             }
             Role::Tool => return Err(history::tool_role(PROVIDER, "text")),
@@ -350,21 +395,22 @@ impl<'a> LowerHistory for History<'a> {
     fn multimodal(&mut self, message: &MultimodalMessage) -> Result<(), Error> {
         match message.role {
             Role::User => {
-                let parts = message
-                    .content
-                    .iter()
-                    .map(content_part)
-                    .collect::<Result<Vec<_>, _>>()?;
-                self.push(wire_message(ChatRole::User, MessageContent::Parts(parts)));
+                let parts = parts(&message.content, &message.metadata)?;
+                let content = MessageContent::Parts(parts);
+                self.push(wire_message(ChatRole::User, content, &message.metadata));
             }
             Role::System | Role::Assistant => {
                 let what = "Chat Completions takes images, documents and audio";
                 let text = history::text_only(PROVIDER, what, message)?;
                 if message.role == Role::Assistant {
-                    self.turn().text.get_or_insert_default().push_str(&text);
+                    let turn = self.turn();
+                    turn.extra
+                        .extend(wire_extra::kept(&message.metadata, EXTRA_KEY));
+                    turn.text.get_or_insert_default().push_str(&text);
                 } else {
                     let role = system_role(&message.metadata);
-                    self.push(wire_message(role, MessageContent::Text(text)));
+                    let content = MessageContent::Text(text);
+                    self.push(wire_message(role, content, &message.metadata));
                 }
             }
             Role::Tool => return Err(history::tool_role(PROVIDER, "multimodal")),
@@ -385,6 +431,8 @@ impl<'a> LowerHistory for History<'a> {
             return;
         }
         let turn = self.turn();
+        turn.extra
+            .extend(wire_extra::kept(&message.metadata, EXTRA_KEY));
         match &mut turn.reasoning {
             Some((_, text)) => text.push_str(&message.text),
             None => turn.reasoning = Some((field, message.text.clone())),
@@ -399,7 +447,12 @@ impl<'a> LowerHistory for History<'a> {
             .map(lower_call)
             .collect();
         if !lowered.is_empty() {
-            self.turn().calls.extend(lowered);
+            let turn = self.turn();
+            for call in calls {
+                turn.extra
+                    .extend(wire_extra::kept(&call.metadata, MESSAGE_KEY));
+            }
+            turn.calls.extend(lowered);
         }
     }
 
@@ -414,7 +467,8 @@ impl<'a> LowerHistory for History<'a> {
 }
 
 /// A canonical call as the wire writes it (no `index`: the caller sets it in a
-/// stream). Shared by the lowering and the reply encoder.
+/// stream), with the call's fields the decoder kept ([`EXTRA_KEY`]). Shared by
+/// the lowering and the reply encoder.
 pub(super) fn lower_call(call: &ToolCall) -> WireToolCall {
     // A call that could not be read goes back as the model wrote it.
     let arguments = match (&call.invalid, &call.arguments) {
@@ -430,6 +484,7 @@ pub(super) fn lower_call(call: &ToolCall) -> WireToolCall {
             name: Some(call.name.clone()),
             arguments: Some(arguments),
         },
+        extra: wire_extra::kept(&call.metadata, EXTRA_KEY),
     }
 }
 
@@ -442,7 +497,7 @@ fn text_content(content: &[ContentBlock]) -> MessageContent {
             blocks
                 .iter()
                 .filter_map(ContentBlock::as_text)
-                .map(|text| ContentPart::Text { text: text.into() })
+                .map(ContentPart::text)
                 .collect(),
         ),
     }
@@ -450,7 +505,7 @@ fn text_content(content: &[ContentBlock]) -> MessageContent {
 
 impl MediaPart for ContentPart {
     fn text(text: String) -> Self {
-        ContentPart::Text { text }
+        ContentPart::text(text)
     }
 
     fn file(block: &ContentBlock) -> Result<Self, Error> {
@@ -458,14 +513,35 @@ impl MediaPart for ContentPart {
     }
 }
 
+/// Content blocks as parts, each with the fields the decoder kept for it in
+/// `metadata` ([`PARTS_KEY`]).
+fn parts(blocks: &[ContentBlock], metadata: &Metadata) -> Result<Vec<ContentPart>, Error> {
+    blocks
+        .iter()
+        .enumerate()
+        .map(|(index, block)| {
+            let mut part = content_part(block)?;
+            let mut kept = wire_extra::kept_block(metadata, PARTS_KEY, index);
+            if let (ContentPart::ImageUrl { image_url, .. }, Some(fields)) =
+                (&mut part, kept.remove("image_url"))
+            {
+                image_url.detail = fields["detail"].as_str().map(str::to_owned);
+            }
+            *part.extra_mut() = kept;
+            Ok(part)
+        })
+        .collect()
+}
+
 fn content_part(block: &ContentBlock) -> Result<ContentPart, Error> {
     Ok(match block {
-        ContentBlock::Text { text, .. } => ContentPart::Text { text: text.clone() },
+        ContentBlock::Text { text, .. } => ContentPart::text(text.clone()),
         ContentBlock::Image(media) => ContentPart::ImageUrl {
             image_url: ImageUrl {
                 url: media_url(media)?,
                 detail: None,
             },
+            extra: Map::new(),
         },
         ContentBlock::Audio(media) => input_audio(media)?,
         ContentBlock::Document(media) => match &media.source {
@@ -475,6 +551,7 @@ fn content_part(block: &ContentBlock) -> Result<ContentPart, Error> {
                     file_id: None,
                     filename: media.name.clone(),
                 },
+                extra: Map::new(),
             },
             MediaSource::Url { url, .. } => {
                 return Err(Error::InvalidRequest(format!(
@@ -504,6 +581,7 @@ fn input_audio(media: &Media) -> Result<ContentPart, Error> {
                     data: data.to_string(),
                     format: format.into(),
                 },
+                extra: Map::new(),
             })
         }
         MediaSource::Url { url, .. } => Err(Error::InvalidRequest(format!(

@@ -49,8 +49,8 @@ pub use decode::decode_request;
 pub use encode::{ReplyEncoder, error_body, include_usage, model_body, models_body};
 pub use lift::Lifter;
 pub use lower::{
-    DEVELOPER_KEY, LowerOptions, MaxTokensField, REASONING_FIELD_KEY, REFUSAL_KEY, ReasoningEcho,
-    lower, lower_request,
+    DEVELOPER_KEY, EXTRA_KEY, LowerOptions, MESSAGE_KEY, MaxTokensField, PARTS_KEY,
+    REASONING_FIELD_KEY, REFUSAL_KEY, ReasoningEcho, lower, lower_request,
 };
 
 use serde_json::Value;

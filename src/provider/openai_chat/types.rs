@@ -26,7 +26,7 @@
 
 use std::borrow::Cow;
 
-use serde::de::Deserializer;
+use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -202,18 +202,25 @@ impl<'de> Deserialize<'de> for MessageContent {
     }
 }
 
-/// One part of a message's content.
+/// One part of a message's content, with the fields of the part lmstack does
+/// not know (`extra`, kept as they came).
 ///
 /// Read through a flat form, so that an error names the field at fault (a part
 /// of an unknown `type` is refused).
 ///
 /// ```
 /// use lmstack::provider::openai_chat::types::{ContentPart, ImageUrl};
+/// use serde_json::Map;
 ///
 /// let part: ContentPart =
 ///     serde_json::from_str(r#"{"type":"image_url","image_url":{"url":"https://x/a.png"}}"#).unwrap();
-/// assert_eq!(part, ContentPart::ImageUrl { image_url: ImageUrl { url: "https://x/a.png".into(), detail: None } });
+/// let image_url = ImageUrl { url: "https://x/a.png".into(), detail: None };
+/// assert_eq!(part, ContentPart::ImageUrl { image_url, extra: Map::new() });
 /// assert!(serde_json::from_str::<ContentPart>(r#"{"type":"video"}"#).is_err());
+///
+/// let text = r#"{"type":"text","text":"Hi","x_new":1}"#;
+/// let part: ContentPart = serde_json::from_str(text).unwrap();
+/// assert_eq!(serde_json::to_string(&part).unwrap(), text);
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", try_from = "RawPart")]
@@ -222,44 +229,121 @@ pub enum ContentPart {
     Text {
         /// The text.
         text: String,
+        /// Every other field, verbatim.
+        #[serde(flatten)]
+        extra: Map<String, Value>,
     },
     /// An image, by URL or `data:` URI.
     ImageUrl {
         /// The image.
         image_url: ImageUrl,
+        /// Every other field, verbatim.
+        #[serde(flatten)]
+        extra: Map<String, Value>,
     },
     /// Inline audio.
     InputAudio {
         /// The audio.
         input_audio: InputAudio,
+        /// Every other field, verbatim.
+        #[serde(flatten)]
+        extra: Map<String, Value>,
     },
     /// A file (a PDF, say), inline or by id.
     File {
         /// The file.
         file: FileData,
+        /// Every other field, verbatim.
+        #[serde(flatten)]
+        extra: Map<String, Value>,
     },
     /// A refusal (assistant content).
     Refusal {
         /// The refusal's text.
         refusal: String,
+        /// Every other field, verbatim.
+        #[serde(flatten)]
+        extra: Map<String, Value>,
     },
 }
 
-/// The flat form a [`ContentPart`] is read through.
-#[derive(Deserialize)]
+impl ContentPart {
+    /// A text part with no other field.
+    pub fn text(text: impl Into<String>) -> Self {
+        ContentPart::Text {
+            text: text.into(),
+            extra: Map::new(),
+        }
+    }
+
+    /// The part's fields other than its own (`extra`).
+    pub fn extra(&self) -> &Map<String, Value> {
+        match self {
+            ContentPart::Text { extra, .. }
+            | ContentPart::ImageUrl { extra, .. }
+            | ContentPart::InputAudio { extra, .. }
+            | ContentPart::File { extra, .. }
+            | ContentPart::Refusal { extra, .. } => extra,
+        }
+    }
+
+    /// The part's fields other than its own, to change.
+    pub fn extra_mut(&mut self) -> &mut Map<String, Value> {
+        match self {
+            ContentPart::Text { extra, .. }
+            | ContentPart::ImageUrl { extra, .. }
+            | ContentPart::InputAudio { extra, .. }
+            | ContentPart::File { extra, .. }
+            | ContentPart::Refusal { extra, .. } => extra,
+        }
+    }
+}
+
+/// The flat form a [`ContentPart`] is read through: each known field read as
+/// its type (an error keeps its path), any other kept in `extra`.
+#[derive(Default)]
 struct RawPart {
-    #[serde(rename = "type")]
     kind: String,
-    #[serde(default)]
     text: Option<String>,
-    #[serde(default)]
     image_url: Option<ImageUrl>,
-    #[serde(default)]
     input_audio: Option<InputAudio>,
-    #[serde(default)]
     file: Option<FileData>,
-    #[serde(default)]
     refusal: Option<String>,
+    extra: Map<String, Value>,
+}
+
+impl<'de> Deserialize<'de> for RawPart {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> de::Visitor<'de> for Fields {
+            type Value = RawPart;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("a content part")
+            }
+
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<RawPart, A::Error> {
+                let mut raw = RawPart::default();
+                let mut kind = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "type" => kind = Some(map.next_value()?),
+                        "text" => raw.text = map.next_value()?,
+                        "image_url" => raw.image_url = map.next_value()?,
+                        "input_audio" => raw.input_audio = map.next_value()?,
+                        "file" => raw.file = map.next_value()?,
+                        "refusal" => raw.refusal = map.next_value()?,
+                        _ => {
+                            raw.extra.insert(key, map.next_value()?);
+                        }
+                    }
+                }
+                raw.kind = kind.ok_or_else(|| de::Error::missing_field("type"))?;
+                Ok(raw)
+            }
+        }
+        deserializer.deserialize_map(Fields)
+    }
 }
 
 impl TryFrom<RawPart> for ContentPart {
@@ -267,21 +351,27 @@ impl TryFrom<RawPart> for ContentPart {
 
     fn try_from(raw: RawPart) -> Result<Self, String> {
         let missing = |field: &str| format!("a `{}` part needs `{field}`", raw.kind);
+        let extra = raw.extra;
         Ok(match raw.kind.as_str() {
             "text" => ContentPart::Text {
                 text: raw.text.ok_or_else(|| missing("text"))?,
+                extra,
             },
             "image_url" => ContentPart::ImageUrl {
                 image_url: raw.image_url.ok_or_else(|| missing("image_url"))?,
+                extra,
             },
             "input_audio" => ContentPart::InputAudio {
                 input_audio: raw.input_audio.ok_or_else(|| missing("input_audio"))?,
+                extra,
             },
             "file" => ContentPart::File {
                 file: raw.file.ok_or_else(|| missing("file"))?,
+                extra,
             },
             "refusal" => ContentPart::Refusal {
                 refusal: raw.refusal.ok_or_else(|| missing("refusal"))?,
+                extra,
             },
             other => {
                 return Err(format!(
@@ -355,6 +445,9 @@ pub struct ToolCall {
     /// The function called.
     #[serde(default)]
     pub function: FunctionCall,
+    /// Every other field, verbatim.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// The function of a [`ToolCall`].
@@ -376,6 +469,9 @@ pub struct Tool {
     pub kind: String,
     /// The function.
     pub function: FunctionDefinition,
+    /// Every other field, verbatim.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// A function tool's name, description and parameters.
@@ -392,6 +488,9 @@ pub struct FunctionDefinition {
     /// Structured outputs: the arguments must match the schema exactly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strict: Option<bool>,
+    /// Every other field, verbatim.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// `tool_choice`: a mode (`auto`, `none`, `required`) or one function.

@@ -14,8 +14,8 @@ use futures::StreamExt;
 use lmstack::message::ReasoningMessage;
 use lmstack::provider::anthropic::types::{Response, StreamEvent};
 use lmstack::provider::anthropic::{
-    BLOCK_KEY, CACHE_CREATION_KEY, Lifter, LowerOptions, ReplyEncoder, decode_request, error_body,
-    lower,
+    BLOCK_KEY, CACHE_CREATION_KEY, Lifter, LowerOptions, ReplyEncoder, TOOL_CHOICE_KEY,
+    decode_request, error_body, lower,
 };
 use lmstack::provider::body::BodyDecoder;
 use lmstack::provider::sse::SseDecoder;
@@ -58,14 +58,45 @@ fn recorded_requests() -> Vec<(String, Value)> {
 
 /// A body in one spelling, by the normalisation decoding and lowering make:
 /// a string `content` or `system` is one text block (the API reads both
-/// alike), a one-block `system` is its text, and
-/// `tool_choice.disable_parallel_tool_use` (no canonical place) is dropped.
+/// alike).
 fn normalise(mut body: Value) -> Value {
     common::anthropic_text_blocks(&mut body);
-    if let Some(choice) = body.get_mut("tool_choice").and_then(Value::as_object_mut) {
-        choice.remove("disable_parallel_tool_use");
-    }
     body
+}
+
+/// Where a Messages body's objects may carry fields lmstack does not know:
+/// the body, its system blocks, its messages, their blocks and the blocks of
+/// their tool results, its tools. (`tool_choice` keeps only its
+/// `disable_parallel_tool_use`.)
+const OBJECTS: [&str; 5] = [
+    "/system",
+    "/messages",
+    "/messages/*/content",
+    "/messages/*/content/*/content",
+    "/tools",
+];
+
+proptest! {
+    #![proptest_config(crate::regressions::beside(ProptestConfig::with_cases(64)))]
+
+    /// Unknown fields anywhere a client may put them come back from decoding
+    /// and lowering in their place.
+    #[test]
+    fn unknown_fields_come_back_in_place(
+        pick in any::<prop::sample::Index>(),
+        fields in unknown_fields(),
+    ) {
+        let mut bodies = recorded_requests();
+        let own = "anthropic/hand-made/claude-code-request.json";
+        bodies.push((own.into(), serde_json::from_slice(&fixture(own)).unwrap()));
+        let (name, body) = bodies.swap_remove(pick.index(bodies.len()));
+        let places = object_places(&body, &OBJECTS);
+        let sent = with_unknown_fields(body, &places, &fields);
+        let request = decode_request(sent.to_string().as_bytes())
+            .map_err(|e| TestCaseError::fail(format!("{name}: {e}")))?;
+        let lowered = lower(&request, &LowerOptions::default()).unwrap();
+        prop_assert_eq!(normalise(lowered), normalise(sent), "{}", name);
+    }
 }
 
 #[test]
@@ -200,7 +231,8 @@ fn thinking_blocks_keep_their_signatures_and_options_go_where_they_belong() {
     assert_eq!(
         Value::Object(options.extra.clone()),
         json!({"stop": ["END"], "top_k": 5, "top_p": 0.5, "metadata": {"user_id": "u1"},
-               "thinking": {"type": "enabled", "budget_tokens": 1024}, "service_tier": "auto"})
+               "thinking": {"type": "enabled", "budget_tokens": 1024}, "service_tier": "auto",
+               TOOL_CHOICE_KEY: {"disable_parallel_tool_use": true}})
     );
 }
 
@@ -1260,4 +1292,38 @@ proptest! {
             Err(other) => prop_assert!(false, "{other:?}"),
         }
     }
+}
+
+/// A wire's kept fields reach that wire's upstream only: decoded from one
+/// wire and lowered to the other, a request carries none of them.
+#[cfg(feature = "openai")]
+#[test]
+fn kept_fields_do_not_leak_into_the_other_wire() {
+    use lmstack::provider::openai_chat;
+    let probe = |body: &Value| body.to_string().contains("x_probe");
+    let from_openai = json!({"model": "m", "messages": [
+        {"role": "user", "name": "ann", "x_probe": 1,
+         "content": [{"type": "text", "text": "Hi", "x_probe": 2}]},
+        {"role": "assistant", "content": "Yes", "x_probe": 3},
+    ], "tools": [{"type": "function", "x_probe": 4,
+        "function": {"name": "f", "strict": true, "x_probe": 5}}]});
+    let request = openai_chat::decode_request(from_openai.to_string().as_bytes()).unwrap();
+    let lowered = lower(&request, &LowerOptions::default()).unwrap();
+    assert!(!probe(&lowered), "{lowered}");
+    assert!(
+        !lowered.to_string().contains("\"name\":\"ann\""),
+        "{lowered}"
+    );
+    assert!(!lowered.to_string().contains("strict"), "{lowered}");
+
+    let from_anthropic = json!({"model": "m", "max_tokens": 8,
+        "system": [{"type": "text", "text": "Be brief.", "x_probe": 1}],
+        "messages": [
+            {"role": "user", "x_probe": 2, "content": [{"type": "text", "text": "Hi", "x_probe": 3}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "Yes", "x_probe": 4}]},
+        ],
+        "tools": [{"name": "f", "input_schema": {"type": "object"}, "x_probe": 5}]});
+    let request = decode_request(from_anthropic.to_string().as_bytes()).unwrap();
+    let lowered = openai_chat::lower(&request, &openai_chat::LowerOptions::default()).unwrap();
+    assert!(!probe(&lowered), "{lowered}");
 }

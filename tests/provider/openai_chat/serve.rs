@@ -25,8 +25,7 @@ use serde_json::{Value, json};
 // ---------------------------------------------------------------- requests
 
 /// What a client's body and its lowering back may differ in, by design: `null`
-/// fields are absent, tools lose `strict` (the canonical tool has no such
-/// field), and arguments compare as JSON.
+/// fields are absent, and arguments compare as JSON.
 fn normalise(body: Value) -> Value {
     fn drop_nulls(value: &mut Value) {
         match value {
@@ -40,13 +39,6 @@ fn normalise(body: Value) -> Value {
     }
     let mut body = normalise_request(body);
     drop_nulls(&mut body);
-    if let Some(tools) = body.get_mut("tools").and_then(Value::as_array_mut) {
-        for tool in tools {
-            if let Some(function) = tool.get_mut("function").and_then(Value::as_object_mut) {
-                function.remove("strict");
-            }
-        }
-    }
     body
 }
 
@@ -98,6 +90,46 @@ fn every_recorded_request_decodes_and_lowers_back_to_itself() {
     }
 }
 
+/// Where a Chat Completions body's objects may carry fields lmstack does not
+/// know: the body, its messages, their content parts and tool calls, its
+/// tools and their functions.
+const OBJECTS: [&str; 5] = [
+    "/messages",
+    "/messages/*/content",
+    "/messages/*/tool_calls",
+    "/tools",
+    "/tools/*/function",
+];
+
+/// The body openai-python 3.57.0 writes for `client.chat.completions.create(…)`
+/// with every kind of user part (an image with its `detail`), a participant's
+/// `name`, a replayed assistant call and its result, a strict tool and the
+/// usual options (`extra_body={"top_k": 3}` among them).
+const PYTHON_SDK_REQUEST: &str = r#"{"model":"m","messages":[{"role":"developer","content":"Be brief."},{"role":"user","name":"ann","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo=","detail":"low"}},{"type":"input_audio","input_audio":{"data":"UklGRg==","format":"wav"}},{"type":"file","file":{"file_data":"data:application/pdf;base64,JVBERi0=","filename":"a.pdf"}}]},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"add","arguments":"{\"a\":1}"}}]},{"role":"tool","tool_call_id":"c1","content":"1"}],"max_completion_tokens":50,"reasoning_effort":"low","response_format":{"type":"text"},"seed":1,"stop":["x"],"temperature":0.2,"tool_choice":"auto","tools":[{"type":"function","function":{"name":"add","parameters":{"type":"object","properties":{"a":{"type":"integer"}}},"strict":true}}],"user":"u","top_k":3}"#;
+
+proptest! {
+    #![proptest_config(crate::regressions::beside(ProptestConfig::with_cases(64)))]
+
+    /// Unknown fields anywhere a client may put them — on the body, a
+    /// message, a content part, a tool call, a tool or its function — come
+    /// back from decoding and lowering in their place.
+    #[test]
+    fn unknown_fields_come_back_in_place(
+        pick in any::<prop::sample::Index>(),
+        fields in unknown_fields(),
+    ) {
+        let mut bodies = recorded_requests();
+        bodies.push(("python sdk".into(), serde_json::from_str(PYTHON_SDK_REQUEST).unwrap()));
+        let (name, body) = bodies.swap_remove(pick.index(bodies.len()));
+        let places = object_places(&body, &OBJECTS);
+        let sent = with_unknown_fields(body, &places, &fields);
+        let request = decode_request(sent.to_string().as_bytes())
+            .map_err(|e| TestCaseError::fail(format!("{name}: {e}")))?;
+        let lowered = lower(&request, &options_like(&sent)).unwrap();
+        prop_assert_eq!(normalise(lowered), normalise(sent), "{}", name);
+    }
+}
+
 #[test]
 fn a_recorded_follow_up_decodes_to_calls_results_and_echoed_reasoning() {
     let exchanges = cassette("openai_compat/fantasy/zai-glm-4-7-flash-multi_tool_streaming.yaml");
@@ -146,6 +178,12 @@ fn multimodal_parts_become_content_blocks() {
         ]},
     ]});
     let request = decode_request(body.to_string().as_bytes()).unwrap();
+    // The image's `detail` has no canonical place: kept for an OpenAI lowering.
+    let mut detail = Metadata::new();
+    detail.insert(
+        lmstack::provider::openai_chat::PARTS_KEY,
+        json!([{}, {"image_url": {"detail": "high"}}, {}, {}, {}, {}]),
+    );
     assert_eq!(
         request.messages,
         vec![
@@ -162,7 +200,8 @@ fn multimodal_parts_become_content_blocks() {
                         Media::base64("application/pdf", "JVBERi0=").with_name("a.pdf")
                     ),
                 ]
-            ),
+            )
+            .with_metadata(detail),
         ]
     );
 }
@@ -187,10 +226,13 @@ fn options_tools_and_unknown_fields_are_kept() {
     assert_eq!(options.max_tokens, Some(20), "max_completion_tokens wins");
     assert!(options.stream);
     assert!(include_usage(&request));
-    assert_eq!(
-        options.tools,
-        vec![ToolSpec::new("add", "", json!({"type": "object"}))]
+    let mut add = ToolSpec::new("add", "", json!({"type": "object"}));
+    // `strict` has no canonical place: kept for an OpenAI lowering only.
+    add.extra.insert(
+        lmstack::provider::openai_chat::EXTRA_KEY.into(),
+        json!({"function": {"strict": true}}),
     );
+    assert_eq!(options.tools, vec![add]);
     assert_eq!(options.tool_choice, Some(ToolChoice::Tool("add".into())));
     assert_eq!(options.response_format, Some(ResponseFormat::JsonObject));
     assert_eq!(options.extra.get("response_format"), None);
@@ -1171,24 +1213,13 @@ fn a_tool_loops_rounds_reach_the_client_as_one_answer() {
     }
 }
 
-/// The body openai-python 3.57.0 writes for `client.chat.completions.create(…)`
-/// with every kind of user part, a replayed assistant call and its result, and
-/// the usual options (`extra_body={"top_k": 3}` among them): it decodes, and
-/// lowers back to itself but for the documented differences.
+/// The official Python SDK's request decodes, and lowers back to itself.
 #[test]
 fn the_official_python_sdks_request_decodes_and_lowers_back() {
-    let sent = r#"{"model":"m","messages":[{"role":"developer","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo=","detail":"low"}},{"type":"input_audio","input_audio":{"data":"UklGRg==","format":"wav"}},{"type":"file","file":{"file_data":"data:application/pdf;base64,JVBERi0=","filename":"a.pdf"}}]},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"add","arguments":"{\"a\":1}"}}]},{"role":"tool","tool_call_id":"c1","content":"1"}],"max_completion_tokens":50,"reasoning_effort":"low","response_format":{"type":"text"},"seed":1,"stop":["x"],"temperature":0.2,"tool_choice":"auto","tools":[{"type":"function","function":{"name":"add","parameters":{"type":"object","properties":{"a":{"type":"integer"}}},"strict":true}}],"user":"u","top_k":3}"#;
-    let request = decode_request(sent.as_bytes()).unwrap();
+    let request = decode_request(PYTHON_SDK_REQUEST.as_bytes()).unwrap();
     assert_eq!(request.messages.len(), 4);
     assert_eq!(request.options.extra["top_k"], 3);
-    let options = LowerOptions {
-        max_tokens_field: MaxTokensField::MaxCompletionTokens,
-        ..LowerOptions::default()
-    };
-    let mut expected = normalise(serde_json::from_str(sent).unwrap());
-    expected["messages"][1]["content"][1]["image_url"]
-        .as_object_mut()
-        .unwrap()
-        .remove("detail");
-    assert_eq!(normalise(lower(&request, &options).unwrap()), expected);
+    let sent: Value = serde_json::from_str(PYTHON_SDK_REQUEST).unwrap();
+    let lowered = lower(&request, &options_like(&sent)).unwrap();
+    assert_eq!(normalise(lowered), normalise(sent));
 }
