@@ -127,7 +127,8 @@ struct ReadmeDoctests;
 #[doc = include_str!("../docs/guide.md")]
 struct GuideDoctests;
 pub use message::{
-    CacheControl, CacheTtl, CallDetails, ContentBlock, Event, FinishReason, InvalidCall,
+    CacheControl, CacheTtl, CallDetails, Citation, CitationSource, ContentBlock, DocumentLocation,
+    Event, LocationUnit, TextSpan, FinishReason, InvalidCall,
     InvalidCallKind, Joiner, Media, MediaRef, MediaSource, Message, Metadata, ReasoningDelta, Role,
     TextDelta, ToolCall, ToolCallDelta, ToolResult, Usage,
 };

@@ -17,6 +17,7 @@
 //! ```
 
 mod cache;
+mod citation;
 mod content;
 mod event;
 mod joiner;
@@ -28,6 +29,7 @@ mod tool;
 pub use cache::{CACHE_CONTROL_KEY, CacheControl, CacheTtl};
 #[cfg(any(feature = "function", feature = "openai"))]
 pub(crate) use content::mime_essence;
+pub use citation::{Citation, CitationSource, DocumentLocation, LocationUnit, TextSpan};
 pub use content::{ContentBlock, Media, MediaSource};
 pub use event::{CallDetails, Event, FinishReason, ReasoningDelta, TextDelta, ToolCallDelta};
 pub use joiner::Joiner;

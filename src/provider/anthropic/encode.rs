@@ -7,12 +7,13 @@ use std::mem;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
+use super::citation;
 use super::lower::{BLOCK_KEY, call_block, reasoning_block};
 use super::types::{
     self, Block, Delta, ErrorBody, ErrorObject, MessageDelta, Response, StreamEvent, TextBlock,
     ThinkingBlock,
 };
-use crate::message::{Event, FinishReason, Message, Role, ToolCallDelta, Usage};
+use crate::message::{Citation, Event, FinishReason, Message, Role, ToolCallDelta, Usage};
 use crate::provider::EncodeReply;
 use crate::provider::sse::encode_event;
 use crate::service::Output;
@@ -92,6 +93,11 @@ fn error_object(status: u16, error: &Error) -> ErrorBody {
 ///   opens the next block, as the [`Joiner`](crate::Joiner) reads it), a
 ///   `tool_use` block per call (`server_tool_use` when the provider ran it;
 ///   the arguments streamed as `input_json_delta`);
+/// - the [`Citation`]s of a text delta are `citations_delta`s of the text
+///   block open (the block then closes: the text after them is another
+///   block); an assistant text message with citations is cut into blocks at
+///   the ends of their spans, each block with the citations that hold it (see
+///   [`citation`](super::citation));
 /// - whole messages (from non-streaming stages) become whole blocks: assistant
 ///   text, reasoning (`redacted_thinking` when redacted), calls; an assistant
 ///   text holding a raw block under [`BLOCK_KEY`] is that block. User and
@@ -309,6 +315,24 @@ impl ReplyEncoder {
         self.delta(Delta::TextDelta { text });
     }
 
+    /// Adds citations to the text block open (a new, empty one if none is),
+    /// and closes it: they cite its text, and the text after them is another
+    /// block.
+    fn cite<'a>(&mut self, citations: impl IntoIterator<Item = &'a Citation>) {
+        let mut citations = citations.into_iter().peekable();
+        if citations.peek().is_none() {
+            return;
+        }
+        if !matches!(self.open, Some(Open::Text)) {
+            self.open_block(Block::Text(TextBlock::new("")), Open::Text);
+        }
+        for cited in citations {
+            let citation = citation::lower(cited);
+            self.delta(Delta::CitationsDelta { citation });
+        }
+        self.close();
+    }
+
     fn reasoning(&mut self, text: String, signature: Option<String>) {
         let signature = signature.filter(|signature| !signature.is_empty());
         if text.is_empty() && signature.is_none() {
@@ -369,7 +393,14 @@ impl ReplyEncoder {
                     Some(Value::Object(block)) => {
                         self.open_block(Block::Other(block.clone()), Open::Whole)
                     }
-                    _ => self.text(text.text),
+                    _ => {
+                        let citations = text.metadata.citations();
+                        for (piece, cited) in citation::split(&text.text, &citations) {
+                            self.text(piece.to_owned());
+                            self.cite(cited);
+                            self.close();
+                        }
+                    }
                 }
             }
             Message::Multimodal(multimodal) if multimodal.role == Role::Assistant => {
@@ -464,6 +495,15 @@ fn fold(message: &mut Response, input: &mut String, event: StreamEvent) {
         }
         StreamEvent::ContentBlockDelta { delta, .. } => match (message.content.last_mut(), delta) {
             (Some(Block::Text(block)), Delta::TextDelta { text }) => block.text.push_str(&text),
+            (Some(Block::Text(block)), Delta::CitationsDelta { citation }) => {
+                let citations = block
+                    .extra
+                    .entry("citations")
+                    .or_insert_with(|| Value::Array(Vec::new()));
+                if let Value::Array(citations) = citations {
+                    citations.push(citation);
+                }
+            }
             (Some(Block::Thinking(block)), Delta::ThinkingDelta { thinking }) => {
                 block.thinking.push_str(&thinking)
             }
@@ -503,7 +543,10 @@ impl EncodeReply for ReplyEncoder {
     fn event(&mut self, event: Event, out: &mut Output<Bytes>) -> Result<(), Error> {
         self.start();
         match event {
-            Event::TextDelta(delta) => self.text(delta.text),
+            Event::TextDelta(delta) => {
+                self.text(delta.text);
+                self.cite(&delta.metadata.citations());
+            }
             Event::ReasoningDelta(delta) => self.reasoning(delta.text, delta.signature),
             Event::ToolCallDelta(delta) => self.call(delta),
             Event::Message { message } => self.message(message),

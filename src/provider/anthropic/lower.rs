@@ -15,13 +15,16 @@ use serde_json::{Map, Value};
 
 use super::beta::BETA_KEY;
 use super::cache;
+use super::citation;
 use super::output_format;
 use super::types::{
     Block, Content, InputMessage, MediaBlock, RedactedThinkingBlock, Request, Role as WireRole,
     Source, TextBlock, ThinkingBlock, Tool, ToolChoice as WireChoice, ToolResultBlock,
     ToolUseBlock,
 };
-use crate::message::{CacheControl, Metadata, MultimodalMessage, ReasoningMessage, TextMessage};
+use crate::message::{
+    CacheControl, Citation, CitationSource, Metadata, MultimodalMessage, ReasoningMessage, TextMessage,
+};
 use crate::provider::Kind;
 use crate::provider::history::{self, LowerHistory};
 use crate::provider::media::{self, MediaPart, MediaPlan, Placement, ToolResultMedia};
@@ -220,6 +223,34 @@ impl<'a> History<'a> {
         }
     }
 
+    /// An assistant text as the blocks its citations cover, each with those it
+    /// takes back: all but a web page cited without its `encrypted_index`
+    /// (one from another wire). The breakpoint goes on the last block.
+    fn cited_text(&mut self, message: &TextMessage, cache: Option<CacheControl>) {
+        let citations: Vec<Citation> = message
+            .metadata
+            .citations()
+            .into_iter()
+            .filter(|cited| {
+                !matches!(&cited.source, CitationSource::Url { encrypted_index: None, .. })
+            })
+            .collect();
+        let pieces = citation::split(&message.text, &citations);
+        let last = pieces.len().saturating_sub(1);
+        for (at, (piece, cited)) in pieces.into_iter().enumerate() {
+            let mut extra = cache::with(Map::new(), cache.filter(|_| at == last));
+            if !cited.is_empty() {
+                let cited = cited.into_iter().map(citation::lower).collect();
+                extra.insert("citations".into(), Value::Array(cited));
+            }
+            let block = TextBlock {
+                text: piece.to_owned(),
+                extra,
+            };
+            self.block(WireRole::Assistant, Block::Text(block));
+        }
+    }
+
     fn lower(&mut self, messages: &[Message]) -> Result<(), Error> {
         self.walk(messages)?;
         self.close();
@@ -331,7 +362,7 @@ impl<'a> LowerHistory for History<'a> {
                     self.block(WireRole::Assistant, Block::Other(block.clone()))
                 }
                 _ if message.text.is_empty() => {} // the API refuses empty text blocks
-                _ => self.block(WireRole::Assistant, cached_text(&message.text, cache)),
+                _ => self.cited_text(message, cache),
             },
             Role::Tool => return Err(history::tool_role(PROVIDER, "text")),
         }
