@@ -128,9 +128,9 @@ struct ReadmeDoctests;
 struct GuideDoctests;
 pub use message::{
     CacheControl, CacheTtl, CallDetails, Citation, CitationSource, ContentBlock, DocumentLocation,
-    Event, LocationUnit, TextSpan, FinishReason, InvalidCall,
-    InvalidCallKind, Joiner, Media, MediaRef, MediaSource, Message, Metadata, ReasoningDelta, Role,
-    TextDelta, ToolCall, ToolCallDelta, ToolResult, Usage,
+    Event, FinishReason, InvalidCall, InvalidCallKind, Joiner, LocationUnit, Media, MediaRef,
+    MediaSource, Message, Metadata, ReasoningDelta, Role, TextDelta, TextSpan, ToolCall,
+    ToolCallDelta, ToolResult, Usage,
 };
 pub use service::{
     BoxChatService, ChatOptions, ChatRequest, Reply, ResponseFormat, ToolChoice, ToolSpec,

@@ -27,9 +27,9 @@ mod reference;
 mod tool;
 
 pub use cache::{CACHE_CONTROL_KEY, CacheControl, CacheTtl};
+pub use citation::{Citation, CitationSource, DocumentLocation, LocationUnit, TextSpan};
 #[cfg(any(feature = "function", feature = "openai"))]
 pub(crate) use content::mime_essence;
-pub use citation::{Citation, CitationSource, DocumentLocation, LocationUnit, TextSpan};
 pub use content::{ContentBlock, Media, MediaSource};
 pub use event::{CallDetails, Event, FinishReason, ReasoningDelta, TextDelta, ToolCallDelta};
 pub use joiner::Joiner;

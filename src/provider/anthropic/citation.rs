@@ -7,7 +7,8 @@
 //! (a search result block of the request). A citation of another type is
 //! dropped. Each supports the whole text of its block. `cited_text` is
 //! written on every type, and `encrypted_index` on a web page, which the wire
-//! requires; an empty one is read as absent.
+//! requires; an empty one is read as absent. Titles are written `null` when
+//! absent, as the wire does.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -40,7 +41,7 @@ enum Wire {
         #[serde(default)]
         cited_text: String,
         url: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default)]
         title: Option<String>,
         #[serde(default)]
         encrypted_index: String,
@@ -50,7 +51,7 @@ enum Wire {
         cited_text: String,
         search_result_index: u32,
         source: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default)]
         title: Option<String>,
         start_block_index: u32,
         end_block_index: u32,
@@ -63,7 +64,7 @@ struct Document {
     #[serde(default)]
     cited_text: String,
     document_index: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     document_title: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     file_id: Option<String>,
@@ -221,7 +222,10 @@ pub fn lower(citation: &Citation) -> Value {
 /// with the citations whose span holds it. Citations without a span, or with
 /// one past the text, go to the last piece. Pieces of no text are left out,
 /// unless the text is empty and cited.
-pub(super) fn split<'a>(text: &'a str, citations: &'a [Citation]) -> Vec<(&'a str, Vec<&'a Citation>)> {
+pub(super) fn split<'a>(
+    text: &'a str,
+    citations: &'a [Citation],
+) -> Vec<(&'a str, Vec<&'a Citation>)> {
     let length = text.chars().count();
     let fits = |citation: &&Citation| {
         citation
@@ -285,10 +289,7 @@ mod tests {
         let b = Citation::url("https://b", None);
         let citations = [a.clone(), b.clone()];
         let pieces = split("héllo", &citations);
-        assert_eq!(
-            pieces,
-            [("hé", vec![]), ("ll", vec![&a]), ("o", vec![&b])]
-        );
+        assert_eq!(pieces, [("hé", vec![]), ("ll", vec![&a]), ("o", vec![&b])]);
         assert_eq!(split("", &[]), []);
         assert_eq!(split("", &citations[1..]), [("", vec![&b])]);
     }

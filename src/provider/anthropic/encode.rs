@@ -13,7 +13,7 @@ use super::types::{
     self, Block, Delta, ErrorBody, ErrorObject, MessageDelta, Response, StreamEvent, TextBlock,
     ThinkingBlock,
 };
-use crate::message::{Citation, Event, FinishReason, Message, Role, ToolCallDelta, Usage};
+use crate::message::{Citation, Event, FinishReason, Joiner, Message, Role, ToolCallDelta, Usage};
 use crate::provider::EncodeReply;
 use crate::provider::sse::encode_event;
 use crate::service::Output;
@@ -97,7 +97,10 @@ fn error_object(status: u16, error: &Error) -> ErrorBody {
 ///   block open (the block then closes: the text after them is another
 ///   block); an assistant text message with citations is cut into blocks at
 ///   the ends of their spans, each block with the citations that hold it (see
-///   [`citation`](super::citation));
+///   [`citation`](super::citation)). In non-streaming mode, text deltas are
+///   joined first (as the [`Joiner`] joins them), so the blocks follow the
+///   spans there too; a stream cannot cut text it has sent, and a cited block
+///   holds the uncited text just before it;
 /// - whole messages (from non-streaming stages) become whole blocks: assistant
 ///   text, reasoning (`redacted_thinking` when redacted), calls; an assistant
 ///   text holding a raw block under [`BLOCK_KEY`] is that block. User and
@@ -157,6 +160,9 @@ pub struct ReplyEncoder {
     usage: Option<Usage>,
     finish: Option<FinishReason>,
     status: u16,
+    /// Non-streaming mode: the text deltas since any other event, joined
+    /// into the text message they make, whose citations cut its blocks.
+    text: Option<Joiner>,
 }
 
 #[derive(Debug)]
@@ -214,6 +220,7 @@ impl ReplyEncoder {
             usage: None,
             finish: None,
             status: 200,
+            text: None,
         }
     }
 
@@ -313,6 +320,21 @@ impl ReplyEncoder {
             self.open_block(Block::Text(TextBlock::new("")), Open::Text);
         }
         self.delta(Delta::TextDelta { text });
+    }
+
+    /// Writes the text message joined from the text deltas held (non-streaming
+    /// mode).
+    fn joined_text(&mut self) {
+        for event in self
+            .text
+            .take()
+            .map(Joiner::finish_events)
+            .unwrap_or_default()
+        {
+            if let Event::Message { message } = event {
+                self.message(message);
+            }
+        }
     }
 
     /// Adds citations to the text block open (a new, empty one if none is),
@@ -542,6 +564,11 @@ impl EncodeReply for ReplyEncoder {
 
     fn event(&mut self, event: Event, out: &mut Output<Bytes>) -> Result<(), Error> {
         self.start();
+        if let (Event::TextDelta(_), Sink::Whole(..)) = (&event, &self.sink) {
+            self.text.get_or_insert_default().push(event);
+            return Ok(());
+        }
+        self.joined_text();
         match event {
             Event::TextDelta(delta) => {
                 self.text(delta.text);
@@ -578,6 +605,7 @@ impl EncodeReply for ReplyEncoder {
     fn end(&mut self, out: &mut Output<Bytes>) -> Result<(), Error> {
         self.done = true;
         self.start();
+        self.joined_text();
         self.close();
         let delta = MessageDelta {
             stop_reason: Some(self.stop_reason()),

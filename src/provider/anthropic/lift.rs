@@ -16,8 +16,8 @@ use super::types::{self, Delta, Response, StreamEvent};
 pub const CACHE_CREATION_KEY: &str = Usage::CACHE_WRITE_KEY;
 use crate::Error;
 use crate::message::{
-    Citation, Event, FinishReason, Message, Metadata, ReasoningDelta, ReasoningMessage, Role, TextDelta,
-    TextMessage, TextSpan, ToolCallDelta, Usage,
+    Citation, Event, FinishReason, Message, Metadata, ReasoningDelta, ReasoningMessage, Role,
+    TextDelta, TextMessage, TextSpan, ToolCallDelta, Usage,
 };
 use crate::provider::body::{Lift, excerpt, malformed, token_count, truncated};
 use crate::provider::call_order::CallOrder;
@@ -465,7 +465,11 @@ impl Lifter {
             return;
         }
         let start = cited.start.unwrap_or(self.run);
-        let end = if cited.start.is_none() { start } else { cited.end };
+        let end = if cited.start.is_none() {
+            start
+        } else {
+            cited.end
+        };
         let span = (self.run >= end).then_some(TextSpan { start, end });
         let mut metadata = Metadata::new();
         metadata.add_citations(

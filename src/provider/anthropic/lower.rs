@@ -23,7 +23,8 @@ use super::types::{
     ToolUseBlock,
 };
 use crate::message::{
-    CacheControl, Citation, CitationSource, Metadata, MultimodalMessage, ReasoningMessage, TextMessage,
+    CacheControl, Citation, CitationSource, Metadata, MultimodalMessage, ReasoningMessage,
+    TextMessage,
 };
 use crate::provider::Kind;
 use crate::provider::history::{self, LowerHistory};
@@ -232,7 +233,13 @@ impl<'a> History<'a> {
             .citations()
             .into_iter()
             .filter(|cited| {
-                !matches!(&cited.source, CitationSource::Url { encrypted_index: None, .. })
+                !matches!(
+                    &cited.source,
+                    CitationSource::Url {
+                        encrypted_index: None,
+                        ..
+                    }
+                )
             })
             .collect();
         let pieces = citation::split(&message.text, &citations);

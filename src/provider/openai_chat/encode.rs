@@ -181,7 +181,9 @@ impl ReplyEncoder {
         match event {
             Event::TextDelta(text) => {
                 self.call = None;
-                let start = *self.run_start.insert(run_start.unwrap_or(self.content_chars));
+                let start = *self
+                    .run_start
+                    .insert(run_start.unwrap_or(self.content_chars));
                 if !text.metadata.is_empty() {
                     self.refusal = is_refusal(&text.metadata);
                     annotate(&mut delta, &text.metadata, start);

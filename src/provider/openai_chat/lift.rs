@@ -216,7 +216,11 @@ impl Lifter {
             self.order.flush(out);
             out.push(Event::TextDelta(TextDelta { text, metadata }));
         }
-        let citations = delta.annotations.iter().flatten().filter_map(annotation::lift);
+        let citations = delta
+            .annotations
+            .iter()
+            .flatten()
+            .filter_map(annotation::lift);
         let mut metadata = Metadata::new();
         metadata.add_citations(citations);
         if !metadata.is_empty() {
