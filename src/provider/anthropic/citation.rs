@@ -15,7 +15,8 @@ use serde_json::Value;
 
 use crate::message::{Citation, CitationSource, DocumentLocation, LocationUnit};
 
-/// One citation as the wire writes it.
+/// One citation as the wire writes it (each variant named as its `type`).
+#[allow(clippy::enum_variant_names)]
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Wire {
