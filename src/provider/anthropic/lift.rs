@@ -115,9 +115,11 @@ pub struct Lifter {
     stop_reason: Option<String>,
     done: bool,
     events: usize,
-    /// The characters of the text run being lifted: the text deltas since
-    /// any other event, which the [`Joiner`](crate::Joiner) makes one message.
+    /// The characters of the text run being lifted (the text deltas since
+    /// any other event, which the [`Joiner`](crate::Joiner) makes one
+    /// message), and how many runs ended before it.
     run: usize,
+    runs_ended: u32,
 }
 
 #[derive(Debug)]
@@ -136,12 +138,13 @@ enum Block {
     Ignored,
 }
 
-/// A text block's citations, and where its text lies in the text run.
+/// A text block's citations, and where its text lies: the run it began in
+/// (counted by `runs_ended`), the run's length when it began and after its
+/// last text.
 #[derive(Debug, Default)]
 struct Cited {
     citations: Vec<Citation>,
-    /// The run's length when the block's text began, and after its last.
-    start: Option<usize>,
+    start: Option<(u32, usize)>,
     end: usize,
 }
 
@@ -283,7 +286,7 @@ impl Lifter {
                 state
             }
             types::Block::RedactedThinking(block) => {
-                self.run = 0;
+                self.end_run();
                 self.order.flush(out);
                 out.push(Event::message(Message::Reasoning(ReasoningMessage {
                     text: String::new(),
@@ -317,7 +320,7 @@ impl Lifter {
                 Some(kind) if kind.ends_with("_tool_result") => {
                     let mut metadata = self.metadata();
                     metadata.insert(BLOCK_KEY, Value::Object(block));
-                    self.run = 0;
+                    self.end_run();
                     self.order.flush(out);
                     out.push(Event::message(Message::Text(TextMessage {
                         role: Role::Assistant,
@@ -346,7 +349,7 @@ impl Lifter {
         block: Option<Map<String, Value>>,
         out: &mut Output,
     ) -> Block {
-        self.run = 0;
+        self.end_run();
         let ordinal = self.order.next();
         let mut delta = ToolCallDelta::start(ordinal, id, name);
         delta.details_mut().provider_executed = provider_executed;
@@ -409,9 +412,9 @@ impl Lifter {
             let before = out.len();
             self.order.flush(out);
             if out.len() != before {
-                self.run = 0;
+                self.end_run();
             }
-            cited.start.get_or_insert(self.run);
+            cited.start.get_or_insert((self.runs_ended, self.run));
             self.run = self.run.saturating_add(text.chars().count());
             cited.end = self.run;
             out.push(Event::TextDelta(TextDelta { text, metadata }));
@@ -426,7 +429,7 @@ impl Lifter {
         out: &mut Output,
     ) {
         if let Block::Thinking(metadata) = state {
-            self.run = 0;
+            self.end_run();
             let metadata = metadata.take().unwrap_or_default();
             self.order.flush(out);
             out.push(Event::ReasoningDelta(ReasoningDelta {
@@ -446,7 +449,7 @@ impl Lifter {
                 input,
                 streamed,
             }) => {
-                self.run = 0;
+                self.end_run();
                 if let Some(input) = input.filter(|_| !streamed) {
                     self.arguments(ordinal, input.to_string(), out)?;
                 }
@@ -458,19 +461,29 @@ impl Lifter {
         Ok(())
     }
 
+    /// Ends the text run: an event other than text was sent.
+    fn end_run(&mut self) {
+        self.run = 0;
+        self.runs_ended = self.runs_ended.wrapping_add(1);
+    }
+
     /// Emits a closed text block's citations, each spanning the block's text
     /// (none when the run it lay in has ended since).
     fn cite(&mut self, cited: Cited, out: &mut Output) {
         if cited.citations.is_empty() {
             return;
         }
-        let start = cited.start.unwrap_or(self.run);
-        let end = if cited.start.is_none() {
-            start
-        } else {
-            cited.end
+        let span = match cited.start {
+            Some((run, start)) if run == self.runs_ended => Some(TextSpan {
+                start,
+                end: cited.end,
+            }),
+            Some(_) => None,
+            None => Some(TextSpan {
+                start: self.run,
+                end: self.run,
+            }),
         };
-        let span = (self.run >= end).then_some(TextSpan { start, end });
         let mut metadata = Metadata::new();
         metadata.add_citations(
             cited
