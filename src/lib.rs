@@ -127,9 +127,10 @@ struct ReadmeDoctests;
 #[doc = include_str!("../docs/guide.md")]
 struct GuideDoctests;
 pub use message::{
-    CacheControl, CacheTtl, CallDetails, ContentBlock, Event, FinishReason, InvalidCall,
-    InvalidCallKind, Joiner, Media, MediaRef, MediaSource, Message, Metadata, ReasoningDelta, Role,
-    TextDelta, ToolCall, ToolCallDelta, ToolResult, Usage,
+    CacheControl, CacheTtl, CallDetails, Citation, CitationSource, ContentBlock, DocumentLocation,
+    Event, FinishReason, InvalidCall, InvalidCallKind, Joiner, LocationUnit, Media, MediaRef,
+    MediaSource, Message, Metadata, ReasoningDelta, Role, TextDelta, TextSpan, ToolCall,
+    ToolCallDelta, ToolResult, Usage,
 };
 pub use service::{
     BoxChatService, ChatOptions, ChatRequest, Reply, ResponseFormat, ToolChoice, ToolSpec,

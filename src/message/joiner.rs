@@ -4,6 +4,7 @@ use std::mem;
 
 use serde_json::Value;
 
+use super::citation::append_citations;
 use super::event::{CallDetails, Event, FinishReason, ReasoningDelta, TextDelta, ToolCallDelta};
 use super::messages::{Message, ReasoningMessage, Role, TextMessage, ToolCallsMessage};
 use super::metadata::Metadata;
@@ -15,7 +16,9 @@ use super::tool::{InvalidCall, InvalidCallKind, ToolCall};
 /// Rules:
 /// - consecutive `text_delta`s form one assistant text message; likewise
 ///   `reasoning_delta`s form one reasoning message, until a delta with text follows
-///   one that carried a signature;
+///   one that carried a signature; a text delta's metadata merges into the
+///   message's (first value wins), except its [citations](super::Citation),
+///   which are appended;
 /// - consecutive `tool_call_delta`s form one `tool_calls` message. The deltas of one
 ///   call are contiguous: a delta with another `index`, or with an `id` other than
 ///   the current call's, completes the current call and starts the next. A call's
@@ -183,8 +186,10 @@ impl Joiner {
             return;
         }
         if let Pending::Text(text) = &mut self.pending {
+            let mut metadata = delta.metadata;
             text.text.push_str(&delta.text);
-            text.metadata.merge_missing(&delta.metadata);
+            append_citations(&mut text.metadata, &mut metadata);
+            text.metadata.merge_missing(&metadata);
             return;
         }
         self.flush();

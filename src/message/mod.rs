@@ -17,6 +17,7 @@
 //! ```
 
 mod cache;
+mod citation;
 mod content;
 mod event;
 mod joiner;
@@ -26,6 +27,7 @@ mod reference;
 mod tool;
 
 pub use cache::{CACHE_CONTROL_KEY, CacheControl, CacheTtl};
+pub use citation::{Citation, CitationSource, DocumentLocation, LocationUnit, TextSpan};
 #[cfg(any(feature = "function", feature = "openai"))]
 pub(crate) use content::mime_essence;
 pub use content::{ContentBlock, Media, MediaSource};

@@ -333,6 +333,34 @@ fn text_metadata_merges_first_value_wins() {
 }
 
 #[test]
+fn citations_of_text_deltas_add_up_in_the_message() {
+    let cited = |text: &str, url: &str| {
+        let mut metadata = Metadata::generation("gen-1");
+        metadata.add_citations([lmstack::Citation::url(url, None).with_span(0, 1)]);
+        Event::TextDelta(TextDelta {
+            text: text.into(),
+            metadata,
+        })
+    };
+    let messages = Joiner::join([
+        cited("a", "https://a"),
+        Event::text("b"),
+        cited("", "https://b"),
+    ]);
+    let urls: Vec<String> = messages[0]
+        .metadata()
+        .citations()
+        .into_iter()
+        .filter_map(|citation| match citation.source {
+            lmstack::CitationSource::Url { url, .. } => Some(url),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(messages[0].as_text(), Some("ab"));
+    assert_eq!(urls, ["https://a", "https://b"]);
+}
+
+#[test]
 fn empty_deltas_change_nothing() {
     let messages = Joiner::join([
         Event::text("a"),

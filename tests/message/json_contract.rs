@@ -37,6 +37,53 @@ fn metadata() -> Metadata {
 }
 
 #[test]
+fn citations_of_each_source() {
+    use lmstack::{Citation, CitationSource, DocumentLocation, LocationUnit};
+    let mut web = Citation::url("https://a.example", Some("A".into())).with_span(0, 5);
+    web.cited_text = Some("a".into());
+    pin(
+        web,
+        json!({"type": "url", "url": "https://a.example", "title": "A", "cited_text": "a",
+            "span": {"start": 0, "end": 5}}),
+    );
+    let document = Citation {
+        source: CitationSource::Document {
+            document_index: 1,
+            document_title: None,
+            file_id: Some("file_1".into()),
+            location: DocumentLocation {
+                unit: LocationUnit::Page,
+                start: 2,
+                end: 3,
+            },
+        },
+        cited_text: None,
+        span: None,
+    };
+    pin(
+        document,
+        json!({"type": "document", "document_index": 1, "file_id": "file_1",
+            "location": {"unit": "page", "start": 2, "end": 3}}),
+    );
+    let result = Citation {
+        source: CitationSource::SearchResult {
+            search_result_index: 0,
+            source: "kb".into(),
+            title: None,
+            start_block_index: 0,
+            end_block_index: 2,
+        },
+        cited_text: None,
+        span: None,
+    };
+    pin(
+        result,
+        json!({"type": "search_result", "search_result_index": 0, "source": "kb",
+            "start_block_index": 0, "end_block_index": 2}),
+    );
+}
+
+#[test]
 fn text_message() {
     pin(
         Message::assistant("Hello").with_metadata(metadata()),

@@ -39,6 +39,8 @@ mod openai_chat {
     mod serve;
 }
 
+#[cfg(feature = "http")]
+mod citations;
 #[cfg(feature = "openai")]
 mod faults;
 #[cfg(feature = "openai")]

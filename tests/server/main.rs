@@ -12,6 +12,7 @@ mod common;
 
 mod anthropic_clients;
 mod caching;
+mod citations;
 mod gateway;
 #[cfg(feature = "http")]
 mod interleaved;

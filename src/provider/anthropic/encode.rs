@@ -7,12 +7,13 @@ use std::mem;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
+use super::citation;
 use super::lower::{BLOCK_KEY, call_block, reasoning_block};
 use super::types::{
     self, Block, Delta, ErrorBody, ErrorObject, MessageDelta, Response, StreamEvent, TextBlock,
     ThinkingBlock,
 };
-use crate::message::{Event, FinishReason, Message, Role, ToolCallDelta, Usage};
+use crate::message::{Citation, Event, FinishReason, Joiner, Message, Role, ToolCallDelta, Usage};
 use crate::provider::EncodeReply;
 use crate::provider::sse::encode_event;
 use crate::service::Output;
@@ -92,6 +93,14 @@ fn error_object(status: u16, error: &Error) -> ErrorBody {
 ///   opens the next block, as the [`Joiner`](crate::Joiner) reads it), a
 ///   `tool_use` block per call (`server_tool_use` when the provider ran it;
 ///   the arguments streamed as `input_json_delta`);
+/// - the [`Citation`]s of a text delta are `citations_delta`s of the text
+///   block open (the block then closes: the text after them is another
+///   block); an assistant text message with citations is cut into blocks at
+///   the ends of their spans, each block with the citations that hold it (see
+///   [`citation`](super::citation)). In non-streaming mode, text deltas are
+///   joined first (as the [`Joiner`] joins them), so the blocks follow the
+///   spans there too; a stream cannot cut text it has sent, and a cited block
+///   holds the uncited text just before it;
 /// - whole messages (from non-streaming stages) become whole blocks: assistant
 ///   text, reasoning (`redacted_thinking` when redacted), calls; an assistant
 ///   text holding a raw block under [`BLOCK_KEY`] is that block. User and
@@ -151,6 +160,9 @@ pub struct ReplyEncoder {
     usage: Option<Usage>,
     finish: Option<FinishReason>,
     status: u16,
+    /// Non-streaming mode: the text deltas since any other event, joined
+    /// into the text message they make, whose citations cut its blocks.
+    text: Option<Joiner>,
 }
 
 #[derive(Debug)]
@@ -208,6 +220,7 @@ impl ReplyEncoder {
             usage: None,
             finish: None,
             status: 200,
+            text: None,
         }
     }
 
@@ -309,6 +322,39 @@ impl ReplyEncoder {
         self.delta(Delta::TextDelta { text });
     }
 
+    /// Writes the text message joined from the text deltas held (non-streaming
+    /// mode).
+    fn joined_text(&mut self) {
+        for event in self
+            .text
+            .take()
+            .map(Joiner::finish_events)
+            .unwrap_or_default()
+        {
+            if let Event::Message { message } = event {
+                self.message(message);
+            }
+        }
+    }
+
+    /// Adds citations to the text block open (a new, empty one if none is),
+    /// and closes it: they cite its text, and the text after them is another
+    /// block.
+    fn cite<'a>(&mut self, citations: impl IntoIterator<Item = &'a Citation>) {
+        let mut citations = citations.into_iter().peekable();
+        if citations.peek().is_none() {
+            return;
+        }
+        if !matches!(self.open, Some(Open::Text)) {
+            self.open_block(Block::Text(TextBlock::new("")), Open::Text);
+        }
+        for cited in citations {
+            let citation = citation::lower(cited);
+            self.delta(Delta::CitationsDelta { citation });
+        }
+        self.close();
+    }
+
     fn reasoning(&mut self, text: String, signature: Option<String>) {
         let signature = signature.filter(|signature| !signature.is_empty());
         if text.is_empty() && signature.is_none() {
@@ -369,7 +415,14 @@ impl ReplyEncoder {
                     Some(Value::Object(block)) => {
                         self.open_block(Block::Other(block.clone()), Open::Whole)
                     }
-                    _ => self.text(text.text),
+                    _ => {
+                        let citations = text.metadata.citations();
+                        for (piece, cited) in citation::split(&text.text, &citations) {
+                            self.text(piece.to_owned());
+                            self.cite(cited);
+                            self.close();
+                        }
+                    }
                 }
             }
             Message::Multimodal(multimodal) if multimodal.role == Role::Assistant => {
@@ -464,6 +517,15 @@ fn fold(message: &mut Response, input: &mut String, event: StreamEvent) {
         }
         StreamEvent::ContentBlockDelta { delta, .. } => match (message.content.last_mut(), delta) {
             (Some(Block::Text(block)), Delta::TextDelta { text }) => block.text.push_str(&text),
+            (Some(Block::Text(block)), Delta::CitationsDelta { citation }) => {
+                let citations = block
+                    .extra
+                    .entry("citations")
+                    .or_insert_with(|| Value::Array(Vec::new()));
+                if let Value::Array(citations) = citations {
+                    citations.push(citation);
+                }
+            }
             (Some(Block::Thinking(block)), Delta::ThinkingDelta { thinking }) => {
                 block.thinking.push_str(&thinking)
             }
@@ -502,8 +564,16 @@ impl EncodeReply for ReplyEncoder {
 
     fn event(&mut self, event: Event, out: &mut Output<Bytes>) -> Result<(), Error> {
         self.start();
+        if let (Event::TextDelta(_), Sink::Whole(..)) = (&event, &self.sink) {
+            self.text.get_or_insert_default().push(event);
+            return Ok(());
+        }
+        self.joined_text();
         match event {
-            Event::TextDelta(delta) => self.text(delta.text),
+            Event::TextDelta(delta) => {
+                self.text(delta.text);
+                self.cite(&delta.metadata.citations());
+            }
             Event::ReasoningDelta(delta) => self.reasoning(delta.text, delta.signature),
             Event::ToolCallDelta(delta) => self.call(delta),
             Event::Message { message } => self.message(message),
@@ -535,6 +605,7 @@ impl EncodeReply for ReplyEncoder {
     fn end(&mut self, out: &mut Output<Bytes>) -> Result<(), Error> {
         self.done = true;
         self.start();
+        self.joined_text();
         self.close();
         let delta = MessageDelta {
             stop_reason: Some(self.stop_reason()),

@@ -6,6 +6,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::citation;
 use super::lower::{BLOCK_KEY, PROVIDER};
 use super::types::{self, Delta, Response, StreamEvent};
 
@@ -15,8 +16,8 @@ use super::types::{self, Delta, Response, StreamEvent};
 pub const CACHE_CREATION_KEY: &str = Usage::CACHE_WRITE_KEY;
 use crate::Error;
 use crate::message::{
-    Event, FinishReason, Message, Metadata, ReasoningDelta, ReasoningMessage, Role, TextDelta,
-    TextMessage, ToolCallDelta, Usage,
+    Citation, Event, FinishReason, Message, Metadata, ReasoningDelta, ReasoningMessage, Role,
+    TextDelta, TextMessage, TextSpan, ToolCallDelta, Usage,
 };
 use crate::provider::body::{Lift, excerpt, malformed, token_count, truncated};
 use crate::provider::call_order::CallOrder;
@@ -38,8 +39,10 @@ use crate::service::Output;
 ///
 /// - `message_start`: the message id becomes the `generation_id` of the
 ///   messages' metadata; its usage is the first reading;
-/// - `text` blocks and `text_delta` → text; `citations_delta` is ignored (the
-///   cited text is in the text already);
+/// - `text` blocks and `text_delta` → text; a block's `citations` and its
+///   `citations_delta`s → [`Citation`]s (see [`citation`](super::citation)),
+///   sent when the block closes on an empty text delta, each spanning the
+///   block's text in the message;
 /// - `thinking` blocks, `thinking_delta` and `signature_delta` → reasoning with
 ///   its signature (each block one reasoning message);
 /// - `redacted_thinking` (whole at block start) → a reasoning message marked
@@ -112,12 +115,18 @@ pub struct Lifter {
     stop_reason: Option<String>,
     done: bool,
     events: usize,
+    /// The characters of the text run being lifted (the text deltas since
+    /// any other event, which the [`Joiner`](crate::Joiner) makes one
+    /// message), and how many runs ended before it.
+    run: usize,
+    runs_ended: u32,
 }
 
 #[derive(Debug)]
 enum Block {
-    /// Text or thinking: the metadata the block's first delta carries.
-    Text(Option<Metadata>),
+    /// Text: the metadata its first delta carries, and its citations.
+    Text(Option<Metadata>, Cited),
+    /// Thinking: the metadata its first delta carries.
     Thinking(Option<Metadata>),
     /// A tool call: its number, its `input` at start, and whether deltas came.
     Call {
@@ -127,6 +136,16 @@ enum Block {
     },
     /// A block this lifter does not lift.
     Ignored,
+}
+
+/// A text block's citations, and where its text lies: the run it began in
+/// (counted by `runs_ended`), the run's length when it began and after its
+/// last text.
+#[derive(Debug, Default)]
+struct Cited {
+    citations: Vec<Citation>,
+    start: Option<(u32, usize)>,
+    end: usize,
 }
 
 /// The last reading of each usage count (Anthropic's counts are cumulative).
@@ -241,8 +260,16 @@ impl Lifter {
         // A block left open at this index (no stop before the next start).
         self.stop_block(index, out)?;
         let state = match block {
-            types::Block::Text(block) => {
-                let mut state = Block::Text(Some(self.metadata()));
+            types::Block::Text(mut block) => {
+                let citations = match block.extra.remove("citations") {
+                    Some(Value::Array(items)) => items.iter().filter_map(citation::lift).collect(),
+                    _ => Vec::new(),
+                };
+                let cited = Cited {
+                    citations,
+                    ..Cited::default()
+                };
+                let mut state = Block::Text(Some(self.metadata()), cited);
                 if !block.text.is_empty() {
                     self.text(&mut state, block.text, out);
                 }
@@ -259,6 +286,7 @@ impl Lifter {
                 state
             }
             types::Block::RedactedThinking(block) => {
+                self.end_run();
                 self.order.flush(out);
                 out.push(Event::message(Message::Reasoning(ReasoningMessage {
                     text: String::new(),
@@ -292,6 +320,7 @@ impl Lifter {
                 Some(kind) if kind.ends_with("_tool_result") => {
                     let mut metadata = self.metadata();
                     metadata.insert(BLOCK_KEY, Value::Object(block));
+                    self.end_run();
                     self.order.flush(out);
                     out.push(Event::message(Message::Text(TextMessage {
                         role: Role::Assistant,
@@ -320,6 +349,7 @@ impl Lifter {
         block: Option<Map<String, Value>>,
         out: &mut Output,
     ) -> Block {
+        self.end_run();
         let ordinal = self.order.next();
         let mut delta = ToolCallDelta::start(ordinal, id, name);
         delta.details_mut().provider_executed = provider_executed;
@@ -339,8 +369,12 @@ impl Lifter {
             return Ok(());
         };
         let lifted = match (&mut state, delta) {
-            (Block::Text(_), Delta::TextDelta { text }) if !text.is_empty() => {
+            (Block::Text(..), Delta::TextDelta { text }) if !text.is_empty() => {
                 self.text(&mut state, text, out);
+                Ok(())
+            }
+            (Block::Text(_, cited), Delta::CitationsDelta { citation }) => {
+                cited.citations.extend(citation::lift(&citation));
                 Ok(())
             }
             (Block::Thinking(_), Delta::ThinkingDelta { thinking }) if !thinking.is_empty() => {
@@ -360,7 +394,7 @@ impl Lifter {
                 *streamed = true;
                 self.arguments(*ordinal, partial_json, out)
             }
-            _ => Ok(()), // citations_delta, and deltas of other kinds
+            _ => Ok(()), // deltas of other kinds
         };
         self.blocks.insert(index, state);
         lifted
@@ -373,9 +407,16 @@ impl Lifter {
     }
 
     fn text(&mut self, state: &mut Block, text: String, out: &mut Output) {
-        if let Block::Text(metadata) = state {
+        if let Block::Text(metadata, cited) = state {
             let metadata = metadata.take().unwrap_or_default();
+            let before = out.len();
             self.order.flush(out);
+            if out.len() != before {
+                self.end_run();
+            }
+            cited.start.get_or_insert((self.runs_ended, self.run));
+            self.run = self.run.saturating_add(text.chars().count());
+            cited.end = self.run;
             out.push(Event::TextDelta(TextDelta { text, metadata }));
         }
     }
@@ -388,6 +429,7 @@ impl Lifter {
         out: &mut Output,
     ) {
         if let Block::Thinking(metadata) = state {
+            self.end_run();
             let metadata = metadata.take().unwrap_or_default();
             self.order.flush(out);
             out.push(Event::ReasoningDelta(ReasoningDelta {
@@ -401,18 +443,58 @@ impl Lifter {
     /// Closes the block open at `index`, if one is: a call's `input`, when no
     /// deltas came, is its arguments, and the call is complete.
     fn stop_block(&mut self, index: u32, out: &mut Output) -> Result<(), Error> {
-        if let Some(Block::Call {
-            ordinal,
-            input,
-            streamed,
-        }) = self.blocks.remove(&index)
-        {
-            if let Some(input) = input.filter(|_| !streamed) {
-                self.arguments(ordinal, input.to_string(), out)?;
+        match self.blocks.remove(&index) {
+            Some(Block::Call {
+                ordinal,
+                input,
+                streamed,
+            }) => {
+                self.end_run();
+                if let Some(input) = input.filter(|_| !streamed) {
+                    self.arguments(ordinal, input.to_string(), out)?;
+                }
+                self.order.end(ordinal, out);
             }
-            self.order.end(ordinal, out);
+            Some(Block::Text(_, cited)) => self.cite(cited, out),
+            _ => {}
         }
         Ok(())
+    }
+
+    /// Ends the text run: an event other than text was sent.
+    fn end_run(&mut self) {
+        self.run = 0;
+        self.runs_ended = self.runs_ended.wrapping_add(1);
+    }
+
+    /// Emits a closed text block's citations, each spanning the block's text
+    /// (none when the run it lay in has ended since).
+    fn cite(&mut self, cited: Cited, out: &mut Output) {
+        if cited.citations.is_empty() {
+            return;
+        }
+        let span = match cited.start {
+            Some((run, start)) if run == self.runs_ended => Some(TextSpan {
+                start,
+                end: cited.end,
+            }),
+            Some(_) => None,
+            None => Some(TextSpan {
+                start: self.run,
+                end: self.run,
+            }),
+        };
+        let mut metadata = Metadata::new();
+        metadata.add_citations(
+            cited
+                .citations
+                .into_iter()
+                .map(|citation| Citation { span, ..citation }),
+        );
+        out.push(Event::TextDelta(TextDelta {
+            text: String::new(),
+            metadata,
+        }));
     }
 
     fn map_finish(reason: String) -> FinishReason {

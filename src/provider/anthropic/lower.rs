@@ -15,13 +15,17 @@ use serde_json::{Map, Value};
 
 use super::beta::BETA_KEY;
 use super::cache;
+use super::citation;
 use super::output_format;
 use super::types::{
     Block, Content, InputMessage, MediaBlock, RedactedThinkingBlock, Request, Role as WireRole,
     Source, TextBlock, ThinkingBlock, Tool, ToolChoice as WireChoice, ToolResultBlock,
     ToolUseBlock,
 };
-use crate::message::{CacheControl, Metadata, MultimodalMessage, ReasoningMessage, TextMessage};
+use crate::message::{
+    CacheControl, Citation, CitationSource, Metadata, MultimodalMessage, ReasoningMessage,
+    TextMessage,
+};
 use crate::provider::Kind;
 use crate::provider::history::{self, LowerHistory};
 use crate::provider::media::{self, MediaPart, MediaPlan, Placement, ToolResultMedia};
@@ -276,6 +280,48 @@ impl<'a> History<'a> {
         }
     }
 
+    /// An assistant text as the blocks its citations cover, each with those it
+    /// takes back: all but a web page cited without its `encrypted_index`
+    /// (one from another wire). The breakpoint goes on the last block.
+    fn cited_text(
+        &mut self,
+        message: &TextMessage,
+        fields: Map<String, Value>,
+        cache: Option<CacheControl>,
+    ) {
+        let citations: Vec<Citation> = message
+            .metadata
+            .citations()
+            .into_iter()
+            .filter(|cited| {
+                !matches!(
+                    &cited.source,
+                    CitationSource::Url {
+                        encrypted_index: None,
+                        ..
+                    }
+                )
+            })
+            .collect();
+        let pieces = citation::split(&message.text, &citations);
+        let last = pieces.len().saturating_sub(1);
+        // The block's own fields and its breakpoint go on its last piece.
+        let mut fields = Some(fields);
+        for (at, (piece, cited)) in pieces.into_iter().enumerate() {
+            let kept = if at == last { fields.take() } else { None };
+            let mut extra = cache::with(kept.unwrap_or_default(), cache.filter(|_| at == last));
+            if !cited.is_empty() {
+                let cited = cited.into_iter().map(citation::lower).collect();
+                extra.insert("citations".into(), Value::Array(cited));
+            }
+            let block = TextBlock {
+                text: piece.to_owned(),
+                extra,
+            };
+            self.block(WireRole::Assistant, Block::Text(block), &message.metadata);
+        }
+    }
+
     fn lower(&mut self, messages: &[Message]) -> Result<(), Error> {
         self.walk(messages)?;
         self.close();
@@ -409,10 +455,7 @@ impl<'a> LowerHistory for History<'a> {
                     self.block(WireRole::Assistant, Block::Other(block.clone()), metadata)
                 }
                 _ if message.text.is_empty() => {} // the API refuses empty text blocks
-                _ => {
-                    let block = text_with(&message.text, fields, cache);
-                    self.block(WireRole::Assistant, block, metadata)
-                }
+                _ => self.cited_text(message, fields, cache),
             },
             Role::Tool => return Err(history::tool_role(PROVIDER, "text")),
         }

@@ -36,6 +36,7 @@
 
 mod beta;
 mod cache;
+pub mod citation;
 mod count;
 mod decode;
 mod encode;

@@ -2,6 +2,7 @@
 
 use serde_json::{Map, Value};
 
+use super::grounding;
 use super::lower::{GENERATED_ID_KEY, PROVIDER, THOUGHT_SIGNATURE_KEY};
 use super::types::{FunctionCall, GenerateContentResponse as Response, Part, PartialArg};
 use crate::Error;
@@ -38,6 +39,9 @@ use crate::service::Output;
 ///   or a `numberValue`/`boolValue`/`nullValue`) build its arguments, and an
 ///   empty `functionCall` (or any other part) closes it — its arguments are sent
 ///   then, whole;
+/// - `groundingMetadata` (the last one sent) → [`Citation`](crate::Citation)s
+///   of web pages (see [`grounding`](super::grounding)), on an empty text
+///   delta at the end, when the reply ends in text;
 /// - `usageMetadata` is cumulative: the last one is emitted once, at the end
 ///   (output = candidates + thoughts tokens; `thoughtsTokenCount` is
 ///   `reasoning_tokens`, `cachedContentTokenCount` `cached_input_tokens`);
@@ -82,6 +86,10 @@ pub struct Lifter {
     finish_reason: Option<String>,
     done: bool,
     responses: usize,
+    /// The text of the text message being lifted, and the last grounding
+    /// metadata, whose offsets count in it.
+    text: String,
+    grounding: Option<Value>,
 }
 
 #[derive(Debug, Default, PartialEq, Eq, Clone, Copy)]
@@ -128,6 +136,9 @@ impl Lifter {
             if let Some(reason) = candidate.finish_reason {
                 self.finish_reason = Some(reason);
             }
+            if candidate.grounding_metadata.is_some() {
+                self.grounding = candidate.grounding_metadata;
+            }
         }
         if let Some(reason) = response
             .prompt_feedback
@@ -156,7 +167,12 @@ impl Lifter {
                 metadata,
             }));
         } else if !text.is_empty() {
-            let mut metadata = self.starting(Last::Text).unwrap_or_default();
+            let starting = self.starting(Last::Text);
+            if starting.is_some() {
+                self.text.clear();
+            }
+            self.text.push_str(&text);
+            let mut metadata = starting.unwrap_or_default();
             if let Some(signature) = part.thought_signature {
                 metadata.insert(THOUGHT_SIGNATURE_KEY, signature.into());
             }
@@ -302,6 +318,16 @@ impl Lift for Lifter {
     /// reason. A stream that ended without a finish reason is an error.
     fn finish(&mut self, out: &mut Output) -> Result<(), Error> {
         self.close_streamed(out);
+        if let Some(metadata) = self.grounding.take().filter(|_| self.last == Last::Text) {
+            let mut cited = Metadata::new();
+            cited.add_citations(grounding::citations(&metadata, &self.text));
+            if !cited.is_empty() {
+                out.push(Event::TextDelta(TextDelta {
+                    text: String::new(),
+                    metadata: cited,
+                }));
+            }
+        }
         if let Some(usage) = self.usage.take() {
             out.push(Event::Usage(usage));
         }

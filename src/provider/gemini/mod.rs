@@ -27,6 +27,7 @@
 //! ```
 
 mod count;
+pub mod grounding;
 mod lift;
 mod lower;
 #[cfg(feature = "server")]

@@ -198,6 +198,10 @@ pub struct Candidate {
     /// Its index (absent for the first).
     #[serde(default)]
     pub index: Option<u32>,
+    /// The sources of a grounded reply, unchecked (see
+    /// [`grounding`](super::grounding)).
+    #[serde(default)]
+    pub grounding_metadata: Option<Value>,
 }
 
 /// A content, of a request or a response: who speaks (`user`, `model`; none

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::annotation;
 use super::lower::{REFUSAL_KEY, lower_call};
 use super::types::{
     ChatCompletion, ChatMessage, ChatRole, Choice, ChunkChoice, CompletionTokensDetails,
@@ -27,6 +28,9 @@ use crate::{ChatRequest, ContentBlock, Error, Event, FinishReason, Message, Role
 /// mode writes as a `chat.completion.chunk` and the non-streaming mode folds
 /// into the one message of the body.
 ///
+/// - citations of web pages in the metadata of text deltas and assistant text
+///   messages → `annotations` (`url_citation`s, their ranges counted in
+///   `content`); citations of other sources are left out;
 /// - text deltas and assistant text messages → `content`; text marked
 ///   [`REFUSAL_KEY`] → `refusal`; reasoning → `reasoning_content` (redacted
 ///   reasoning is left out);
@@ -99,6 +103,11 @@ pub struct ReplyEncoder {
     message: ChatMessage,
     /// The current text is a refusal.
     refusal: bool,
+    /// The characters of `content` written so far, and where the text run
+    /// being written (text deltas since any other event) began in it: the
+    /// offsets of its citations count from there.
+    content_chars: usize,
+    run_start: Option<usize>,
     call: Option<OpenCall>,
     /// Calls sent so far: the next call's wire index.
     calls: u32,
@@ -130,6 +139,8 @@ impl ReplyEncoder {
             started: false,
             message: ChatMessage::default(),
             refusal: false,
+            content_chars: 0,
+            run_start: None,
             call: None,
             calls: 0,
             usage: None,
@@ -166,19 +177,25 @@ impl ReplyEncoder {
     /// The delta an event adds, if any; usage and finish are kept for the end.
     fn delta(&mut self, event: Event) -> Result<Option<ChatMessage>, Error> {
         let mut delta = ChatMessage::default();
+        let run_start = self.run_start.take();
         match event {
             Event::TextDelta(text) => {
                 self.call = None;
+                let start = *self
+                    .run_start
+                    .insert(run_start.unwrap_or(self.content_chars));
                 if !text.metadata.is_empty() {
                     self.refusal = is_refusal(&text.metadata);
-                }
-                if text.text.is_empty() {
-                    return Ok(None);
+                    annotate(&mut delta, &text.metadata, start);
                 }
                 if self.refusal {
-                    delta.refusal = Some(text.text);
-                } else {
+                    delta.refusal = Some(text.text).filter(|text| !text.is_empty());
+                } else if !text.text.is_empty() {
+                    self.content_chars += text.text.chars().count();
                     delta.content = Some(MessageContent::Text(text.text));
+                }
+                if delta == ChatMessage::default() {
+                    return Ok(None);
                 }
             }
             Event::ReasoningDelta(reasoning) => {
@@ -262,6 +279,8 @@ impl ReplyEncoder {
                 if is_refusal(&text.metadata) {
                     delta.refusal = Some(text.text);
                 } else {
+                    annotate(&mut delta, &text.metadata, self.content_chars);
+                    self.content_chars += text.text.chars().count();
                     delta.content = Some(MessageContent::Text(text.text));
                 }
             }
@@ -362,6 +381,24 @@ impl ReplyEncoder {
     }
 }
 
+/// Writes the web page citations of `metadata` as the delta's `annotations`,
+/// their ranges moved to where their text begins in `content`.
+fn annotate(delta: &mut ChatMessage, metadata: &Metadata, offset: usize) {
+    let annotations: Vec<Value> = metadata
+        .citations()
+        .iter()
+        .filter_map(|citation| annotation::lower(citation, offset))
+        .collect();
+    if !annotations.is_empty() {
+        delta
+            .extra
+            .insert(ANNOTATIONS.into(), Value::Array(annotations));
+    }
+}
+
+/// The field of a message that holds its annotations.
+const ANNOTATIONS: &str = "annotations";
+
 fn is_refusal(metadata: &Metadata) -> bool {
     metadata.get(REFUSAL_KEY) == Some(&Value::Bool(true))
 }
@@ -423,6 +460,15 @@ fn fold(message: &mut ChatMessage, delta: ChatMessage) {
     }
     append(&mut message.refusal, delta.refusal);
     append(&mut message.reasoning_content, delta.reasoning_content);
+    if let Some(Value::Array(annotations)) = delta.extra.get(ANNOTATIONS) {
+        let held = message
+            .extra
+            .entry(ANNOTATIONS)
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(held) = held {
+            held.extend(annotations.iter().cloned());
+        }
+    }
     for mut call in delta.tool_calls.into_iter().flatten() {
         let calls = message.tool_calls.get_or_insert_default();
         match calls.last_mut() {

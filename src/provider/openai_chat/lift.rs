@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use super::annotation;
 use super::lower::{PROVIDER, REASONING_FIELD_KEY, REFUSAL_KEY};
 use super::types::{CompletionUsage, ContentRead, MessageRead, ResponseRead, ToolCallRead};
 use crate::Error;
@@ -52,6 +53,9 @@ const DONE: &str = "[DONE]";
 /// - `reasoning_content` (GLM, llama.cpp, DeepSeek) or `reasoning` (vLLM,
 ///   Ollama) becomes reasoning; the field's name is kept in the message's
 ///   metadata under [`REASONING_FIELD_KEY`] so that lowering can echo it back;
+/// - `annotations` (`url_citation`s) become [`Citation`](crate::Citation)s of
+///   the text, on an empty text delta after it (see
+///   [`annotation`](super::annotation));
 /// - `refusal` becomes assistant text marked `"refusal": true` in its metadata,
 ///   and turns a `stop` finish into `refusal`;
 /// - usage on any chunk, on a final `choices: []` chunk, or in `x_groq.usage`;
@@ -211,6 +215,19 @@ impl Lifter {
                 .unwrap_or_default();
             self.order.flush(out);
             out.push(Event::TextDelta(TextDelta { text, metadata }));
+        }
+        let citations = delta
+            .annotations
+            .iter()
+            .flatten()
+            .filter_map(annotation::lift);
+        let mut metadata = Metadata::new();
+        metadata.add_citations(citations);
+        if !metadata.is_empty() {
+            out.push(Event::TextDelta(TextDelta {
+                text: String::new(),
+                metadata,
+            }));
         }
         for call in delta.tool_calls.into_iter().flatten() {
             self.lift_call(call, out)?;

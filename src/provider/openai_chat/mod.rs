@@ -34,6 +34,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod annotation;
 mod decode;
 mod encode;
 mod lift;

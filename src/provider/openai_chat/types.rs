@@ -804,6 +804,9 @@ pub struct MessageRead {
     /// Tool calls, or fragments of them.
     #[serde(default)]
     pub tool_calls: Option<Vec<ToolCallRead>>,
+    /// Annotations of the content (`url_citation`s), unchecked.
+    #[serde(default)]
+    pub annotations: Option<Vec<Value>>,
 }
 
 /// A [`MessageContent`] as a client reads it: a string, or an array of parts
