@@ -425,3 +425,30 @@ pub fn with_unknown_fields(
     }
     body
 }
+
+/// Posts `body` as JSON to a gateway at `base` (with an Anthropic client's
+/// `anthropic-version`, which an OpenAI route ignores): the status and the body.
+pub async fn post_to_gateway(base: &str, path: &str, body: &Value) -> (u16, String) {
+    let response = reqwest::Client::new()
+        .post(format!("{base}{path}"))
+        .header("anthropic-version", "2023-06-01")
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+/// The JSON objects of an SSE body (its `data:` lines), or the body itself.
+pub fn body_objects(body: &str) -> Vec<Value> {
+    let data: Vec<Value> = body
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .filter_map(|data| serde_json::from_str(data).ok())
+        .collect();
+    match data.is_empty() {
+        true => vec![serde_json::from_str(body).unwrap()],
+        false => data,
+    }
+}

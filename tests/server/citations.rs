@@ -9,8 +9,8 @@ use lmstack::provider::anthropic::{Anthropic, AnthropicConfig};
 use lmstack::server::Gateway;
 use serde_json::{Value, json};
 
-use crate::common::fixture;
 use crate::common::server::{Answer, Server};
+use crate::common::{body_objects, fixture, post_to_gateway};
 
 const CITED: &str = "Claude Shannon was born on April 30, 1916";
 
@@ -38,31 +38,6 @@ async fn gateway(stream: bool) -> (Server, String) {
     (upstream, format!("http://{address}"))
 }
 
-async fn post(base: &str, path: &str, body: &Value) -> String {
-    let response = reqwest::Client::new()
-        .post(format!("{base}{path}"))
-        .header("anthropic-version", "2023-06-01")
-        .json(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    response.text().await.unwrap()
-}
-
-/// The JSON objects of an SSE body (`data:` lines), or the body itself.
-fn objects(body: &str) -> Vec<Value> {
-    let data: Vec<Value> = body
-        .lines()
-        .filter_map(|line| line.strip_prefix("data: "))
-        .filter_map(|data| serde_json::from_str(data).ok())
-        .collect();
-    match data.is_empty() {
-        true => vec![serde_json::from_str(body).unwrap()],
-        false => data,
-    }
-}
-
 /// The upstream's citation, as the recorded turn holds it.
 fn upstream_citation() -> Value {
     let turn: Value =
@@ -76,9 +51,10 @@ async fn an_anthropic_upstreams_citations_reach_an_openai_client_as_url_annotati
         let (_upstream, base) = gateway(stream).await;
         let request = json!({"model": "claude", "stream": stream,
             "messages": [{"role": "user", "content": "When was Claude Shannon born?"}]});
-        let body = post(&base, "/v1/chat/completions", &request).await;
+        let (status, body) = post_to_gateway(&base, "/v1/chat/completions", &request).await;
+        assert_eq!(status, 200, "{body}");
         let (mut content, mut annotations) = (String::new(), Vec::new());
-        for object in objects(&body) {
+        for object in body_objects(&body) {
             let message = object
                 .pointer("/choices/0/message")
                 .or(object.pointer("/choices/0/delta"));
@@ -115,10 +91,11 @@ async fn an_anthropic_upstreams_citations_reach_an_anthropic_client_on_the_cited
         let (_upstream, base) = gateway(stream).await;
         let request = json!({"model": "claude", "stream": stream, "max_tokens": 256,
             "messages": [{"role": "user", "content": "When was Claude Shannon born?"}]});
-        let body = post(&base, "/v1/messages", &request).await;
+        let (status, body) = post_to_gateway(&base, "/v1/messages", &request).await;
+        assert_eq!(status, 200, "{body}");
         // Each text block with its citations, from the body or the stream.
         let mut blocks: Vec<(String, Vec<Value>)> = Vec::new();
-        for object in objects(&body) {
+        for object in body_objects(&body) {
             match object["type"].as_str() {
                 Some("message") => {
                     for block in object["content"].as_array().unwrap() {

@@ -11,8 +11,8 @@ use lmstack::provider::gemini::{Gemini, GeminiConfig};
 use lmstack::server::Gateway;
 use serde_json::{Value, json};
 
-use crate::common::fixture;
 use crate::common::server::{Answer, Server};
+use crate::common::{body_objects, fixture, post_to_gateway};
 
 const SCHEMA: &str = r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false}"#;
 
@@ -31,33 +31,9 @@ async fn gateway(anthropic: &Server, gemini: &Server) -> String {
     format!("http://{address}")
 }
 
-async fn post(base: &str, path: &str, body: &Value) -> (u16, String) {
-    let response = reqwest::Client::new()
-        .post(format!("{base}{path}"))
-        .header("anthropic-version", "2023-06-01")
-        .json(body)
-        .send()
-        .await
-        .unwrap();
-    (response.status().as_u16(), response.text().await.unwrap())
-}
-
-/// The JSON objects of an SSE body (`data:` lines), or the body itself.
-fn objects(body: &str) -> Vec<Value> {
-    let data: Vec<Value> = body
-        .lines()
-        .filter_map(|line| line.strip_prefix("data: "))
-        .filter_map(|data| serde_json::from_str(data).ok())
-        .collect();
-    match data.is_empty() {
-        true => vec![serde_json::from_str(body).unwrap()],
-        false => data,
-    }
-}
-
 /// The last `usage` an OpenAI body or stream holds.
 fn openai_usage(body: &str) -> Value {
-    let objects = objects(body);
+    let objects = body_objects(body);
     let usage = objects.iter().rev().find_map(|object| object.get("usage"));
     let usage = usage.filter(|usage| !usage.is_null()).cloned();
     usage.unwrap_or_else(|| panic!("no usage in {body}"))
@@ -67,7 +43,7 @@ fn openai_usage(body: &str) -> Value {
 /// `message_delta` usage over it.
 fn anthropic_usage(body: &str) -> Value {
     let mut usage = serde_json::Map::new();
-    for object in objects(body) {
+    for object in body_objects(body) {
         let found = object.get("usage").or(object.pointer("/message/usage"));
         if let Some(Value::Object(found)) = found {
             usage.extend(found.clone());
@@ -105,7 +81,7 @@ async fn an_openai_clients_response_format_reaches_anthropic_and_gemini_in_their
         let gemini = Server::start(vec![gemini_reply(r#"{"city":"Paris"}"#)]).await;
         let base = gateway(&anthropic, &gemini).await;
         for model in ["claude", "gemini"] {
-            let (status, body) = post(
+            let (status, body) = post_to_gateway(
                 &base,
                 "/v1/chat/completions",
                 &openai_request(model, stream),
@@ -137,13 +113,13 @@ async fn a_reply_that_breaks_the_schema_is_an_error_in_both_modes() {
         let gemini = Server::start(vec![gemini_reply(r#"{"town":"Paris"}"#)]).await;
         let base = gateway(&anthropic, &gemini).await;
         for (model, problem) in [("claude", "not the JSON"), ("gemini", "does not match")] {
-            let (status, body) = post(
+            let (status, body) = post_to_gateway(
                 &base,
                 "/v1/chat/completions",
                 &openai_request(model, stream),
             )
             .await;
-            let error = objects(&body)
+            let error = body_objects(&body)
                 .into_iter()
                 .find_map(|object| object.get("error").cloned())
                 .unwrap_or_else(|| panic!("{model}, stream {stream}: no error in {body}"));
@@ -180,7 +156,7 @@ async fn cache_and_reasoning_figures_reach_each_client_format_in_both_modes() {
         };
 
         {
-            let (_, body) = post(&base, "/v1/chat/completions", &openai("claude")).await;
+            let (_, body) = post_to_gateway(&base, "/v1/chat/completions", &openai("claude")).await;
             let usage = openai_usage(&body);
             assert_eq!(usage["prompt_tokens"], 9 + 619 + 12055, "{usage}");
             assert_eq!(usage["completion_tokens"], 732);
@@ -188,7 +164,7 @@ async fn cache_and_reasoning_figures_reach_each_client_format_in_both_modes() {
                 usage["prompt_tokens_details"],
                 json!({"cached_tokens": 12055, "cache_write_tokens": 619})
             );
-            let (_, body) = post(&base, "/v1/chat/completions", &openai("gemini")).await;
+            let (_, body) = post_to_gateway(&base, "/v1/chat/completions", &openai("gemini")).await;
             let usage = openai_usage(&body);
             let counts = (&usage["prompt_tokens"], &usage["completion_tokens"]);
             assert_eq!(counts, (&json!(100), &json!(25)));
@@ -198,7 +174,7 @@ async fn cache_and_reasoning_figures_reach_each_client_format_in_both_modes() {
                 json!({"reasoning_tokens": 20})
             );
         }
-        let (_, body) = post(&base, "/v1/messages", &messages("claude")).await;
+        let (_, body) = post_to_gateway(&base, "/v1/messages", &messages("claude")).await;
         let usage = anthropic_usage(&body);
         assert_eq!(
             (&usage["input_tokens"], &usage["cache_read_input_tokens"]),
@@ -209,7 +185,7 @@ async fn cache_and_reasoning_figures_reach_each_client_format_in_both_modes() {
         assert_eq!(usage["output_tokens"], 732);
 
         // Gemini: 100 prompt tokens, 64 of them cached; 5 + 20 thinking out.
-        let (_, body) = post(&base, "/v1/messages", &messages("gemini")).await;
+        let (_, body) = post_to_gateway(&base, "/v1/messages", &messages("gemini")).await;
         let usage = anthropic_usage(&body);
         assert_eq!(
             (
