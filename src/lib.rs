@@ -105,6 +105,7 @@ mod text;
 #[cfg(any(feature = "http", feature = "mcp"))]
 mod tls;
 pub mod transcript;
+mod validation;
 
 pub use error::{BoxError, Error};
 

@@ -9,6 +9,7 @@ use jsonschema::Validator;
 use serde::de::IgnoredAny;
 use serde_json::Value;
 
+use crate::validation::violations;
 use crate::{Error, ToolSpec};
 
 /// Compiled schemas by tool name. A tool whose schema changes is compiled
@@ -80,31 +81,6 @@ pub(crate) fn check(validator: &Validator, tool: &str, arguments: &Value) -> Res
     violations(validator, arguments).map_err(|problems| {
         format!("the arguments of `{tool}` do not match its schema: {problems}")
     })
-}
-
-/// Checks `value` against `validator`; the error lists every violation with
-/// where it is, joined by `; `.
-pub(crate) fn violations(validator: &Validator, value: &Value) -> Result<(), String> {
-    // The common case first: `is_valid` stops at once and builds no errors.
-    if validator.is_valid(value) {
-        return Ok(());
-    }
-    let problems: Vec<String> = validator
-        .iter_errors(value)
-        .map(|error| {
-            let path = error.instance_path().to_string();
-            if path.is_empty() {
-                error.to_string()
-            } else {
-                format!("at `{path}`: {error}")
-            }
-        })
-        .collect();
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems.join("; "))
-    }
 }
 
 /// How the schema types one named parameter, for dialects that write values as

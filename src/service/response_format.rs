@@ -165,7 +165,7 @@ impl OutputCheck {
                 "the reply is JSON but not the object the response format asks for".into(),
             )),
             None => Ok(value),
-            Some(validator) => crate::schema::violations(validator, &value)
+            Some(validator) => crate::validation::violations(validator, &value)
                 .map(|()| value)
                 .map_err(|problems| {
                     invalid(format!(
