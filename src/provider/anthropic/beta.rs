@@ -8,8 +8,11 @@
 use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 
-use super::lower::PROVIDER;
 use crate::Error;
+use crate::provider::Kind;
+
+/// The wire, in this module's messages.
+const PROVIDER: &str = Kind::Anthropic.name();
 
 /// The `options.extra` key of the beta flags a request is sent with: an array
 /// of flag strings (a string of comma-separated flags is read too). The
