@@ -10,6 +10,7 @@
 //! - [`json_in_reply`]: the JSON value in a reply, for tools that ask a model
 //!   for JSON.
 
+mod answer_format;
 mod dialect;
 mod history;
 mod json_text;
@@ -28,5 +29,5 @@ pub use history::HistoryReader;
 pub use metadata::{TOOL_AGGREGATES_KEY, TOOL_CALL_IDS_KEY, TOOL_METADATA_KEY};
 pub use parser::{IncrementalParser, NaturalToolUseParser, OnInvalid, ParserMachine};
 pub use reply_json::json_in_reply;
-pub use tool_use::NaturalToolUse;
+pub use tool_use::{NaturalToolUse, NaturalToolUseMachine};
 pub use transformer::{Consolidation, NaturalToolUseTransformer, TransformerMachine};

@@ -9,9 +9,9 @@ use crate::message::{MultimodalMessage, TextMessage};
 use crate::{ContentBlock, Message, Role, ToolChoice, ToolSpec};
 
 /// How the section starts: also how an earlier one is found.
-const START: &str = "# Tools\n\nYou can call tools to help you answer.";
+pub(crate) const START: &str = "# Tools\n\nYou can call tools to help you answer.";
 /// How the section ends.
-const END: &str = "Call a tool only when you need it; otherwise answer directly.";
+pub(crate) const END: &str = "Call a tool only when you need it; otherwise answer directly.";
 
 /// The section for `tools`: each tool's name, description, JSON Schema and one
 /// example call in `dialect`, then how calls and results go (in words that fit
@@ -54,14 +54,15 @@ pub(crate) fn section(tools: &[ToolSpec], choice: Option<&ToolChoice>, dialect: 
     text
 }
 
-/// Puts `section` into the system message — once: a history that holds it
-/// already is left alone, an earlier section is replaced, and without a system
+/// Puts `section`, which runs from `start` to `end`, into the system message
+/// — once: a history that holds it already is left alone, an earlier section
+/// (from `start` to `end`, or to the text's end) is replaced, and without a system
 /// message one is created first. Only the system messages that open the
 /// history count: one in the middle of the conversation is left alone. The
 /// section goes at the end of the first one's text, the same every turn, so
 /// a client's cache breakpoints stay on their blocks and the prompt's prefix
 /// stays cacheable.
-pub(crate) fn install(messages: &mut Vec<Message>, section: &str) {
+pub(crate) fn install(messages: &mut Vec<Message>, section: &str, start: &str, end: &str) {
     let mut leading = messages
         .iter_mut()
         .take_while(|message| message.role() == Role::System);
@@ -76,7 +77,7 @@ pub(crate) fn install(messages: &mut Vec<Message>, section: &str) {
             content,
             ..
         }) => {
-            let holds_section = |b: &ContentBlock| b.as_text().is_some_and(|t| t.contains(START));
+            let holds_section = |b: &ContentBlock| b.as_text().is_some_and(|t| t.contains(start));
             let at = content.iter().position(holds_section).unwrap_or_else(|| {
                 content.push(ContentBlock::text(""));
                 content.len() - 1
@@ -92,11 +93,11 @@ pub(crate) fn install(messages: &mut Vec<Message>, section: &str) {
         messages.insert(0, Message::system(section));
         return;
     };
-    if let Some(start) = text.find(START) {
-        let end = text[start..]
-            .find(END)
-            .map_or(text.len(), |at| start + at + END.len());
-        text.replace_range(start..end, section);
+    if let Some(from) = text.find(start) {
+        let to = text[from..]
+            .find(end)
+            .map_or(text.len(), |at| from + at + end.len());
+        text.replace_range(from..to, section);
     } else {
         if !text.is_empty() {
             text.push_str("\n\n");
@@ -253,9 +254,9 @@ mod tests {
         let tools = [ToolSpec::new("add", "Adds.", json!({"type": "object"}))];
         let first = section(&tools, None, Dialect::Tagged);
         let mut messages = vec![Message::system("Be brief."), Message::user("hi")];
-        install(&mut messages, &first);
+        install(&mut messages, &first, START, END);
         let once = messages.clone();
-        install(&mut messages, &first);
+        install(&mut messages, &first, START, END);
         assert_eq!(messages, once);
         assert_eq!(
             messages[0].as_text().unwrap(),
@@ -263,7 +264,7 @@ mod tests {
         );
 
         let second = section(&tools, Some(&ToolChoice::Required), Dialect::Hermes);
-        install(&mut messages, &second);
+        install(&mut messages, &second, START, END);
         assert_eq!(
             messages[0].as_text().unwrap(),
             format!("Be brief.\n\n{second}")
@@ -274,8 +275,8 @@ mod tests {
             Role::System,
             vec![ContentBlock::text("Brand:"), logo.clone()],
         )];
-        install(&mut multimodal, &first);
-        install(&mut multimodal, &first);
+        install(&mut multimodal, &first, START, END);
+        install(&mut multimodal, &first, START, END);
         assert_eq!(
             multimodal[0],
             Message::multimodal(
@@ -289,11 +290,11 @@ mod tests {
         );
 
         let mut bare = vec![Message::user("hi")];
-        install(&mut bare, &first);
+        install(&mut bare, &first, START, END);
         assert_eq!(bare[0], Message::system(first.clone()));
 
         let mut late = vec![Message::user("hi"), Message::system("Now be terse.")];
-        install(&mut late, &first);
+        install(&mut late, &first, START, END);
         assert_eq!(
             late,
             vec![

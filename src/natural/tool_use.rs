@@ -1,12 +1,13 @@
 //! The `NaturalToolUse` layer: makes a model without native tool calling
 //! tool-capable.
 
+use super::answer_format::{self, AnswerJson};
 use super::dialect::Dialect;
 use super::parser::{NaturalToolUseParser, ParserMachine};
 use super::prompt;
 use super::transformer::{Consolidation, NaturalToolUseTransformer};
-use crate::service::MachineFactory;
-use crate::{ChatRequest, Error, Message, ToolChoice};
+use crate::service::{Machine, MachineFactory, Output};
+use crate::{ChatRequest, Error, Event, Message, ToolChoice};
 
 /// Tool calling for models that only read and write text: the transformer on
 /// the way in, the parser on the way out.
@@ -23,7 +24,19 @@ use crate::{ChatRequest, Error, Message, ToolChoice};
 /// - the native `tools` and `tool_choice` are removed from the options sent on;
 /// - the reply goes through the [`NaturalToolUseParser`], which checks calls
 ///   against the request's tools and its `tool_choice`: a call the choice does
-///   not allow (any call under `none`) is marked invalid, never a plain call.
+///   not allow (any call under `none`) is marked invalid, never a plain call;
+/// - a `response_format` goes into the system prompt too (a section asking for
+///   only a JSON value matching the schema, shown as pretty JSON), and the
+///   final answer — a reply that calls no tool — is read for its JSON: a text
+///   that wraps it (a ```` ```json ```` fence, prose around it) becomes the
+///   JSON alone (compact); a text without JSON is left as it is. The answer's
+///   text then comes out whole when the reply ends, in both modes. The format
+///   is sent on as well (a server such as llama.cpp constrains the output to
+///   it, and the provider checks the reply) unless tools are described in the
+///   prompt — a format enforced below would forbid a call written as text —
+///   or [`native_response_format(false)`](Self::native_response_format) says
+///   the server takes none; then this layer checks the answer itself
+///   ([`Error::InvalidOutput`]).
 ///
 /// On its own, it turns a text-only model's `<tool_call>` text into a tool call
 /// and shows the model the tools as text; placed under the function layer
@@ -54,10 +67,21 @@ use crate::{ChatRequest, Error, Message, ToolChoice};
 /// # Ok::<(), lmstack::Error>(())
 /// # }).unwrap();
 /// ```
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct NaturalToolUse {
     transformer: NaturalToolUseTransformer,
     parser: NaturalToolUseParser,
+    native_response_format: bool,
+}
+
+impl Default for NaturalToolUse {
+    fn default() -> Self {
+        NaturalToolUse {
+            transformer: NaturalToolUseTransformer::default(),
+            parser: NaturalToolUseParser::default(),
+            native_response_format: true,
+        }
+    }
 }
 
 impl NaturalToolUse {
@@ -149,23 +173,131 @@ impl NaturalToolUse {
         self.parser = parser;
         self
     }
+
+    /// Whether a request's `response_format` is sent on to the server when no
+    /// tools are described in the prompt (on by default: servers such as
+    /// llama.cpp and vLLM constrain the output to it). Off, for a server that
+    /// takes none, the format is only asked for in the prompt and this layer
+    /// checks the answer.
+    ///
+    /// ```
+    /// use lmstack::natural::NaturalToolUse;
+    /// use lmstack::testing::ScriptedModel;
+    /// use lmstack::{ChatRequest, Message, ResponseFormat};
+    /// use serde_json::json;
+    /// use tower::{Layer, ServiceExt};
+    ///
+    /// # futures::executor::block_on(async {
+    /// let model = ScriptedModel::new().reply("Sure:\n```json\n{\"city\": \"Paris\"}\n```");
+    /// let format = ResponseFormat::json_schema(json!({"type": "object", "required": ["city"]}));
+    /// let mut request = ChatRequest::new(vec![Message::user("Capital of France?")]);
+    /// request.options.response_format = Some(format);
+    /// let layer = NaturalToolUse::new().native_response_format(false);
+    /// let reply = layer.layer(model.clone()).oneshot(request).await?;
+    /// assert_eq!(reply.collect().await?, vec![Message::assistant(r#"{"city":"Paris"}"#)]);
+    ///
+    /// let sent = &model.requests()[0];
+    /// assert!(sent.options.response_format.is_none());
+    /// assert!(sent.messages[0].as_text().unwrap().contains("\"required\": [\n    \"city\"\n  ]"));
+    /// # Ok::<(), lmstack::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn native_response_format(mut self, sent_on: bool) -> Self {
+        self.native_response_format = sent_on;
+        self
+    }
 }
 
 crate::service::factory_layer!(NaturalToolUse);
 
 impl MachineFactory for NaturalToolUse {
-    type Machine = ParserMachine;
+    type Machine = NaturalToolUseMachine;
 
-    fn start(&self, request: &mut ChatRequest) -> Result<ParserMachine, Error> {
+    fn start(&self, request: &mut ChatRequest) -> Result<NaturalToolUseMachine, Error> {
         let id_base = request.messages.iter().map(|m| m.calls().len()).sum();
         let tools = std::mem::take(&mut request.options.tools);
         let choice = request.options.tool_choice.take();
         let history: Vec<Message> = std::mem::take(&mut request.messages);
         request.messages = self.transformer.render(history)?;
-        if !tools.is_empty() && choice != Some(ToolChoice::None) {
+        let described = !tools.is_empty() && choice != Some(ToolChoice::None);
+        if described {
             let section = prompt::section(&tools, choice.as_ref(), self.transformer.written());
-            prompt::install(&mut request.messages, &section);
+            prompt::install(&mut request.messages, &section, prompt::START, prompt::END);
         }
-        self.parser.machine_for(&tools, choice.as_ref(), id_base)
+        let answer = match request.options.response_format.clone() {
+            Some(format) => {
+                let section = answer_format::section(&format);
+                let (start, end) = (answer_format::START, answer_format::END);
+                prompt::install(&mut request.messages, &section, start, end);
+                let sent_on = self.native_response_format && !described;
+                if !sent_on {
+                    request.options.response_format = None;
+                }
+                Some(AnswerJson::new(&format, !sent_on)?)
+            }
+            None => None,
+        };
+        Ok(NaturalToolUseMachine {
+            parser: self.parser.machine_for(&tools, choice.as_ref(), id_base)?,
+            answer,
+            parsed: Output::new(),
+        })
+    }
+}
+
+/// The [`NaturalToolUse`] layer's machine for one reply: the
+/// [`ParserMachine`], then, for a request with a `response_format`, the
+/// reading of the answer's JSON.
+#[derive(Debug)]
+pub struct NaturalToolUseMachine {
+    parser: ParserMachine,
+    answer: Option<AnswerJson>,
+    /// The parser's output, on its way to the answer's reader; one queue,
+    /// kept with its memory.
+    parsed: Output,
+}
+
+impl NaturalToolUseMachine {
+    /// The parser's output so far goes on.
+    fn forward(&mut self, out: &mut Output) {
+        while let Some(event) = self.parsed.pop() {
+            match &mut self.answer {
+                Some(answer) => answer.push(event, out),
+                None => out.push(event),
+            }
+        }
+    }
+}
+
+impl NaturalToolUseMachine {
+    /// A reply that fails keeps everything before the fault: the answer held
+    /// goes out as it came.
+    fn release_on_error(&mut self, outcome: &Result<(), Error>, out: &mut Output) {
+        if let (Err(_), Some(answer)) = (outcome, &mut self.answer) {
+            answer.release(out);
+        }
+    }
+}
+
+impl Machine for NaturalToolUseMachine {
+    type In = Event;
+    type Out = Event;
+
+    fn push(&mut self, event: Event, out: &mut Output) -> Result<(), Error> {
+        let pushed = self.parser.push(event, &mut self.parsed);
+        self.forward(out);
+        self.release_on_error(&pushed, out);
+        pushed
+    }
+
+    fn finish(&mut self, out: &mut Output) -> Result<(), Error> {
+        let finished = self.parser.finish(&mut self.parsed);
+        self.forward(out);
+        self.release_on_error(&finished, out);
+        finished?;
+        match &mut self.answer {
+            Some(answer) => answer.finish(out),
+            None => Ok(()),
+        }
     }
 }

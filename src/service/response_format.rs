@@ -152,7 +152,8 @@ impl OutputCheck {
         self.check(stage, &text).map(Some)
     }
 
-    fn check(&self, stage: &'static str, text: &str) -> Result<Value, Error> {
+    /// Checks `text`: the JSON it is, or [`Error::InvalidOutput`] from `stage`.
+    pub(crate) fn check(&self, stage: &'static str, text: &str) -> Result<Value, Error> {
         let invalid = |message: String| Error::InvalidOutput { stage, message };
         let value: Value = serde_json::from_str(text.trim()).map_err(|error| {
             invalid(format!(

@@ -7,6 +7,7 @@
 #[path = "../common/regressions.rs"]
 mod regressions;
 
+mod answer_format;
 mod dialects;
 mod parser;
 mod parser_faults;
