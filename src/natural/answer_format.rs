@@ -45,19 +45,29 @@ pub(crate) fn section(format: &ResponseFormat) -> String {
 /// a request that was sent on without its format).
 #[derive(Debug)]
 pub(crate) struct AnswerJson {
+    /// The most bytes of answer text held ([`ANSWER_LIMIT`] unless a test
+    /// says otherwise).
+    limit: usize,
     check: Option<OutputCheck>,
     held: Vec<Event>,
     /// The text of the held events.
     text: String,
-    /// A tool call went out: the reply is no answer, nothing more is held.
+    /// A tool call went out, or the answer outgrew the limit: nothing more is
+    /// held.
     called: bool,
 }
+
+/// The most bytes of answer text held for its JSON (16 MiB): past it, what is
+/// held goes out as it came and the reply ends with
+/// [`Error::LimitExceeded`].
+pub(crate) const ANSWER_LIMIT: usize = 16 << 20;
 
 impl AnswerJson {
     /// The holder for `format`, checking the answer itself when `check`; a
     /// schema that is not one is [`Error::InvalidRequest`].
     pub(crate) fn new(format: &ResponseFormat, check: bool) -> Result<Self, Error> {
         Ok(AnswerJson {
+            limit: ANSWER_LIMIT,
             check: check.then(|| OutputCheck::new(format)).transpose()?,
             held: Vec::new(),
             text: String::new(),
@@ -65,11 +75,12 @@ impl AnswerJson {
         })
     }
 
-    /// Takes one event of the reply (after the parser).
-    pub(crate) fn push(&mut self, event: Event, out: &mut Output) {
+    /// Takes one event of the reply (after the parser). An answer past the
+    /// limit is [`Error::LimitExceeded`], after everything held and `event`.
+    pub(crate) fn push(&mut self, event: Event, out: &mut Output) -> Result<(), Error> {
         if self.called {
             out.push(event);
-            return;
+            return Ok(());
         }
         let text = match &event {
             Event::TextDelta(delta) => Some(delta.text.as_str()),
@@ -88,6 +99,16 @@ impl AnswerJson {
             self.release(out);
             out.push(event);
         } else if let Some(text) = text {
+            if self.text.len() + text.len() > self.limit {
+                self.called = true;
+                self.release(out);
+                out.push(event);
+                return Err(Error::LimitExceeded {
+                    stage: "natural tool use",
+                    what: "the answer held for its JSON",
+                    limit: self.limit,
+                });
+            }
             self.text.push_str(text);
             self.held.push(event);
         } else if self.held.is_empty() {
@@ -95,6 +116,7 @@ impl AnswerJson {
         } else {
             self.held.push(event);
         }
+        Ok(())
     }
 
     /// The reply failed: what is held goes out as it came.
@@ -162,11 +184,28 @@ mod tests {
     ) -> (Vec<Event>, Result<(), Error>) {
         let mut answer = AnswerJson::new(format, check).unwrap();
         let mut out = Output::new();
-        events
-            .into_iter()
-            .for_each(|event| answer.push(event, &mut out));
+        for event in events {
+            answer.push(event, &mut out).unwrap();
+        }
         let ended = answer.finish(&mut out);
         (std::iter::from_fn(|| out.pop()).collect(), ended)
+    }
+
+    #[test]
+    fn an_answer_past_the_limit_goes_out_as_it_came_then_fails() {
+        let mut answer = AnswerJson::new(&ResponseFormat::JsonObject, false).unwrap();
+        answer.limit = 12;
+        let mut out = Output::new();
+        answer.push(Event::text("Here: {\"a\""), &mut out).unwrap();
+        let error = answer.push(Event::text(": 1}"), &mut out).unwrap_err();
+        assert!(
+            matches!(error, Error::LimitExceeded { limit: 12, .. }),
+            "{error}"
+        );
+        answer.push(Event::text(" more"), &mut out).unwrap();
+        let texts: Vec<Event> = std::iter::from_fn(|| out.pop()).collect();
+        let expected = ["Here: {\"a\"", ": 1}", " more"].map(Event::text);
+        assert_eq!(texts, expected);
     }
 
     #[test]

@@ -258,14 +258,17 @@ pub struct NaturalToolUseMachine {
 }
 
 impl NaturalToolUseMachine {
-    /// The parser's output so far goes on.
-    fn forward(&mut self, out: &mut Output) {
+    /// The parser's output so far goes on; the answer's reader may fail (its
+    /// limit), after which the rest goes on as it is.
+    fn forward(&mut self, out: &mut Output) -> Result<(), Error> {
+        let mut forwarded = Ok(());
         while let Some(event) = self.parsed.pop() {
             match &mut self.answer {
-                Some(answer) => answer.push(event, out),
-                None => out.push(event),
+                Some(answer) if forwarded.is_ok() => forwarded = answer.push(event, out),
+                _ => out.push(event),
             }
         }
+        forwarded
     }
 }
 
@@ -285,14 +288,14 @@ impl Machine for NaturalToolUseMachine {
 
     fn push(&mut self, event: Event, out: &mut Output) -> Result<(), Error> {
         let pushed = self.parser.push(event, &mut self.parsed);
-        self.forward(out);
+        let pushed = self.forward(out).and(pushed);
         self.release_on_error(&pushed, out);
         pushed
     }
 
     fn finish(&mut self, out: &mut Output) -> Result<(), Error> {
         let finished = self.parser.finish(&mut self.parsed);
-        self.forward(out);
+        let finished = self.forward(out).and(finished);
         self.release_on_error(&finished, out);
         finished?;
         match &mut self.answer {
