@@ -48,6 +48,8 @@ mod fuzz;
 mod interleaved;
 #[cfg(all(feature = "openai", feature = "anthropic", feature = "gemini"))]
 mod refused;
+#[cfg(all(feature = "openai", feature = "anthropic"))]
+mod reply_extras;
 #[cfg(feature = "openai")]
 mod secrets;
 mod sse;

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use super::citation;
-use super::lower::{BLOCK_KEY, call_block, reasoning_block};
+use super::lower::{BLOCK_KEY, EXTRA_KEY, call_block, reasoning_block};
 use super::types::{
     self, Block, Delta, ErrorBody, ErrorObject, MessageDelta, Response, StreamEvent, TextBlock,
     ThinkingBlock,
@@ -16,6 +16,7 @@ use super::types::{
 use crate::message::{Citation, Event, FinishReason, Joiner, Message, Role, ToolCallDelta, Usage};
 use crate::provider::EncodeReply;
 use crate::provider::sse::encode_event;
+use crate::provider::wire_extra;
 use crate::service::Output;
 use crate::{ContentBlock, Error};
 
@@ -103,8 +104,11 @@ fn error_object(status: u16, error: &Error) -> ErrorBody {
 ///   holds the uncited text just before it;
 /// - whole messages (from non-streaming stages) become whole blocks: assistant
 ///   text, reasoning (`redacted_thinking` when redacted), calls; an assistant
-///   text holding a raw block under [`BLOCK_KEY`] is that block. User and
-///   system messages, media of an assistant message, and the `tool_results`
+///   text holding a raw block under [`BLOCK_KEY`] is that block;
+/// - the fields of a text delta or an assistant text kept under [`EXTRA_KEY`]
+///   (an Anthropic upstream's unknown fields of a `text` block) start a text
+///   block of their own holding them (a tool call's kept fields are its
+///   block's, [`BLOCK_KEY`]). User and system messages, media of an assistant message, and the `tool_results`
 ///   and `tool_aggregate` messages of a gateway's own tool loop are not part
 ///   of a Messages response and are skipped: only the model's content reaches
 ///   the client;
@@ -312,12 +316,18 @@ impl ReplyEncoder {
         self.emit(StreamEvent::ContentBlockDelta { index, delta });
     }
 
-    fn text(&mut self, text: String) {
+    /// Adds text to the text block open, or to a new one; `fields` (kept
+    /// under [`EXTRA_KEY`]) start a new block of their own, which holds them.
+    fn text(&mut self, text: String, fields: Map<String, Value>) {
         if text.is_empty() {
             return;
         }
-        if !matches!(self.open, Some(Open::Text)) {
-            self.open_block(Block::Text(TextBlock::new("")), Open::Text);
+        if !fields.is_empty() || !matches!(self.open, Some(Open::Text)) {
+            let block = TextBlock {
+                text: String::new(),
+                extra: fields,
+            };
+            self.open_block(Block::Text(block), Open::Text);
         }
         self.delta(Delta::TextDelta { text });
     }
@@ -417,8 +427,9 @@ impl ReplyEncoder {
                     }
                     _ => {
                         let citations = text.metadata.citations();
+                        let mut fields = wire_extra::kept(&text.metadata, EXTRA_KEY);
                         for (piece, cited) in citation::split(&text.text, &citations) {
-                            self.text(piece.to_owned());
+                            self.text(piece.to_owned(), mem::take(&mut fields));
                             self.cite(cited);
                             self.close();
                         }
@@ -427,7 +438,7 @@ impl ReplyEncoder {
             }
             Message::Multimodal(multimodal) if multimodal.role == Role::Assistant => {
                 let text = multimodal.content.iter().filter_map(ContentBlock::as_text);
-                self.text(text.collect());
+                self.text(text.collect(), Map::new());
             }
             Message::Reasoning(reasoning) if reasoning.redacted => {
                 if let Some(block) = reasoning_block(&reasoning) {
@@ -571,7 +582,7 @@ impl EncodeReply for ReplyEncoder {
         self.joined_text();
         match event {
             Event::TextDelta(delta) => {
-                self.text(delta.text);
+                self.text(delta.text, wire_extra::kept(&delta.metadata, EXTRA_KEY));
                 self.cite(&delta.metadata.citations());
             }
             Event::ReasoningDelta(delta) => self.reasoning(delta.text, delta.signature),

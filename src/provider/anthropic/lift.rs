@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::citation;
-use super::lower::{BLOCK_KEY, PROVIDER};
+use super::lower::{BLOCK_KEY, EXTRA_KEY, PROVIDER};
 use super::types::{self, Delta, Response, StreamEvent};
 
 /// The key of [`Usage::metadata`] that holds the input tokens this request
@@ -23,6 +23,7 @@ use crate::provider::body::{Lift, excerpt, malformed, token_count, truncated};
 use crate::provider::call_order::CallOrder;
 use crate::provider::error::ProviderError;
 use crate::provider::sse::SseEvent;
+use crate::provider::wire_extra;
 use crate::service::Output;
 
 /// Lifts Anthropic Messages responses — a streamed series of events, or a whole
@@ -52,6 +53,8 @@ use crate::service::Output;
 ///   without deltas (a whole body) gives its `input`. Fields of the block other
 ///   than `type`, `id`, `name` and `input` (`caller`) are kept in the call's
 ///   metadata under [`BLOCK_KEY`], so lowering sends the block back as it came;
+/// - a `text` block's fields other than `text` and `citations` are kept under
+///   [`EXTRA_KEY`] on its first delta, for the Anthropic encoder to write back;
 /// - server tools: `server_tool_use` and `mcp_tool_use` → a call marked
 ///   `provider_executed` (its block's type under [`BLOCK_KEY`]); their results
 ///   (`web_search_tool_result`, any other `*_tool_result` block) → an assistant
@@ -269,7 +272,11 @@ impl Lifter {
                     citations,
                     ..Cited::default()
                 };
-                let mut state = Block::Text(Some(self.metadata()), cited);
+                // The block's fields past `text` and `citations`, for an
+                // Anthropic client.
+                let mut metadata = self.metadata();
+                wire_extra::keep(&mut metadata, EXTRA_KEY, block.extra);
+                let mut state = Block::Text(Some(metadata), cited);
                 if !block.text.is_empty() {
                     self.text(&mut state, block.text, out);
                 }

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::annotation;
-use super::lower::{REFUSAL_KEY, lower_call};
+use super::lower::{EXTRA_KEY, REFUSAL_KEY, lower_call};
 use super::types::{
     ChatCompletion, ChatMessage, ChatRole, Choice, ChunkChoice, CompletionTokensDetails,
     CompletionUsage, ErrorBody, ErrorObject, FunctionCall, MessageContent, PromptTokensDetails,
@@ -20,6 +20,7 @@ use super::types::{
 use crate::message::{Metadata, Usage};
 use crate::provider::EncodeReply;
 use crate::provider::sse::encode_event;
+use crate::provider::wire_extra;
 use crate::service::Output;
 use crate::{ChatRequest, ContentBlock, Error, Event, FinishReason, Message, Role, ToolCallDelta};
 
@@ -34,6 +35,10 @@ use crate::{ChatRequest, ContentBlock, Error, Event, FinishReason, Message, Role
 /// - text deltas and assistant text messages → `content`; text marked
 ///   [`REFUSAL_KEY`] → `refusal`; reasoning → `reasoning_content` (redacted
 ///   reasoning is left out);
+/// - the fields kept under [`EXTRA_KEY`] (the OpenAI lifter's or decoder's)
+///   on text deltas and assistant text → the message's (the delta's) fields,
+///   on a call → the call's: an OpenAI upstream's unknown fields reach the
+///   client as they came;
 /// - tool call deltas and `tool_calls` messages → `tool_calls`, numbered 0, 1, …
 ///   across the reply, each call's first fragment with its `id`, `type` and
 ///   `function.name`. Calls the provider ran itself are left out: the client
@@ -187,6 +192,9 @@ impl ReplyEncoder {
                 if !text.metadata.is_empty() {
                     self.refusal = is_refusal(&text.metadata);
                     annotate(&mut delta, &text.metadata, start);
+                    delta
+                        .extra
+                        .extend(wire_extra::kept(&text.metadata, EXTRA_KEY));
                 }
                 if self.refusal {
                     delta.refusal = Some(text.text).filter(|text| !text.is_empty());
@@ -263,7 +271,7 @@ impl ReplyEncoder {
                 name: Some(name.unwrap_or_default()),
                 arguments: Some(fragment.arguments_delta),
             },
-            ..WireToolCall::default()
+            extra: wire_extra::kept(&fragment.metadata, EXTRA_KEY),
         })
     }
 
@@ -273,15 +281,18 @@ impl ReplyEncoder {
         let mut delta = ChatMessage::default();
         match message {
             Message::Text(text) if text.role == Role::Assistant => {
-                if text.text.is_empty() {
+                if text.text.is_empty() && wire_extra::kept(&text.metadata, EXTRA_KEY).is_empty() {
                     return Ok(None);
                 }
+                delta.extra = wire_extra::kept(&text.metadata, EXTRA_KEY);
                 if is_refusal(&text.metadata) {
-                    delta.refusal = Some(text.text);
+                    delta.refusal = Some(text.text).filter(|text| !text.is_empty());
                 } else {
                     annotate(&mut delta, &text.metadata, self.content_chars);
-                    self.content_chars += text.text.chars().count();
-                    delta.content = Some(MessageContent::Text(text.text));
+                    if !text.text.is_empty() {
+                        self.content_chars += text.text.chars().count();
+                        delta.content = Some(MessageContent::Text(text.text));
+                    }
                 }
             }
             Message::Multimodal(multimodal) if multimodal.role == Role::Assistant => {
@@ -460,13 +471,14 @@ fn fold(message: &mut ChatMessage, delta: ChatMessage) {
     }
     append(&mut message.refusal, delta.refusal);
     append(&mut message.reasoning_content, delta.reasoning_content);
-    if let Some(Value::Array(annotations)) = delta.extra.get(ANNOTATIONS) {
-        let held = message
-            .extra
-            .entry(ANNOTATIONS)
-            .or_insert_with(|| Value::Array(Vec::new()));
-        if let Value::Array(held) = held {
-            held.extend(annotations.iter().cloned());
+    for (field, value) in delta.extra {
+        match (message.extra.get_mut(&field), value) {
+            (Some(Value::Array(held)), Value::Array(annotations)) if field == ANNOTATIONS => {
+                held.extend(annotations)
+            }
+            (_, value) => {
+                message.extra.insert(field, value);
+            }
         }
     }
     for mut call in delta.tool_calls.into_iter().flatten() {

@@ -3,10 +3,10 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::annotation;
-use super::lower::{PROVIDER, REASONING_FIELD_KEY, REFUSAL_KEY};
+use super::lower::{EXTRA_KEY, PROVIDER, REASONING_FIELD_KEY, REFUSAL_KEY};
 use super::types::{CompletionUsage, ContentRead, MessageRead, ResponseRead, ToolCallRead};
 use crate::Error;
 use crate::message::{
@@ -16,6 +16,7 @@ use crate::provider::body::{Lift, malformed, parse, truncated};
 use crate::provider::call_order::CallOrder;
 use crate::provider::error::ProviderError;
 use crate::provider::sse::SseEvent;
+use crate::provider::wire_extra;
 use crate::service::Output;
 
 /// The data of the event that ends a stream.
@@ -67,7 +68,12 @@ const DONE: &str = "[DONE]";
 ///   function calls → `tool_calls`, as Ollama and vLLM sometimes send `stop`);
 /// - an `error` object in the body or in a chunk becomes
 ///   [`Error::Provider`](crate::Error::Provider);
-/// - unknown fields are ignored; only the first choice (`index` 0) is lifted;
+/// - a whole body's message's unknown fields (`audio`, a vendor's) are kept
+///   under [`EXTRA_KEY`] on an empty text delta after its text (merged into
+///   the text message by the joiner), a tool call's (but a server-side call's
+///   payload) under [`EXTRA_KEY`] on its first delta, both modes: the OpenAI
+///   encoder writes them back in place. Other unknown fields (a stream delta's,
+///   the body's) are ignored; only the first choice (`index` 0) is lifted;
 /// - a stream that ends with neither `[DONE]` nor a finish reason is
 ///   [`TransportErrorKind::Truncated`](crate::provider::TransportErrorKind::Truncated).
 ///
@@ -157,8 +163,14 @@ impl Lifter {
             self.generation_id = chunk.id.filter(|id| !id.is_empty()).map(Cow::into_owned);
         }
         for choice in chunk.choices.into_iter().filter(|choice| choice.index == 0) {
-            if let Some(delta) = choice.message.or(choice.delta) {
-                self.lift_delta(delta, out)?;
+            if let Some(mut message) = choice.message {
+                // A whole message's fields with no canonical place; a stream
+                // delta's are not kept.
+                let mut rest = std::mem::take(&mut message.rest);
+                rest.remove("role");
+                self.lift_delta(message, rest, out)?;
+            } else if let Some(delta) = choice.delta {
+                self.lift_delta(delta, Map::new(), out)?;
             }
             if let Some(reason) = choice.finish_reason {
                 self.finish_reason = Some(reason);
@@ -173,7 +185,13 @@ impl Lifter {
         Ok(())
     }
 
-    fn lift_delta(&mut self, delta: MessageRead, out: &mut Output) -> Result<(), Error> {
+    /// Lifts a delta (or a whole message), with `rest`, its fields to keep.
+    fn lift_delta(
+        &mut self,
+        delta: MessageRead,
+        rest: Map<String, Value>,
+        out: &mut Output,
+    ) -> Result<(), Error> {
         let reasoning = [
             ("reasoning_content", delta.reasoning_content),
             ("reasoning", delta.reasoning),
@@ -223,6 +241,7 @@ impl Lifter {
             .filter_map(annotation::lift);
         let mut metadata = Metadata::new();
         metadata.add_citations(citations);
+        wire_extra::keep(&mut metadata, EXTRA_KEY, rest);
         if !metadata.is_empty() {
             out.push(Event::TextDelta(TextDelta {
                 text: String::new(),
@@ -286,6 +305,11 @@ impl Lifter {
             _ => {
                 let mut delta = self.start_call(call.index, id, name, kind, server_side);
                 delta.arguments_delta = arguments;
+                let mut rest = call.rest;
+                if server_side {
+                    rest.remove(kind); // its payload: the arguments
+                }
+                wire_extra::keep(&mut delta.metadata, EXTRA_KEY, rest);
                 self.order.start(delta, out);
                 return Ok(());
             }

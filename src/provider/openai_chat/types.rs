@@ -785,8 +785,8 @@ pub struct ChoiceRead {
     pub finish_reason: Option<String>,
 }
 
-/// A [`ChatMessage`] as a client reads a response's: only the fields a reply
-/// carries; the role and any other field are not read.
+/// A [`ChatMessage`] as a client reads a response's: the fields a reply
+/// carries, typed, and any other (the role among them) in `rest`.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct MessageRead {
     /// Text, or content parts of any type (their `text`s count).
@@ -807,6 +807,9 @@ pub struct MessageRead {
     /// Annotations of the content (`url_citation`s), unchecked.
     #[serde(default)]
     pub annotations: Option<Vec<Value>>,
+    /// Every other field (`role` among them), as it came.
+    #[serde(flatten)]
+    pub rest: Map<String, Value>,
 }
 
 /// A [`MessageContent`] as a client reads it: a string, or an array of parts
