@@ -18,7 +18,6 @@ pub use machine::{Machine, MachineStream, Output};
 pub use reply::{Complete, Reply};
 pub use reply_future::{IntoEvents, ReplyFuture};
 pub use request::{ChatOptions, ChatRequest, ToolChoice, ToolSpec};
-#[cfg(feature = "http")]
 pub(crate) use response_format::OutputCheck;
 pub use response_format::ResponseFormat;
 pub use stage::{BoxChatService, ChatService};
