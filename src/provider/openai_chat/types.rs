@@ -787,29 +787,90 @@ pub struct ChoiceRead {
 
 /// A [`ChatMessage`] as a client reads a response's: the fields a reply
 /// carries, typed, and any other (the role among them) in `rest`.
-#[derive(Clone, Debug, Default, Deserialize)]
+///
+/// Read field by field, by hand: it is every stream chunk's delta, and
+/// `#[serde(flatten)]` would buffer each delta whole before reading it.
+#[derive(Clone, Debug, Default)]
 pub struct MessageRead {
     /// Text, or content parts of any type (their `text`s count).
-    #[serde(default)]
     pub content: Option<ContentRead>,
     /// Reasoning, as GLM, llama.cpp and DeepSeek name it.
-    #[serde(default)]
     pub reasoning_content: Option<String>,
     /// Reasoning, as vLLM and Ollama name it.
-    #[serde(default)]
     pub reasoning: Option<String>,
     /// The model's refusal.
-    #[serde(default)]
     pub refusal: Option<String>,
     /// Tool calls, or fragments of them.
-    #[serde(default)]
     pub tool_calls: Option<Vec<ToolCallRead>>,
     /// Annotations of the content (`url_citation`s), unchecked.
-    #[serde(default)]
     pub annotations: Option<Vec<Value>>,
     /// Every other field (`role` among them), as it came.
-    #[serde(flatten)]
     pub rest: Map<String, Value>,
+}
+
+impl<'de> Deserialize<'de> for MessageRead {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        /// A field's name: one of the typed ones, or another (owned only then).
+        enum Key {
+            Content,
+            ReasoningContent,
+            Reasoning,
+            Refusal,
+            ToolCalls,
+            Annotations,
+            Other(String),
+        }
+
+        impl<'de> Deserialize<'de> for Key {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                struct Name;
+                impl de::Visitor<'_> for Name {
+                    type Value = Key;
+                    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                        f.write_str("a field name")
+                    }
+                    fn visit_str<E: de::Error>(self, name: &str) -> Result<Key, E> {
+                        Ok(match name {
+                            "content" => Key::Content,
+                            "reasoning_content" => Key::ReasoningContent,
+                            "reasoning" => Key::Reasoning,
+                            "refusal" => Key::Refusal,
+                            "tool_calls" => Key::ToolCalls,
+                            "annotations" => Key::Annotations,
+                            other => Key::Other(other.to_owned()),
+                        })
+                    }
+                }
+                deserializer.deserialize_identifier(Name)
+            }
+        }
+
+        struct Fields;
+        impl<'de> de::Visitor<'de> for Fields {
+            type Value = MessageRead;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a message object")
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<MessageRead, A::Error> {
+                let mut message = MessageRead::default();
+                while let Some(key) = map.next_key::<Key>()? {
+                    match key {
+                        Key::Content => message.content = map.next_value()?,
+                        Key::ReasoningContent => message.reasoning_content = map.next_value()?,
+                        Key::Reasoning => message.reasoning = map.next_value()?,
+                        Key::Refusal => message.refusal = map.next_value()?,
+                        Key::ToolCalls => message.tool_calls = map.next_value()?,
+                        Key::Annotations => message.annotations = map.next_value()?,
+                        Key::Other(name) => {
+                            message.rest.insert(name, map.next_value()?);
+                        }
+                    }
+                }
+                Ok(message)
+            }
+        }
+        deserializer.deserialize_map(Fields)
+    }
 }
 
 /// A [`MessageContent`] as a client reads it: a string, or an array of parts
