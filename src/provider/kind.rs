@@ -31,6 +31,13 @@ impl Kind {
     /// Every wire format, in the order names are listed.
     pub const ALL: [Kind; 3] = [Kind::OpenAiChat, Kind::Anthropic, Kind::Gemini];
 
+    /// Whether the wire takes cache breakpoints ([`CacheControl`](crate::CacheControl)):
+    /// Anthropic's only — OpenAI caches a prompt's prefix by itself, Gemini's
+    /// request has no place for them.
+    pub const fn takes_cache_breakpoints(self) -> bool {
+        matches!(self, Kind::Anthropic)
+    }
+
     /// Its name: `openai`, `anthropic`, `gemini`.
     pub const fn name(self) -> &'static str {
         match self {

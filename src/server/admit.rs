@@ -86,11 +86,13 @@ pub(super) async fn admit<F: Decode, T>(
     drop((bytes, reading));
     F::decode_headers(headers, &mut request);
     let prepared = prepare(&request, &name);
-    let dropped = carry(
-        &mut request.options.extra,
-        F::KIND,
-        served.provider.parse().ok(),
-    );
+    let upstream = served.provider.parse().ok();
+    let mut dropped = carry(&mut request.options.extra, F::KIND, upstream);
+    if upstream.is_some_and(|kind| !kind.takes_cache_breakpoints())
+        && request.has_cache_breakpoints()
+    {
+        dropped.push("cache_control breakpoints".to_owned());
+    }
     if !dropped.is_empty() {
         tracing::warn!(
             "options the `{}` upstream of `{name}` does not take were dropped: {}",

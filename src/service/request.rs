@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::response_format::ResponseFormat;
-use crate::message::{CacheControl, Message};
+use crate::message::{CacheControl, ContentBlock, Message};
 
 /// A conversation to continue, with the options of the call.
 ///
@@ -51,6 +51,31 @@ impl ChatRequest {
     pub fn streaming(mut self, stream: bool) -> Self {
         self.options.stream = stream;
         self
+    }
+
+    /// Whether a cache breakpoint ([`CacheControl`]) marks any part of the
+    /// request: a tool, a message, a content block, a call or a result.
+    ///
+    /// ```
+    /// use lmstack::{CacheControl, ChatRequest, ContentBlock, Message, Role};
+    /// let plain = ChatRequest::new(vec![Message::user("Hi")]);
+    /// assert!(!plain.has_cache_breakpoints());
+    /// let block = ContentBlock::text("A long document…").with_cache_control(Some(CacheControl::default()));
+    /// let marked = ChatRequest::new(vec![Message::multimodal(Role::User, vec![block])]);
+    /// assert!(marked.has_cache_breakpoints());
+    /// ```
+    pub fn has_cache_breakpoints(&self) -> bool {
+        let block = |block: &ContentBlock| block.cache_control().is_some();
+        let marked = |message: &Message| {
+            message.metadata().cache_control().is_some()
+                || (message.calls().iter()).any(|call| call.metadata.cache_control().is_some())
+                || message.results().iter().any(|result| {
+                    result.metadata.cache_control().is_some() || result.content.iter().any(block)
+                })
+                || matches!(message, Message::Multimodal(multimodal) if multimodal.content.iter().any(block))
+        };
+        (self.options.tools.iter()).any(|tool| tool.cache_control.is_some())
+            || self.messages.iter().any(marked)
     }
 }
 

@@ -463,3 +463,56 @@ async fn natural_tools_model_prompts_in_and_reads_the_familys_own_markup() {
         "{system}"
     );
 }
+
+/// What an Anthropic client sends that an OpenAI upstream cannot take — its
+/// beta flags, its cache breakpoints — is dropped, the request answered, and
+/// the log says what was dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_upstream_cannot_take_is_dropped_with_a_warning_in_the_log() {
+    let completion = br#"{"id":"c1","object":"chat.completion","created":1,"model":"gpt",
+        "choices":[{"index":0,"message":{"role":"assistant","content":"Hi."},"finish_reason":"stop"}]}"#;
+    let upstream = Server::start(vec![Answer::ok(
+        "application/json",
+        completion,
+        &[usize::MAX],
+    )])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        &dir,
+        &format!(
+            "[models.gpt]\nprovider = \"openai\"\nbase_url = \"{}\"\nretry = false\n",
+            upstream.base_url()
+        ),
+    );
+    let serving = serve(&["--config", &config]);
+    let request = json!({"model": "gpt", "max_tokens": 16, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "Hello", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}]});
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/messages", serving.base))
+        .header("content-type", "application/json")
+        .header("anthropic-version", "2023-06-01")
+        .header("anthropic-beta", "interleaved-thinking-2025-05-14")
+        .body(request.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let sent = upstream.requests().remove(0).1.to_string();
+    assert!(
+        !sent.contains("cache_control") && !sent.contains("interleaved"),
+        "{sent}"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let log = serving.stderr().concat();
+        if log.contains("does not take were dropped")
+            && log.contains("anthropic-beta")
+            && log.contains("cache_control breakpoints")
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{log}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
