@@ -120,6 +120,24 @@ impl Serving {
     pub fn stderr(&self) -> Vec<String> {
         self.stderr.lock().unwrap().clone()
     }
+
+    /// Its log once it contains every one of `needles` (lines are written as
+    /// answers end, so it waits up to five seconds); panics with the log if
+    /// it never does.
+    pub fn log_containing(&self, needles: &[&str]) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let log = self.stderr().concat();
+            if needles.iter().all(|needle| log.contains(needle)) {
+                return log;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the log never said {needles:?}:\n{log}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
 }
 
 impl Drop for Serving {

@@ -359,6 +359,18 @@ async fn claude_code_completes_a_tool_turn_through_the_gateway_to_an_openai_upst
     let last = sent[1].1["messages"].as_array().unwrap().last().unwrap();
     assert_eq!(last["role"], "tool");
     assert_eq!(last["tool_call_id"], "call_e2e");
+    // What Claude Code sends that an OpenAI upstream cannot take is dropped,
+    // and the log says so.
+    for (headers, body) in &sent {
+        assert!(!headers.contains_key("anthropic-beta"));
+        let body = body.to_string();
+        assert!(!body.contains("cache_control"), "{body}");
+    }
+    serving.log_containing(&[
+        "does not take were dropped",
+        "anthropic-beta",
+        "cache_control breakpoints",
+    ]);
 }
 
 /// Writes the direct run's requests as fixtures: ids and temporary paths
