@@ -8,6 +8,8 @@
 //!   through clients inside the call's id;
 //! - [`BearerToken`]: the access check, in constant time;
 //! - [`Metrics`]: what was served, in the Prometheus text format;
+//! - `ResponseStore` (feature `server`): the conversations a Responses API
+//!   client continues by `previous_response_id`, in memory by default;
 //! - `Gateway` (feature `server`): stacks by model name, served over HTTP in
 //!   the OpenAI Chat Completions and Anthropic Messages formats, as an axum
 //!   router;
@@ -33,6 +35,8 @@ mod gateway;
 #[cfg(feature = "server")]
 mod guard;
 mod metrics;
+#[cfg(feature = "server")]
+mod response_store;
 pub mod sealed_ids;
 mod status;
 
@@ -42,3 +46,5 @@ pub use connections::{ConnectionLimits, serve};
 #[cfg(feature = "server")]
 pub use gateway::Gateway;
 pub use metrics::{InFlight, Metrics};
+#[cfg(feature = "server")]
+pub use response_store::{MemoryResponseStore, ResponseStore, StoreFuture};
