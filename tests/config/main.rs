@@ -194,6 +194,7 @@ async fn native_response_format_false_asks_for_the_format_in_the_prompt_and_chec
     // Off: only the prompt asks for it, and the stack reads and checks the answer.
     let (stack, _) = natural(false).stack("qwen").await.unwrap();
     let reply = stack
+        .clone()
         .oneshot(asked())
         .await
         .unwrap()
