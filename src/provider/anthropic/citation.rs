@@ -11,8 +11,7 @@
 //! absent, as the wire does.
 //!
 //! A request's history carries them too, on the assistant's text blocks:
-//! [`take`] types them for decoding, where [`lower`] gives each back as it
-//! came.
+//! decoding types them when [`lower`] gives each back as it came.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
