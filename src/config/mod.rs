@@ -226,6 +226,21 @@ impl ModelConfig {
     /// With [`natural_tools`](Self::natural_tools): sends a request's
     /// `response_format` on to the upstream, or (`false`) only asks for it in
     /// the prompt and checks the answer in the stack.
+    ///
+    /// ```
+    /// use lmstack::config::{ModelConfig, NaturalTools};
+    /// use lmstack::provider::Kind;
+    ///
+    /// let config: ModelConfig = toml::from_str(
+    ///     "provider = \"openai\"\nnatural_tools = \"hermes\"\nnative_response_format = false",
+    /// )
+    /// .unwrap();
+    /// assert!(!config.native_response_format);
+    /// let built = ModelConfig::new(Kind::OpenAiChat)
+    ///     .natural_tools(NaturalTools::Model)
+    ///     .native_response_format(false);
+    /// assert!(!built.native_response_format);
+    /// ```
     pub fn native_response_format(mut self, sent_on: bool) -> Self {
         self.native_response_format = sent_on;
         self
