@@ -86,6 +86,16 @@ pub struct ModelConfig {
     /// prompt and calls are read from its text, in a dialect the transformer
     /// writes (`tagged`, `hermes`, `mistral`, …) or `model`.
     pub natural_tools: Option<NaturalTools>,
+    /// With `natural_tools`: whether a request's `response_format` is sent on
+    /// to the upstream when no tools are described in the prompt (on by
+    /// default: llama.cpp and vLLM constrain the output to it). Off, for a
+    /// server that takes none, the format is only asked for in the prompt and
+    /// the stack checks the answer
+    /// ([`NaturalToolUse::native_response_format`]). Off without
+    /// `natural_tools` is refused by [`stack`](Self::stack): the format is then
+    /// always sent.
+    #[serde(default = "yes")]
+    pub native_response_format: bool,
     /// Requests answered at once, for a gateway serving the model (16 by
     /// default).
     #[serde(default = "default_concurrency")]
@@ -155,7 +165,6 @@ fn default_concurrency() -> usize {
     16
 }
 
-#[cfg(feature = "retry")]
 fn yes() -> bool {
     true
 }
@@ -171,6 +180,7 @@ impl ModelConfig {
             api_key_env: None,
             api_key: None,
             natural_tools: None,
+            native_response_format: yes(),
             max_concurrent: default_concurrency(),
             #[cfg(feature = "retry")]
             retry: yes(),
@@ -210,6 +220,29 @@ impl ModelConfig {
     /// Gives the model its tools as text.
     pub fn natural_tools(mut self, natural: NaturalTools) -> Self {
         self.natural_tools = Some(natural);
+        self
+    }
+
+    /// With [`natural_tools`](Self::natural_tools): sends a request's
+    /// `response_format` on to the upstream, or (`false`) only asks for it in
+    /// the prompt and checks the answer in the stack.
+    ///
+    /// ```
+    /// use lmstack::config::{ModelConfig, NaturalTools};
+    /// use lmstack::provider::Kind;
+    ///
+    /// let config: ModelConfig = toml::from_str(
+    ///     "provider = \"openai\"\nnatural_tools = \"hermes\"\nnative_response_format = false",
+    /// )
+    /// .unwrap();
+    /// assert!(!config.native_response_format);
+    /// let built = ModelConfig::new(Kind::OpenAiChat)
+    ///     .natural_tools(NaturalTools::Model)
+    ///     .native_response_format(false);
+    /// assert!(!built.native_response_format);
+    /// ```
+    pub fn native_response_format(mut self, sent_on: bool) -> Self {
+        self.native_response_format = sent_on;
         self
     }
 
@@ -272,9 +305,17 @@ impl ModelConfig {
     pub async fn stack(&self, name: &str) -> Result<(BoxChatService, Secrets), Error> {
         let (provider, secrets) = self.provider()?;
         let upstream_model = self.model.as_deref().unwrap_or(name).to_owned();
-        let natural = self.natural_tools.map(|natural| match natural {
-            NaturalTools::Dialect(dialect) => NaturalToolUse::new().dialect(dialect),
-            NaturalTools::Model => NaturalToolUse::for_model(&upstream_model),
+        if !self.native_response_format && self.natural_tools.is_none() {
+            return Err(Error::InvalidRequest(format!(
+                "model `{name}`: native_response_format = false needs natural_tools"
+            )));
+        }
+        let natural = self.natural_tools.map(|natural| {
+            let layer = match natural {
+                NaturalTools::Dialect(dialect) => NaturalToolUse::new().dialect(dialect),
+                NaturalTools::Model => NaturalToolUse::for_model(&upstream_model),
+            };
+            layer.native_response_format(self.native_response_format)
         });
         #[cfg(feature = "retry")]
         let retry = self.retry.then(crate::retry::RetryLayer::default);

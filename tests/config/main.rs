@@ -144,6 +144,83 @@ async fn natural_tools_put_the_tools_in_the_prompt_and_send_none_natively() {
     );
 }
 
+/// A reply in OpenAI's wire whose text is `text`.
+fn openai_says(text: &str) -> Answer {
+    let body = json!({"id": "c1", "object": "chat.completion", "created": 1,
+        "model": "up", "choices": [{"index": 0, "finish_reason": "stop",
+        "message": {"role": "assistant", "content": text}}]});
+    Answer::ok(
+        "application/json",
+        body.to_string().as_bytes(),
+        &[usize::MAX],
+    )
+}
+
+#[tokio::test]
+async fn native_response_format_false_asks_for_the_format_in_the_prompt_and_checks_the_answer() {
+    let format = lmstack::ResponseFormat::json_schema(json!({"type": "object",
+        "properties": {"city": {"type": "string"}}, "required": ["city"]}));
+    let asked = || {
+        let mut request = request();
+        request.options.response_format = Some(format.clone());
+        request
+    };
+    let server = Server::start(vec![
+        openai_says("{\"city\": \"Paris\"}"),
+        openai_says("Sure:\n```json\n{\"city\": \"Paris\"}\n```"),
+        openai_says("{\"town\": \"Paris\"}"),
+    ])
+    .await;
+    let natural = |sent_on| {
+        ModelConfig::new(Kind::OpenAiChat)
+            .base_url(server.base_url())
+            .retry(false)
+            .natural_tools(NaturalTools::Dialect(Dialect::Hermes))
+            .native_response_format(sent_on)
+    };
+    // By default the format is sent on, as the upstream's own.
+    let (stack, _) = natural(true).stack("qwen").await.unwrap();
+    let reply = stack
+        .oneshot(asked())
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(said(reply), r#"{"city": "Paris"}"#);
+    let (_, body) = server.requests().remove(0);
+    assert_eq!(body["response_format"]["type"], "json_schema", "{body}");
+
+    // Off: only the prompt asks for it, and the stack reads and checks the answer.
+    let (stack, _) = natural(false).stack("qwen").await.unwrap();
+    let reply = stack
+        .clone()
+        .oneshot(asked())
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(said(reply), r#"{"city":"Paris"}"#);
+    let (_, body) = server.requests().remove(1);
+    assert!(body.get("response_format").is_none(), "{body}");
+    let system = body["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.contains("\"required\": [\n    \"city\"\n  ]"),
+        "{system}"
+    );
+    let broken = stack.oneshot(asked()).await.unwrap().collect().await;
+    assert!(
+        matches!(broken, Err(lmstack::Error::InvalidOutput { .. })),
+        "{broken:?}"
+    );
+
+    // Without natural tools there is no prompt to ask in: refused.
+    let plain = ModelConfig::new(Kind::OpenAiChat).native_response_format(false);
+    let error = plain.stack("gpt").await.err().unwrap().to_string();
+    assert!(error.contains("needs natural_tools"), "{error}");
+}
+
 #[test]
 fn a_table_with_an_unknown_field_or_a_key_in_it_is_refused() {
     for (field, value) in [("temperature", "0.5"), ("api_key", "\"sk-1\"")] {
@@ -176,6 +253,7 @@ fn the_model_tables_of_the_documented_configuration_read() {
         qwen.natural_tools,
         Some(NaturalTools::Dialect(Dialect::Hermes))
     );
+    assert!(qwen.native_response_format);
     assert_eq!(qwen.mcp.len(), 1);
     assert_eq!(file.models["claude"].max_concurrent, 16);
 }

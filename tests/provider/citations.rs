@@ -2,7 +2,8 @@
 //! text-block `citations` and `citations_delta`, OpenAI's `url_citation`
 //! annotations and Gemini's grounding are lifted to canonical citations, the
 //! same whole and streamed and however the stream is cut; the served encoders
-//! write them back in their wire's form.
+//! write them back in their wire's form; an Anthropic client's history holds
+//! them typed, and lowers back to what it sent.
 
 #![cfg(all(feature = "anthropic", feature = "openai", feature = "gemini"))]
 
@@ -368,4 +369,127 @@ proptest! {
             prop_assert_eq!(cut, whole);
         }
     }
+}
+
+/// One citation as an Anthropic client writes it in its history, every field
+/// given (`null` for an absent title, as the API writes it).
+fn wire_citation() -> impl Strategy<Value = Value> {
+    let title = proptest::option::of("[A-Za-z ]{1,8}");
+    let cited = "[a-zé ]{1,10}";
+    let document = (
+        cited,
+        0u32..4,
+        title.clone(),
+        proptest::option::of("file_[a-z0-9]{4}"),
+        proptest::sample::select(vec![
+            ("char_location", "start_char_index", "end_char_index"),
+            ("page_location", "start_page_number", "end_page_number"),
+            ("content_block_location", "start_block_index", "end_block_index"),
+        ]),
+        0u64..50,
+        1u64..50,
+    )
+        .prop_map(|(cited, index, title, file, (kind, start, end), from, length)| {
+            let mut citation = json!({"type": kind, "cited_text": cited, "document_index": index,
+                "document_title": title, start: from, end: from + length});
+            if let Some(file) = file {
+                citation["file_id"] = json!(file);
+            }
+            citation
+        });
+    let page = (cited, "[a-z]{1,8}", title.clone(), "[A-Za-z0-9+/]{4,12}").prop_map(
+        |(cited, host, title, index)| {
+            json!({"type": "web_search_result_location", "cited_text": cited,
+                "url": format!("https://{host}.example"), "title": title, "encrypted_index": index})
+        },
+    );
+    let result = (cited, 0u32..4, "[a-z:/.]{1,12}", title, 0u32..3, 1u32..3).prop_map(
+        |(cited, index, source, title, start, length)| {
+            json!({"type": "search_result_location", "cited_text": cited,
+                "search_result_index": index, "source": source, "title": title,
+                "start_block_index": start, "end_block_index": start + length})
+        },
+    );
+    prop_oneof![document, page, result]
+}
+
+proptest! {
+    #![proptest_config(crate::regressions::beside(ProptestConfig::with_cases(64)))]
+
+    /// An Anthropic client's history: each assistant text block's citations
+    /// decode typed, spanning the block's text; lowered for Anthropic they
+    /// come back as they were sent, and the other wires' lowerings, whose
+    /// requests carry no citations, send the text without them.
+    #[test]
+    fn a_clients_cited_history_decodes_typed_and_lowers_back_as_sent(
+        blocks in proptest::collection::vec(
+            ("[a-zé .]{1,16}", proptest::collection::vec(wire_citation(), 0..3)),
+            1..4,
+        ),
+    ) {
+        let content: Vec<Value> = blocks
+            .iter()
+            .map(|(text, citations)| match citations.is_empty() {
+                true => json!({"type": "text", "text": text}),
+                false => json!({"type": "text", "text": text, "citations": citations}),
+            })
+            .collect();
+        let body = json!({"model": "m", "max_tokens": 16, "messages": [
+            {"role": "user", "content": "Where?"},
+            {"role": "assistant", "content": content},
+            {"role": "user", "content": "Thanks"},
+        ]});
+        let request = anthropic::decode_request(body.to_string().as_bytes()).unwrap();
+        let assistant: Vec<&TextMessage> = texts(&request.messages)
+            .into_iter()
+            .filter(|text| text.role == lmstack::Role::Assistant)
+            .collect();
+        prop_assert_eq!(assistant.len(), blocks.len());
+        for (text, (sent, citations)) in assistant.iter().zip(&blocks) {
+            let expected: Vec<Citation> = citations
+                .iter()
+                .map(|citation| {
+                    anthropic::citation::lift(citation)
+                        .unwrap()
+                        .with_span(0, sent.chars().count())
+                })
+                .collect();
+            prop_assert_eq!(text.metadata.citations(), expected);
+            prop_assert!(text.metadata.get(anthropic::EXTRA_KEY).is_none());
+        }
+        let lowered = anthropic::lower(&request, &anthropic::LowerOptions::default()).unwrap();
+        prop_assert_eq!(&lowered["messages"], &body["messages"]);
+
+        let said: String = blocks.iter().map(|(text, _)| text.as_str()).collect();
+        let openai = openai_chat::lower(&request, &openai_chat::LowerOptions::default()).unwrap();
+        prop_assert_eq!(&openai["messages"][1], &json!({"role": "assistant", "content": said}));
+        let gemini = gemini::lower(&request, &gemini::LowerOptions::default()).unwrap();
+        let parts = &gemini["contents"][1]["parts"];
+        let written: String = parts
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|part| part["text"].as_str().unwrap())
+            .collect();
+        prop_assert_eq!(written, said);
+        prop_assert!(!gemini.to_string().contains("cited"), "{}", gemini);
+    }
+}
+
+#[test]
+fn a_client_citation_of_an_unknown_kind_keeps_the_blocks_citations_raw() {
+    let citations = json!([
+        {"type": "char_location", "cited_text": "a", "document_index": 0,
+            "document_title": null, "start_char_index": 0, "end_char_index": 1},
+        {"type": "x_future_location", "cited_text": "a"},
+    ]);
+    let body = json!({"model": "m", "max_tokens": 16, "messages": [
+        {"role": "user", "content": "Where?"},
+        {"role": "assistant", "content": [{"type": "text", "text": "Paris.", "citations": citations}]},
+        {"role": "user", "content": "Thanks"},
+    ]});
+    let request = anthropic::decode_request(body.to_string().as_bytes()).unwrap();
+    assert!(request.messages[1].metadata().citations().is_empty());
+    let lowered = anthropic::lower(&request, &anthropic::LowerOptions::default()).unwrap();
+    assert_eq!(lowered["messages"], body["messages"]);
 }

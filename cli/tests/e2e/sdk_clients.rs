@@ -9,6 +9,11 @@
 //! - tool calls round-tripped by the client, across formats: the OpenAI SDK
 //!   talks to a model behind an Anthropic upstream, the Anthropic SDK to one
 //!   behind an OpenAI upstream (a loopback server plays each upstream);
+//! - structured output: each SDK's own (a pydantic model: the OpenAI SDK's
+//!   `parse` and `stream`, the Anthropic SDK's `parse`, `stream` and a schema
+//!   in `output_config`) through an upstream of each wire, which receives the
+//!   schema in its native form; a reply that breaks the schema makes the SDK
+//!   raise, whole and streamed;
 //! - natural tools: llama.cpp's server (a text-only model) behind the gateway
 //!   gives the OpenAI SDK a native tool call.
 
@@ -184,6 +189,136 @@ async fn each_sdk_round_trips_a_tool_call_through_an_upstream_of_the_other_forma
     assert_eq!(to_gpt[2]["role"], "tool");
     assert_eq!(to_gpt[2]["tool_call_id"], "call_01");
     assert_eq!(to_gpt[2]["content"], "18°C and sunny in Paris");
+}
+
+/// The city each SDK's `City` model reads, and a reply that breaks its schema
+/// (valid JSON, so that only the schema is at fault).
+const CITY: &str = r#"{"name": "Paris", "country": "France", "population": 2102650}"#;
+const NOT_A_CITY: &str = r#"{"name": "Paris"}"#;
+
+/// An upstream of `wire` (`openai`, `anthropic`, `gemini`) saying `text`.
+fn says(wire: &str, text: &str) -> Answer {
+    json_answer(match wire {
+        "openai" => json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1,
+            "model": "up", "choices": [{"index": 0, "finish_reason": "stop",
+            "message": {"role": "assistant", "content": text}}]}),
+        "anthropic" => json!({"id": "msg_1", "type": "message", "role": "assistant",
+            "model": "up", "stop_reason": "end_turn", "stop_sequence": null,
+            "content": [{"type": "text", "text": text}],
+            "usage": {"input_tokens": 20, "output_tokens": 9}}),
+        _ => json!({"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
+            "finishReason": "STOP", "index": 0}]}),
+    })
+}
+
+/// The schema an upstream of `wire` received, from its native field; for
+/// OpenAI, with the `name` and `strict` beside it.
+fn schema_sent(wire: &str, body: &Value) -> (Value, Value, Value) {
+    match wire {
+        "openai" => {
+            let format = &body["response_format"];
+            assert_eq!(format["type"], "json_schema", "{body}");
+            let named = &format["json_schema"];
+            (
+                named["schema"].clone(),
+                named["name"].clone(),
+                named["strict"].clone(),
+            )
+        }
+        "anthropic" => {
+            let format = &body["output_config"]["format"];
+            assert_eq!(format["type"], "json_schema", "{body}");
+            (format["schema"].clone(), Value::Null, Value::Null)
+        }
+        _ => {
+            let config = &body["generationConfig"];
+            assert_eq!(config["responseMimeType"], "application/json", "{body}");
+            (
+                config["responseJsonSchema"].clone(),
+                Value::Null,
+                Value::Null,
+            )
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the official SDKs: .ci/test installs them"]
+async fn each_sdks_structured_output_reaches_each_upstream_natively_and_is_held_to() {
+    const WIRES: [&str; 3] = ["openai", "anthropic", "gemini"];
+    // Per upstream: the OpenAI SDK's four requests (parse, stream, and both
+    // again, broken), then the Anthropic SDK's five (parse, stream, a schema
+    // of its own, and the two broken).
+    let mut upstreams = Vec::new();
+    for wire in WIRES {
+        let answers = [CITY, CITY, NOT_A_CITY, NOT_A_CITY, CITY, CITY, CITY]
+            .into_iter()
+            .chain([NOT_A_CITY, NOT_A_CITY])
+            .map(|text| says(wire, text))
+            .collect();
+        upstreams.push(Server::start(answers).await);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("lmstack.toml");
+    let tables: String = WIRES
+        .iter()
+        .zip(&upstreams)
+        .map(|(wire, upstream)| {
+            let base = upstream.base_url();
+            format!(
+                "[models.{wire}]\nprovider = \"{wire}\"\nbase_url = \"{base}\"\nmodel = \"up\"\nretry = false\n\n"
+            )
+        })
+        .collect();
+    std::fs::write(&config, tables).unwrap();
+    let serving = serve(&["--config", config.to_str().unwrap()]);
+    let city = json!({"name": "Paris", "country": "France", "population": 2102650});
+    for (wire, upstream) in WIRES.iter().zip(&upstreams) {
+        for script in ["openai_client.py", "anthropic_client.py"] {
+            let (gateway, model) = (serving.base.clone(), wire.to_string());
+            let seen = tokio::task::spawn_blocking(move || {
+                sdk(script, "structured", &gateway, Some(&model))
+            })
+            .await
+            .unwrap();
+            let case = format!("{script} through {wire}: {seen}");
+            assert_eq!(seen["parsed"], city, "{case}");
+            assert_eq!(seen["streamed"], city, "{case}");
+            if script == "anthropic_client.py" {
+                assert_eq!(seen["raw"], city, "{case}");
+            }
+            // The gateway checks the reply against the schema: a 502 whole,
+            // an error event mid-stream; the SDK raises both.
+            assert_eq!(seen["broken"][0], "InternalServerError", "{case}");
+            assert_eq!(seen["broken"][1], 502, "{case}");
+            let message = seen["broken"][2].as_str().unwrap_or_default();
+            assert!(message.contains("does not match"), "{case}");
+            let message = seen["broken_stream"][1].as_str().unwrap_or_default();
+            assert!(message.contains("does not match"), "{case}");
+        }
+        // Every request carried the SDK's schema in the upstream's own form.
+        let sent = upstream.requests();
+        assert_eq!(sent.len(), 9, "{wire}");
+        for (at, (_, body)) in sent.iter().enumerate() {
+            let (schema, name, strict) = schema_sent(wire, body);
+            assert_eq!(
+                schema["required"],
+                json!(["name", "country", "population"]),
+                "{wire} {at}: {body}"
+            );
+            assert_eq!(schema["properties"]["population"]["type"], "integer");
+            assert_eq!(schema["additionalProperties"], false, "{wire} {at}");
+            if *wire == "openai" {
+                // The OpenAI SDK names its schema and asks for strict; an
+                // Anthropic client's schema has no name (OpenAI needs one).
+                let (expected_name, expected_strict) = match at {
+                    0..4 => (json!("City"), json!(true)),
+                    _ => (json!("response"), Value::Null),
+                };
+                assert_eq!((name, strict), (expected_name, expected_strict), "{at}");
+            }
+        }
+    }
 }
 
 #[test]

@@ -9,9 +9,12 @@
 //! written on every type, and `encrypted_index` on a web page, which the wire
 //! requires; an empty one is read as absent. Titles are written `null` when
 //! absent, as the wire does.
+//!
+//! A request's history carries them too, on the assistant's text blocks:
+//! decoding types them when [`lower`] gives each back as it came.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::message::{Citation, CitationSource, DocumentLocation, LocationUnit};
 
@@ -218,6 +221,65 @@ pub fn lower(citation: &Citation) -> Value {
     serde_json::to_value(wire).unwrap_or_default()
 }
 
+/// Whether the lowering sends `citation` back: all but a web page cited
+/// without its `encrypted_index` (one from another wire), which the API
+/// requires.
+pub(super) fn sent_back(citation: &Citation) -> bool {
+    !matches!(
+        &citation.source,
+        CitationSource::Url {
+            encrypted_index: None,
+            ..
+        }
+    )
+}
+
+/// A request's text block's `citations`, typed and each spanning the block's
+/// `text`, taken out of the block's other `fields`: when every one is a
+/// citation the lowering sends back as it came (a field left out where the
+/// lowering writes `null` counts as the same). Otherwise — a citation of an
+/// unknown type or with fields the canonical model has no place for — they
+/// stay in `fields`, raw, and none are typed.
+///
+/// ```text
+/// {"type":"text","text":"Paris.","citations":[{"type":"char_location", …}]}
+///   → "Paris." with a document citation spanning 0..6
+/// ```
+pub(super) fn take(fields: &mut Map<String, Value>, text: &str) -> Vec<Citation> {
+    let Some(Value::Array(items)) = fields.get("citations") else {
+        return Vec::new();
+    };
+    let typed: Option<Vec<Citation>> = items
+        .iter()
+        .map(|item| {
+            lift(item)
+                .filter(|citation| sent_back(citation) && same(&lower(citation), item))
+                .map(|citation| citation.with_span(0, text.chars().count()))
+        })
+        .collect();
+    match typed {
+        Some(typed) if !typed.is_empty() => {
+            fields.remove("citations");
+            typed
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Two wire citations alike but for fields one writes `null` and the other
+/// leaves out.
+fn same(written: &Value, sent: &Value) -> bool {
+    let given = |value: &Value| match value {
+        Value::Object(fields) => fields
+            .iter()
+            .filter(|(_, value)| !value.is_null())
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect::<Map<String, Value>>(),
+        _ => Map::new(),
+    };
+    given(written) == given(sent)
+}
+
 /// A text cut into the blocks its citations cover, as the wire gives each
 /// block its citations: a cut at each end of a citation's span, each piece
 /// with the citations whose span holds it. Citations without a span, or with
@@ -282,6 +344,8 @@ pub(super) fn split<'a>(
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
@@ -293,5 +357,41 @@ mod tests {
         assert_eq!(pieces, [("hé", vec![]), ("ll", vec![&a]), ("o", vec![&b])]);
         assert_eq!(split("", &[]), []);
         assert_eq!(split("", &citations[1..]), [("", vec![&b])]);
+    }
+
+    #[test]
+    fn request_citations_are_typed_only_when_they_come_back_as_they_came() {
+        let page = json!({"type": "web_search_result_location", "url": "https://a",
+            "encrypted_index": "Eo8B", "cited_text": "a"});
+        let mut fields = Map::new();
+        fields.insert("citations".into(), json!([page]));
+        let typed = take(&mut fields, "héllo");
+        let expected = Citation {
+            source: CitationSource::Url {
+                url: "https://a".into(),
+                title: None,
+                encrypted_index: Some("Eo8B".into()),
+            },
+            cited_text: Some("a".into()),
+            span: None,
+        }
+        .with_span(0, 5);
+        assert_eq!(typed, [expected]);
+        assert!(fields.is_empty());
+
+        // An unknown field, an unknown type, a web page without its index:
+        // all of the block's citations stay raw.
+        for odd in [
+            json!({"type": "char_location", "cited_text": "a", "document_index": 0,
+                "start_char_index": 0, "end_char_index": 1, "x_new": 1}),
+            json!({"type": "x_location"}),
+            json!({"type": "web_search_result_location", "url": "https://b", "cited_text": ""}),
+        ] {
+            let raw = json!([page, odd]);
+            let mut fields = Map::new();
+            fields.insert("citations".into(), raw.clone());
+            assert_eq!(take(&mut fields, "héllo"), []);
+            assert_eq!(fields["citations"], raw);
+        }
     }
 }

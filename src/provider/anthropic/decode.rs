@@ -6,12 +6,12 @@ use std::mem;
 
 use serde_json::{Map, Value};
 
-use super::cache;
 use super::lower::{BLOCK_KEY, BLOCKS_KEY, EXTRA_KEY, MESSAGE_KEY, TOOL_CHOICE_KEY};
 use super::output_format;
 use super::types::{
     self, Block, Content, MediaBlock, Request, Role as WireRole, Source, ToolChoice as WireChoice,
 };
+use super::{cache, citation};
 use crate::message::{
     CacheControl, Message, Metadata, ReasoningMessage, Role, ToolCall, ToolResult,
 };
@@ -31,7 +31,10 @@ use crate::{ChatRequest, ContentBlock, Error, Media, ToolChoice, ToolSpec};
 ///   `is_error`; the tool's name taken from the call it answers, empty when no
 ///   earlier `tool_use` has that id);
 /// - an assistant message's string → assistant text; its blocks in order:
-///   `text` → assistant text (empty text left out), `thinking` → reasoning
+///   `text` → assistant text (empty text left out) with its `citations` typed
+///   ([`Citation`](crate::Citation)s spanning the block's text, when each is
+///   one [`lower`](super::lower) writes back as it came; else kept raw with
+///   the block's other fields), `thinking` → reasoning
 ///   with its signature, `redacted_thinking` → reasoning marked `redacted`
 ///   (its `data` as the signature), each run of `tool_use` blocks → one
 ///   `tool_calls` message, `server_tool_use`/`mcp_tool_use` → calls marked
@@ -359,6 +362,7 @@ impl Decoder {
                         format!("messages[{at}].content[{index}]")
                     })?;
                     let mut metadata = cached(cache);
+                    metadata.add_citations(citation::take(&mut text.extra, &text.text));
                     wire_extra::keep(&mut metadata, EXTRA_KEY, text.extra);
                     Message::assistant(text.text).with_metadata(metadata)
                 }

@@ -589,10 +589,11 @@ impl EncodeReply for ReplyEncoder {
             Event::ToolCallDelta(delta) => self.call(delta),
             Event::Message { message } => self.message(message),
             Event::Usage(usage) => self.add_usage(usage),
-            Event::Finish { reason } => {
-                self.close();
-                self.finish = Some(reason);
-            }
+            // The last block stays open until the reply ends: a failure after
+            // the finish (a reply that breaks its response format's schema)
+            // ends the stream inside it, before a client reads the block as
+            // whole (the SDKs parse a structured output at its block's stop).
+            Event::Finish { reason } => self.finish = Some(reason),
         }
         self.flush(out);
         Ok(())

@@ -23,8 +23,7 @@ use super::types::{
     ToolUseBlock,
 };
 use crate::message::{
-    CacheControl, Citation, CitationSource, Metadata, MultimodalMessage, ReasoningMessage,
-    TextMessage,
+    CacheControl, Citation, Metadata, MultimodalMessage, ReasoningMessage, TextMessage,
 };
 use crate::provider::Kind;
 use crate::provider::history::{self, LowerHistory};
@@ -293,15 +292,7 @@ impl<'a> History<'a> {
             .metadata
             .citations()
             .into_iter()
-            .filter(|cited| {
-                !matches!(
-                    &cited.source,
-                    CitationSource::Url {
-                        encrypted_index: None,
-                        ..
-                    }
-                )
-            })
+            .filter(citation::sent_back)
             .collect();
         let pieces = citation::split(&message.text, &citations);
         let last = pieces.len().saturating_sub(1);

@@ -793,6 +793,42 @@ fn a_failure_mid_stream_is_an_error_event_then_the_end() {
 }
 
 #[test]
+fn a_failure_after_the_finish_ends_the_stream_inside_the_open_block() {
+    // A reply whose text breaks its schema: the provider's check fails after
+    // the finish. The SDKs parse a structured output when its block stops,
+    // so the block must not stop before the error.
+    let broken = Error::InvalidOutput {
+        stage: "openai",
+        message: "the reply does not match the response format's schema".into(),
+    };
+    let items = vec![
+        Ok(Event::text(r#"{"name": "Paris"}"#)),
+        Ok(Event::finish(FinishReason::Stop)),
+        Err(broken),
+    ];
+    let (frames, status) = drive(items, true);
+    assert_eq!(status, 502);
+    let text: String = frames
+        .iter()
+        .map(|bytes| String::from_utf8_lossy(bytes).into_owned())
+        .collect();
+    assert!(text.contains("text_delta"), "{text}");
+    assert!(!text.contains("content_block_stop"), "{text}");
+    assert!(text.ends_with("\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"openai: the reply does not match the response format's schema\"}}\n\n"), "{text}");
+    // A reply that ends well still closes its block, then the message.
+    let (frames, _) = drive(
+        vec![Ok(Event::text("Hi")), Ok(Event::finish(FinishReason::Stop))],
+        true,
+    );
+    let text: String = frames
+        .iter()
+        .map(|bytes| String::from_utf8_lossy(bytes).into_owned())
+        .collect();
+    let stop = text.find("content_block_stop").unwrap();
+    assert!(stop < text.find("message_delta").unwrap(), "{text}");
+}
+
+#[test]
 fn a_gateways_tool_results_are_not_sent_and_whole_messages_are_whole_blocks() {
     let mut call = ToolCall::new("srvtoolu_1", "web_search", json!({"query": "q"}));
     call.provider_executed = true;

@@ -9,6 +9,7 @@ import json
 import sys
 
 import anthropic
+import pydantic
 
 scenario, base = sys.argv[1], sys.argv[2]
 model = sys.argv[3] if len(sys.argv) > 3 else "lmstack-demo"
@@ -23,6 +24,15 @@ weather = {
         "required": ["city"],
     },
 }
+
+
+class City(pydantic.BaseModel):
+    name: str
+    country: str
+    population: int
+
+
+asked = [{"role": "user", "content": "Which is the largest city of France?"}]
 
 
 def text_of(message):
@@ -54,6 +64,38 @@ elif scenario == "tools":
     print(json.dumps({"stop_reason": first.stop_reason,
                       "call": {"id": call.id, "name": call.name, "arguments": call.input},
                       "answer": text_of(second)}))
+elif scenario == "structured":
+    # The SDK's structured output (a pydantic model as `output_format`, sent as
+    # `output_config.format`), whole (`parse`) and through its streaming
+    # helper, and a schema of the client's own in `output_config`; then replies
+    # that break the schema, whole and streamed: each must raise.
+    seen = {}
+    reply = client.messages.parse(model=model, max_tokens=256, messages=asked,
+                                  output_format=City)
+    seen["parsed"] = reply.parsed_output.model_dump()
+    with client.messages.stream(model=model, max_tokens=256, messages=asked,
+                                output_format=City) as stream:
+        final = stream.get_final_message()
+    seen["streamed"] = final.parsed_output.model_dump()
+    schema = {"type": "object", "additionalProperties": False,
+              "required": ["name", "country", "population"],
+              "properties": {"name": {"type": "string"}, "country": {"type": "string"},
+                             "population": {"type": "integer"}}}
+    raw = client.messages.create(model=model, max_tokens=256, messages=asked,
+                                 output_config={"format": {"type": "json_schema",
+                                                           "schema": schema}})
+    seen["raw"] = json.loads(text_of(raw))
+    try:
+        client.messages.parse(model=model, max_tokens=256, messages=asked, output_format=City)
+    except anthropic.APIStatusError as error:
+        seen["broken"] = [type(error).__name__, error.status_code, error.message]
+    try:
+        with client.messages.stream(model=model, max_tokens=256, messages=asked,
+                                    output_format=City) as stream:
+            stream.get_final_message()
+    except anthropic.APIError as error:
+        seen["broken_stream"] = [type(error).__name__, error.message]
+    print(json.dumps(seen))
 elif scenario == "errors":
     seen = {}
     try:

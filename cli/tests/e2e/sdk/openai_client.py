@@ -9,6 +9,7 @@ import json
 import sys
 
 import openai
+import pydantic
 
 scenario, base = sys.argv[1], sys.argv[2]
 model = sys.argv[3] if len(sys.argv) > 3 else "lmstack-demo"
@@ -26,6 +27,15 @@ weather = {
         },
     },
 }
+
+
+class City(pydantic.BaseModel):
+    name: str
+    country: str
+    population: int
+
+
+asked = [{"role": "user", "content": "Which is the largest city of France?"}]
 
 if scenario == "chat":
     reply = client.chat.completions.create(model=model, messages=user)
@@ -84,6 +94,28 @@ elif scenario == "natural":
                       "call": {"name": call.function.name, "arguments": arguments},
                       "answer": second.choices[0].message.content,
                       "answer_calls": len(second.choices[0].message.tool_calls or [])}))
+elif scenario == "structured":
+    # The SDK's structured output (a pydantic model as `response_format`),
+    # whole (`parse`) and through its streaming helper; then, the same twice
+    # against replies that break the schema: each must raise, not parse prose.
+    seen = {}
+    reply = client.chat.completions.parse(model=model, messages=asked, response_format=City)
+    seen["parsed"] = reply.choices[0].message.parsed.model_dump()
+    with client.chat.completions.stream(model=model, messages=asked,
+                                        response_format=City) as stream:
+        final = stream.get_final_completion()
+    seen["streamed"] = final.choices[0].message.parsed.model_dump()
+    try:
+        client.chat.completions.parse(model=model, messages=asked, response_format=City)
+    except openai.APIStatusError as error:
+        seen["broken"] = [type(error).__name__, error.status_code, error.message]
+    try:
+        with client.chat.completions.stream(model=model, messages=asked,
+                                            response_format=City) as stream:
+            stream.get_final_completion()
+    except openai.APIError as error:
+        seen["broken_stream"] = [type(error).__name__, error.message]
+    print(json.dumps(seen))
 elif scenario == "errors":
     seen = {}
     try:
