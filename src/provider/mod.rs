@@ -66,6 +66,8 @@ pub mod gemini;
 pub mod openai_chat;
 #[cfg(feature = "http")]
 mod service;
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
+pub(crate) mod server_tool;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 mod text_or_list;
 #[cfg(feature = "http")]

@@ -9,6 +9,7 @@ mod reply;
 mod reply_future;
 mod request;
 mod response_format;
+mod server_tool;
 mod stage;
 
 pub(crate) use accessors::inner_service_accessors;
@@ -18,6 +19,7 @@ pub use machine::{Machine, MachineStream, Output};
 pub use reply::{Complete, Reply};
 pub use reply_future::{IntoEvents, ReplyFuture};
 pub use request::{ChatOptions, ChatRequest, ToolChoice, ToolSpec};
+pub use server_tool::{CodeExecution, NativeTool, ServerTool, UserLocation, WebSearch};
 pub(crate) use response_format::OutputCheck;
 pub use response_format::ResponseFormat;
 pub use stage::{BoxChatService, ChatService};

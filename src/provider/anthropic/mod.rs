@@ -45,6 +45,7 @@ mod lower;
 mod output_format;
 #[cfg(feature = "server")]
 pub(crate) mod portable;
+mod server_tool;
 pub mod types;
 
 pub use beta::BETA_KEY;
@@ -54,6 +55,7 @@ pub use count::{lift_count, lower_count};
 pub use decode::{decode_count_request, decode_request};
 pub use encode::{ReplyEncoder, error_body, model_body, models_body};
 pub use lift::{CACHE_CREATION_KEY, Lifter};
+pub use server_tool::{CODE_EXECUTION_BETA, CODE_EXECUTION_TYPE, WEB_SEARCH_TYPE};
 pub use lower::{
     BLOCK_KEY, BLOCKS_KEY, DEFAULT_MAX_TOKENS, EXTRA_KEY, LowerOptions, MESSAGE_KEY,
     TOOL_CHOICE_KEY, lower, lower_request,
@@ -102,7 +104,9 @@ impl Wire for Messages {
         headers
             .entry(HeaderName::from_static("anthropic-version"))
             .or_insert(HeaderValue::from_static(API_VERSION));
-        beta::write_header(&request.options.extra, headers)
+        let needed = server_tool::needs_code_execution_beta(&request.options.server_tools)
+            .then_some(server_tool::CODE_EXECUTION_BETA);
+        beta::write_header(&request.options.extra, needed, headers)
     }
 
     fn lower(&self, request: &ChatRequest) -> Result<Value, Error> {
