@@ -465,8 +465,9 @@ async fn natural_tools_model_prompts_in_and_reads_the_familys_own_markup() {
 }
 
 /// What an Anthropic client sends that an OpenAI upstream cannot take — its
-/// beta flags, its cache breakpoints — is dropped, the request answered, and
-/// the log says what was dropped.
+/// beta flags, its cache breakpoints, code execution and web search's
+/// `max_uses` — is dropped, the request answered, and the log says what was
+/// dropped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_the_upstream_cannot_take_is_dropped_with_a_warning_in_the_log() {
     let completion = br#"{"id":"c1","object":"chat.completion","created":1,"model":"gpt",
@@ -487,7 +488,9 @@ async fn what_the_upstream_cannot_take_is_dropped_with_a_warning_in_the_log() {
     );
     let serving = serve(&["--config", &config]);
     let request = json!({"model": "gpt", "max_tokens": 16, "messages": [{"role": "user", "content": [
-        {"type": "text", "text": "Hello", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}]});
+        {"type": "text", "text": "Hello", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}],
+        "tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 8},
+            {"type": "code_execution_20250825", "name": "code_execution"}]});
     let response = reqwest::Client::new()
         .post(format!("{}/v1/messages", serving.base))
         .header("content-type", "application/json")
@@ -503,12 +506,18 @@ async fn what_the_upstream_cannot_take_is_dropped_with_a_warning_in_the_log() {
         !sent.contains("cache_control") && !sent.contains("interleaved"),
         "{sent}"
     );
+    assert!(
+        sent.contains(r#""web_search_options":{}"#) && !sent.contains("code_execution"),
+        "{sent}"
+    );
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     loop {
         let log = serving.stderr().concat();
         if log.contains("does not take were dropped")
             && log.contains("anthropic-beta")
             && log.contains("cache_control breakpoints")
+            && log.contains("web_search max_uses")
+            && log.contains("server tool `code_execution`")
         {
             break;
         }
