@@ -54,7 +54,11 @@ pub(crate) fn fit(kind: Kind, tool: &ServerTool) -> Fit {
         ServerTool::WebSearch(search) => {
             let kept = web_search_options(kind);
             let set = set_options(search);
-            Fit::Takes(set.into_iter().filter(|option| !kept.contains(option)).collect())
+            Fit::Takes(
+                set.into_iter()
+                    .filter(|option| !kept.contains(option))
+                    .collect(),
+            )
         }
         ServerTool::CodeExecution(_) if runs_code(kind) => Fit::Takes(Vec::new()),
         ServerTool::CodeExecution(_) | ServerTool::Native(_) => Fit::Lacks,
@@ -220,7 +224,9 @@ mod tests {
             ..ChatOptions::default()
         };
         assert_eq!(function_choice(&options), None);
-        options.tools.push(crate::ToolSpec::new("add", "", json!({})));
+        options
+            .tools
+            .push(crate::ToolSpec::new("add", "", json!({})));
         assert_eq!(function_choice(&options), Some(&ToolChoice::Required));
         options.tool_choice = Some(ToolChoice::Tool("web_search".into()));
         assert_eq!(function_choice(&options), None);

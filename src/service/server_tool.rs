@@ -81,7 +81,9 @@ impl ServerTool {
                 native: None,
                 ..search.clone()
             })),
-            ServerTool::CodeExecution(_) => Some(ServerTool::CodeExecution(CodeExecution::default())),
+            ServerTool::CodeExecution(_) => {
+                Some(ServerTool::CodeExecution(CodeExecution::default()))
+            }
             ServerTool::Native(_) => None,
         }
     }

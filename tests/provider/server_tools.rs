@@ -61,7 +61,10 @@ fn another_wire_gets_its_own_tools_and_refuses_what_it_lacks() {
     let mut request = every_kind();
     // The Anthropic-only tool is refused by every other wire's lowering …
     let error = to_gemini(&request).unwrap_err().to_string();
-    assert!(error.contains("`web_fetch` (`anthropic`) has no equivalent"), "{error}");
+    assert!(
+        error.contains("`web_fetch` (`anthropic`) has no equivalent"),
+        "{error}"
+    );
     assert!(to_openai(&request).is_err());
     // … which a gateway drops first (tests/server).
     request.options.server_tools.pop();
@@ -120,8 +123,10 @@ fn code_execution_from_another_wire_asks_anthropic_for_its_beta() {
         .options
         .server_tools
         .push(ServerTool::CodeExecution(CodeExecution::default()));
-    let provider =
-        Provider::new(ProviderConfig::<anthropic::Messages>::new("http://127.0.0.1:1/v1")).unwrap();
+    let provider = Provider::new(ProviderConfig::<anthropic::Messages>::new(
+        "http://127.0.0.1:1/v1",
+    ))
+    .unwrap();
     let sent = provider.http_request(request).unwrap();
     assert_eq!(
         sent.headers()["anthropic-beta"],
@@ -167,15 +172,18 @@ fn anthropic_tool() -> impl Strategy<Value = Value> {
         Just("cache_control".to_owned()),
         "x_[a-z]{1,5}",
     ];
-    (kind, "[a-z_]{1,12}", prop::collection::vec((key, field_value()), 0..5)).prop_map(
-        |(kind, name, fields)| {
+    (
+        kind,
+        "[a-z_]{1,12}",
+        prop::collection::vec((key, field_value()), 0..5),
+    )
+        .prop_map(|(kind, name, fields)| {
             let mut tool = Map::new();
             tool.insert("type".into(), kind.into());
             tool.insert("name".into(), name.into());
             tool.extend(fields);
             Value::Object(tool)
-        },
-    )
+        })
 }
 
 /// Any typed server tool, as a caller builds it.
@@ -191,17 +199,23 @@ fn portable_tool() -> impl Strategy<Value = ServerTool> {
         },
     ));
     prop_oneof![
-        (prop::option::of(any::<u32>()), domains.clone(), domains, location).prop_map(
-            |(max_uses, allowed_domains, blocked_domains, user_location)| {
-                ServerTool::WebSearch(WebSearch {
-                    max_uses,
-                    allowed_domains,
-                    blocked_domains,
-                    user_location,
-                    native: None,
-                })
-            }
-        ),
+        (
+            prop::option::of(any::<u32>()),
+            domains.clone(),
+            domains,
+            location
+        )
+            .prop_map(
+                |(max_uses, allowed_domains, blocked_domains, user_location)| {
+                    ServerTool::WebSearch(WebSearch {
+                        max_uses,
+                        allowed_domains,
+                        blocked_domains,
+                        user_location,
+                        native: None,
+                    })
+                }
+            ),
         Just(ServerTool::CodeExecution(CodeExecution::default())),
     ]
 }

@@ -298,7 +298,8 @@ const WEB_SEARCH: &str = r#"{"model":"m","max_tokens":64,
 
 #[tokio::test]
 async fn claude_codes_web_search_reaches_an_anthropic_upstream_as_it_came() {
-    let message = br#"{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5",
+    let message =
+        br#"{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5",
         "content":[{"type":"text","text":"Found it."}],"stop_reason":"end_turn",
         "usage":{"input_tokens":3,"output_tokens":2}}"#;
     let upstream = Server::start(vec![Answer::ok("application/json", message, &[64])]).await;
@@ -338,7 +339,10 @@ async fn claude_codes_web_search_reaches_a_gemini_upstream_as_google_search_and_
         .filter_map(|block| block["text"].as_str())
         .collect();
     assert_eq!(text.concat(), "Tokio 1.45 is out.", "{reply}");
-    assert!(reply.to_string().contains("https://tokio.rs/blog"), "{reply}");
+    assert!(
+        reply.to_string().contains("https://tokio.rs/blog"),
+        "{reply}"
+    );
 }
 
 #[tokio::test]
@@ -359,5 +363,8 @@ async fn claude_codes_web_search_reaches_an_openai_upstream_as_web_search_option
     // `max_uses` has no place there; a choice of a tool that is no function
     // is left to the model.
     assert_eq!(body["web_search_options"], json!({}), "{body}");
-    assert!(body.get("tools").is_none() && body.get("tool_choice").is_none(), "{body}");
+    assert!(
+        body.get("tools").is_none() && body.get("tool_choice").is_none(),
+        "{body}"
+    );
 }

@@ -204,7 +204,9 @@ impl Decoder {
         options.stream = request.stream;
         for (index, mut tool) in request.tools.into_iter().enumerate() {
             if let Some(kind) = tool.kind.take().filter(|kind| kind != "custom") {
-                options.server_tools.push(server_tool::decode(raw_tool(kind, tool)));
+                options
+                    .server_tools
+                    .push(server_tool::decode(raw_tool(kind, tool)));
                 continue;
             }
             let Some(schema) = tool.input_schema else {

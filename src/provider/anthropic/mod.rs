@@ -55,11 +55,11 @@ pub use count::{lift_count, lower_count};
 pub use decode::{decode_count_request, decode_request};
 pub use encode::{ReplyEncoder, error_body, model_body, models_body};
 pub use lift::{CACHE_CREATION_KEY, Lifter};
-pub use server_tool::{CODE_EXECUTION_BETA, CODE_EXECUTION_TYPE, WEB_SEARCH_TYPE};
 pub use lower::{
     BLOCK_KEY, BLOCKS_KEY, DEFAULT_MAX_TOKENS, EXTRA_KEY, LowerOptions, MESSAGE_KEY,
     TOOL_CHOICE_KEY, lower, lower_request,
 };
+pub use server_tool::{CODE_EXECUTION_BETA, CODE_EXECUTION_TYPE, WEB_SEARCH_TYPE};
 
 use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;

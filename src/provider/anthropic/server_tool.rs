@@ -78,13 +78,23 @@ pub(crate) fn lower(tool: &ServerTool) -> Result<Tool, Error> {
             let mut fields = base(native, WEB_SEARCH_TYPE, "web_search");
             let lists = |list: &Option<Vec<String>>| list.clone().map(Value::from);
             set(&mut fields, "max_uses", search.max_uses.map(Value::from));
-            set(&mut fields, "allowed_domains", lists(&search.allowed_domains));
-            set(&mut fields, "blocked_domains", lists(&search.blocked_domains));
+            set(
+                &mut fields,
+                "allowed_domains",
+                lists(&search.allowed_domains),
+            );
+            set(
+                &mut fields,
+                "blocked_domains",
+                lists(&search.blocked_domains),
+            );
             let location = search.user_location.as_ref().map(approximate);
             set(&mut fields, "user_location", location);
             fields
         }
-        (ServerTool::CodeExecution(_), native) => base(native, CODE_EXECUTION_TYPE, "code_execution"),
+        (ServerTool::CodeExecution(_), native) => {
+            base(native, CODE_EXECUTION_TYPE, "code_execution")
+        }
         (ServerTool::Native(_), None) => return Err(lacking(Kind::Anthropic, tool)),
     };
     serde_json::from_value(Value::Object(fields)).map_err(|error| {
@@ -98,9 +108,9 @@ pub(crate) fn lower(tool: &ServerTool) -> Result<Tool, Error> {
 /// Whether the request's server tools need the code execution beta flag:
 /// code execution that no Anthropic client wrote.
 pub(crate) fn needs_code_execution_beta(tools: &[ServerTool]) -> bool {
-    tools.iter().any(|tool| {
-        matches!(tool, ServerTool::CodeExecution(_)) && tool.native_of(WIRE).is_none()
-    })
+    tools
+        .iter()
+        .any(|tool| matches!(tool, ServerTool::CodeExecution(_)) && tool.native_of(WIRE).is_none())
 }
 
 /// The native tool's fields, or a tool of this type and name.

@@ -86,7 +86,10 @@ mod tests {
         let ServerTool::WebSearch(search) = &tool else {
             panic!("web search")
         };
-        assert_eq!(search.user_location.as_ref().unwrap().city.as_deref(), Some("London"));
+        assert_eq!(
+            search.user_location.as_ref().unwrap().city.as_deref(),
+            Some("London")
+        );
         assert_eq!(lower(&[tool]).unwrap(), Some(sent));
         assert!(decode(json!("high")).is_err());
     }
@@ -103,7 +106,9 @@ mod tests {
         });
         assert_eq!(
             lower(std::slice::from_ref(&search)).unwrap(),
-            Some(json!({"user_location": {"type": "approximate", "approximate": {"country": "FR"}}}))
+            Some(
+                json!({"user_location": {"type": "approximate", "approximate": {"country": "FR"}}})
+            )
         );
         let plain = ServerTool::WebSearch(WebSearch::default());
         assert_eq!(lower(&[plain]).unwrap(), Some(json!({})));
