@@ -134,5 +134,6 @@ pub use message::{
     ToolCallDelta, ToolResult, Usage,
 };
 pub use service::{
-    BoxChatService, ChatOptions, ChatRequest, Reply, ResponseFormat, ToolChoice, ToolSpec,
+    BoxChatService, ChatOptions, ChatRequest, CodeExecution, NativeTool, Reply, ResponseFormat,
+    ServerTool, ToolChoice, ToolSpec, UserLocation, WebSearch,
 };

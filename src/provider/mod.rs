@@ -64,6 +64,8 @@ mod counter;
 pub mod gemini;
 #[cfg(feature = "openai")]
 pub mod openai_chat;
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
+pub(crate) mod server_tool;
 #[cfg(feature = "http")]
 mod service;
 #[cfg(any(feature = "openai", feature = "anthropic"))]

@@ -18,6 +18,7 @@ use super::format::Decode;
 use super::gateway::{Served, Shared};
 use super::guard::Route;
 use super::sealed_ids::open_request;
+use crate::provider::server_tool::drop_unfit;
 use crate::{ChatRequest, Error};
 
 /// A request let in: decoded, its model found, a place taken; and what was
@@ -92,6 +93,9 @@ pub(super) async fn admit<F: Decode, T>(
         && request.has_cache_breakpoints()
     {
         dropped.push("cache_control breakpoints".to_owned());
+    }
+    if let Some(kind) = upstream {
+        dropped.extend(drop_unfit(&mut request.options, kind));
     }
     if !dropped.is_empty() {
         tracing::warn!(

@@ -9,6 +9,7 @@ mod reply;
 mod reply_future;
 mod request;
 mod response_format;
+mod server_tool;
 mod stage;
 
 pub(crate) use accessors::inner_service_accessors;
@@ -20,4 +21,5 @@ pub use reply_future::{IntoEvents, ReplyFuture};
 pub use request::{ChatOptions, ChatRequest, ToolChoice, ToolSpec};
 pub(crate) use response_format::OutputCheck;
 pub use response_format::ResponseFormat;
+pub use server_tool::{CodeExecution, NativeTool, ServerTool, UserLocation, WebSearch};
 pub use stage::{BoxChatService, ChatService};

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::response_format::ResponseFormat;
+use super::server_tool::ServerTool;
 use crate::message::{CacheControl, ContentBlock, Message};
 
 /// A conversation to continue, with the options of the call.
@@ -89,7 +90,12 @@ pub struct ChatOptions {
     /// The tools the model may call.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<ToolSpec>,
-    /// Whether and which tool the model must call.
+    /// The tools the provider runs itself (web search, code execution…),
+    /// beside `tools`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_tools: Vec<ServerTool>,
+    /// Whether and which tool the model must call (a client tool or a
+    /// server tool, by name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<ToolChoice>,
     /// Sampling temperature.

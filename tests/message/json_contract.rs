@@ -2,9 +2,10 @@
 //! these tests pin the exact field names and tags, both ways.
 
 use lmstack::{
-    CallDetails, ChatOptions, ChatRequest, ContentBlock, Event, FinishReason, InvalidCall,
-    InvalidCallKind, Media, MediaRef, Message, Metadata, ReasoningDelta, ResponseFormat, Role,
-    TextDelta, ToolCall, ToolCallDelta, ToolChoice, ToolResult, ToolSpec, Usage,
+    CallDetails, ChatOptions, ChatRequest, CodeExecution, ContentBlock, Event, FinishReason,
+    InvalidCall, InvalidCallKind, Media, MediaRef, Message, Metadata, NativeTool, ReasoningDelta,
+    ResponseFormat, Role, ServerTool, TextDelta, ToolCall, ToolCallDelta, ToolChoice, ToolResult,
+    ToolSpec, Usage, UserLocation, WebSearch,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -439,6 +440,24 @@ fn request_and_options() {
             "Adds",
             json!({"type": "object", "properties": {"a": {"type": "number"}}}),
         )],
+        server_tools: vec![
+            ServerTool::WebSearch(WebSearch {
+                max_uses: Some(8),
+                user_location: Some(UserLocation {
+                    country: Some("FR".into()),
+                    ..UserLocation::default()
+                }),
+                native: Some(NativeTool::new(
+                    "anthropic",
+                    json!({"type": "web_search_20250305", "name": "web_search", "max_uses": 8})
+                        .as_object()
+                        .unwrap()
+                        .clone(),
+                )),
+                ..WebSearch::default()
+            }),
+            ServerTool::CodeExecution(CodeExecution::default()),
+        ],
         tool_choice: Some(ToolChoice::Tool("add".into())),
         temperature: Some(0.5),
         max_tokens: Some(100),
@@ -460,6 +479,11 @@ fn request_and_options() {
                "options": {"model": "gpt-4o",
                            "tools": [{"name": "add", "description": "Adds",
                                       "parameters": {"type": "object", "properties": {"a": {"type": "number"}}}}],
+                           "server_tools": [
+                               {"type": "web_search", "max_uses": 8, "user_location": {"country": "FR"},
+                                "native": {"wire": "anthropic", "tool": {"type": "web_search_20250305",
+                                    "name": "web_search", "max_uses": 8}}},
+                               {"type": "code_execution"}],
                            "tool_choice": {"tool": "add"}, "temperature": 0.5, "max_tokens": 100,
                            "response_format": {"type": "json_schema", "name": "sum",
                                                "schema": {"type": "object"}, "strict": true},

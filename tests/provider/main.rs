@@ -52,6 +52,8 @@ mod refused;
 mod reply_extras;
 #[cfg(feature = "openai")]
 mod secrets;
+#[cfg(all(feature = "openai", feature = "anthropic", feature = "gemini"))]
+mod server_tools;
 mod sse;
 #[cfg(feature = "openai")]
 mod tls;

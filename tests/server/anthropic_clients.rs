@@ -290,3 +290,81 @@ async fn the_models_are_listed_in_the_clients_shape() {
     assert_eq!(status, 404);
     assert!(missing["error"]["message"].is_string(), "{missing}");
 }
+
+/// Claude Code's WebSearch request (its tool exactly as Claude Code writes it).
+const WEB_SEARCH: &str = r#"{"model":"m","max_tokens":64,
+    "messages":[{"role":"user","content":"Perform a web search for the query: tokio 1.45"}],
+    "tools":[{"type":"web_search_20250305","name":"web_search","max_uses":8}]}"#;
+
+#[tokio::test]
+async fn claude_codes_web_search_reaches_an_anthropic_upstream_as_it_came() {
+    let message =
+        br#"{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5",
+        "content":[{"type":"text","text":"Found it."}],"stop_reason":"end_turn",
+        "usage":{"input_tokens":3,"output_tokens":2}}"#;
+    let upstream = Server::start(vec![Answer::ok("application/json", message, &[64])]).await;
+    let gateway = Gateway::new().model("m", "anthropic", anthropic_upstream(&upstream), 4);
+    let base = serve(gateway).await;
+    let (status, reply) = post(&format!("{base}/v1/messages"), CLAUDE_CODE, WEB_SEARCH).await;
+    assert_eq!(status, 200, "{reply}");
+    let (headers, body) = upstream.requests().remove(0);
+    assert_eq!(
+        body["tools"].to_string(),
+        r#"[{"type":"web_search_20250305","name":"web_search","max_uses":8}]"#
+    );
+    // Web search needs no beta flag; the client's own pass.
+    assert!(!header(&headers, "anthropic-beta")[0].contains("code-execution"));
+}
+
+#[tokio::test]
+async fn claude_codes_web_search_reaches_a_gemini_upstream_as_google_search_and_its_citations_come_back()
+ {
+    let answer = br#"{"candidates":[{"content":{"role":"model","parts":[
+        {"executableCode":{"language":"PYTHON","code":"print(1)"}},
+        {"codeExecutionResult":{"outcome":"OUTCOME_OK","output":"1\n"}},
+        {"text":"Tokio 1.45 is out."}]},
+        "finishReason":"STOP",
+        "groundingMetadata":{"groundingChunks":[{"web":{"uri":"https://tokio.rs/blog","title":"tokio.rs"}}],
+            "groundingSupports":[{"segment":{"startIndex":0,"endIndex":18,"text":"Tokio 1.45 is out."},
+                "groundingChunkIndices":[0]}]}}],
+        "usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":5}}"#;
+    let upstream = Server::start(vec![Answer::ok("application/json", answer, &[64])]).await;
+    let gateway = Gateway::new().model("m", "gemini", gemini_upstream(&upstream), 4);
+    let base = serve(gateway).await;
+    let (status, reply) = post(&format!("{base}/v1/messages"), CLAUDE_CODE, WEB_SEARCH).await;
+    assert_eq!(status, 200, "{reply}");
+    let (_, body) = upstream.requests().remove(0);
+    assert_eq!(body["tools"], json!([{"googleSearch": {}}]), "{body}");
+    let text: Vec<&str> = (reply["content"].as_array().unwrap().iter())
+        .filter_map(|block| block["text"].as_str())
+        .collect();
+    assert_eq!(text.concat(), "Tokio 1.45 is out.", "{reply}");
+    assert!(
+        reply.to_string().contains("https://tokio.rs/blog"),
+        "{reply}"
+    );
+}
+
+#[tokio::test]
+async fn claude_codes_web_search_reaches_an_openai_upstream_as_web_search_options() {
+    let completion = br#"{"id":"c1","object":"chat.completion","created":1,"model":"gpt",
+        "choices":[{"index":0,"message":{"role":"assistant","content":"Found it."},"finish_reason":"stop"}]}"#;
+    let upstream = Server::start(vec![Answer::ok("application/json", completion, &[64])]).await;
+    let gateway = Gateway::new().model("m", "openai", openai_upstream(&upstream), 4);
+    let base = serve(gateway).await;
+    let forced = WEB_SEARCH.replace(
+        r#""tools""#,
+        r#""tool_choice":{"type":"tool","name":"web_search"},"tools""#,
+    );
+    let (status, reply) = post(&format!("{base}/v1/messages"), CLAUDE_CODE, &forced).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["content"][0]["text"], "Found it.");
+    let (_, body) = upstream.requests().remove(0);
+    // `max_uses` has no place there; a choice of a tool that is no function
+    // is left to the model.
+    assert_eq!(body["web_search_options"], json!({}), "{body}");
+    assert!(
+        body.get("tools").is_none() && body.get("tool_choice").is_none(),
+        "{body}"
+    );
+}

@@ -458,8 +458,9 @@ async fn natural_tools_model_prompts_in_and_reads_the_familys_own_markup() {
 }
 
 /// What an Anthropic client sends that an OpenAI upstream cannot take — its
-/// beta flags, its cache breakpoints — is dropped, the request answered, and
-/// the log says what was dropped.
+/// beta flags, its cache breakpoints, code execution and web search's
+/// `max_uses` — is dropped, the request answered, and the log says what was
+/// dropped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_the_upstream_cannot_take_is_dropped_with_a_warning_in_the_log() {
     let completion = br#"{"id":"c1","object":"chat.completion","created":1,"model":"gpt",
@@ -480,7 +481,9 @@ async fn what_the_upstream_cannot_take_is_dropped_with_a_warning_in_the_log() {
     );
     let serving = serve(&["--config", &config]);
     let request = json!({"model": "gpt", "max_tokens": 16, "messages": [{"role": "user", "content": [
-        {"type": "text", "text": "Hello", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}]});
+        {"type": "text", "text": "Hello", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}],
+        "tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 8},
+            {"type": "code_execution_20250825", "name": "code_execution"}]});
     let response = reqwest::Client::new()
         .post(format!("{}/v1/messages", serving.base))
         .header("content-type", "application/json")
@@ -496,9 +499,15 @@ async fn what_the_upstream_cannot_take_is_dropped_with_a_warning_in_the_log() {
         !sent.contains("cache_control") && !sent.contains("interleaved"),
         "{sent}"
     );
+    assert!(
+        sent.contains(r#""web_search_options":{}"#) && !sent.contains("code_execution"),
+        "{sent}"
+    );
     serving.log_containing(&[
         "does not take were dropped",
         "anthropic-beta",
         "cache_control breakpoints",
+        "web_search max_uses",
+        "server tool `code_execution`",
     ]);
 }

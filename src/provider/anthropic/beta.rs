@@ -75,27 +75,30 @@ fn extra_flags(value: &Value) -> Vec<String> {
     }
 }
 
-/// Writes `extra`'s flags into `headers`' `anthropic-beta`, after the flags
-/// already there (the configuration's), as one comma-separated value.
+/// Writes `extra`'s flags, then `needed` (one the request's tools need),
+/// into `headers`' `anthropic-beta`, after the flags already there (the
+/// configuration's), as one comma-separated value.
 pub(crate) fn write_header(
     extra: &Map<String, Value>,
+    needed: Option<&str>,
     headers: &mut HeaderMap,
 ) -> Result<(), Error> {
-    let Some(value) = extra.get(BETA_KEY) else {
-        return Ok(());
+    let asked = match extra.get(BETA_KEY) {
+        None => Vec::new(),
+        Some(value @ (Value::String(_) | Value::Array(_))) => extra_flags(value),
+        Some(_) => {
+            return Err(Error::InvalidRequest(format!(
+                "{PROVIDER}: `{BETA_KEY}` must be a list of flags"
+            )));
+        }
     };
-    if !matches!(value, Value::String(_) | Value::Array(_)) {
-        return Err(Error::InvalidRequest(format!(
-            "{PROVIDER}: `{BETA_KEY}` must be a list of flags"
-        )));
-    }
     let held: Vec<&str> = headers
         .get_all(BETA_HEADER)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .collect();
-    let asked = extra_flags(value);
-    let all = flags(held.into_iter().chain(asked.iter().map(String::as_str)));
+    let asked = asked.iter().map(String::as_str).chain(needed);
+    let all = flags(held.into_iter().chain(asked));
     if all.is_empty() {
         return Ok(());
     }
@@ -139,11 +142,13 @@ mod tests {
         headers.insert(BETA_HEADER, HeaderValue::from_static("own-1"));
         let mut extra = Map::new();
         extra.insert(BETA_KEY.into(), json!(["client-1", "own-1"]));
-        write_header(&extra, &mut headers).unwrap();
+        write_header(&extra, None, &mut headers).unwrap();
         assert_eq!(headers[BETA_HEADER], "own-1,client-1");
+        write_header(&extra, Some("tool-1"), &mut headers).unwrap();
+        assert_eq!(headers[BETA_HEADER], "own-1,client-1,tool-1");
         extra.insert(BETA_KEY.into(), json!(["bad\nflag"]));
-        assert!(write_header(&extra, &mut headers).is_err());
+        assert!(write_header(&extra, None, &mut headers).is_err());
         extra.insert(BETA_KEY.into(), json!(7));
-        assert!(write_header(&extra, &mut headers).is_err());
+        assert!(write_header(&extra, None, &mut headers).is_err());
     }
 }

@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use super::lower::{BLOCK_KEY, BLOCKS_KEY, EXTRA_KEY, MESSAGE_KEY, TOOL_CHOICE_KEY};
 use super::output_format;
+use super::server_tool;
 use super::types::{
     self, Block, Content, MediaBlock, Request, Role as WireRole, Source, ToolChoice as WireChoice,
 };
@@ -63,8 +64,18 @@ use crate::{ChatRequest, ContentBlock, Error, Media, ToolChoice, ToolSpec};
 /// result content block's under [`BLOCKS_KEY`] (by position), a message's
 /// other than `role` and `content` under [`MESSAGE_KEY`];
 /// `tool_choice.disable_parallel_tool_use` in `options.extra`'s
-/// [`TOOL_CHOICE_KEY`]. `tool_choice`'s unknown fields are dropped. Server
-/// tools in `tools` (a `type` other than `custom`) are refused.
+/// [`TOOL_CHOICE_KEY`]. `tool_choice`'s unknown fields are dropped.
+///
+/// A tool with a `type` other than `custom` is a server tool
+/// (`options.server_tools`): `web_search_*` → [`ServerTool::WebSearch`]
+/// (`max_uses`, `allowed_domains`, `blocked_domains`, `user_location`),
+/// `code_execution_*` → [`ServerTool::CodeExecution`], any other →
+/// [`ServerTool::Native`]; each keeps the tool object as it came, which the
+/// Anthropic lowering sends back as it came.
+///
+/// [`ServerTool::WebSearch`]: crate::ServerTool::WebSearch
+/// [`ServerTool::CodeExecution`]: crate::ServerTool::CodeExecution
+/// [`ServerTool::Native`]: crate::ServerTool::Native
 ///
 /// Bad input — not JSON, a wrong type, a missing `max_tokens` or `messages`,
 /// no message (a `system` alone included: the API refuses it too), an unknown
@@ -131,6 +142,22 @@ fn invalid(message: String) -> Error {
     Error::InvalidRequest(message)
 }
 
+/// A server tool's object as the client wrote it (`type` and `name` first,
+/// as clients write them).
+fn raw_tool(kind: String, tool: types::Tool) -> Map<String, Value> {
+    let mut fields = Map::new();
+    fields.insert("type".into(), kind.into());
+    fields.insert("name".into(), tool.name.into());
+    if let Some(description) = tool.description {
+        fields.insert("description".into(), description.into());
+    }
+    if let Some(schema) = tool.input_schema {
+        fields.insert("input_schema".into(), schema);
+    }
+    fields.extend(tool.extra);
+    fields
+}
+
 /// The walk over a decoded request.
 #[derive(Default)]
 struct Decoder {
@@ -179,10 +206,11 @@ impl Decoder {
         options.temperature = request.temperature;
         options.stream = request.stream;
         for (index, mut tool) in request.tools.into_iter().enumerate() {
-            if let Some(kind) = tool.kind.as_deref().filter(|kind| *kind != "custom") {
-                return Err(invalid(format!(
-                    "tools[{index}]: server tools (type `{kind}`) are not supported"
-                )));
+            if let Some(kind) = tool.kind.take().filter(|kind| kind != "custom") {
+                options
+                    .server_tools
+                    .push(server_tool::decode(raw_tool(kind, tool)));
+                continue;
             }
             let Some(schema) = tool.input_schema else {
                 return Err(invalid(format!(

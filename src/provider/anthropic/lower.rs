@@ -17,6 +17,7 @@ use super::beta::BETA_KEY;
 use super::cache;
 use super::citation;
 use super::output_format;
+use super::server_tool;
 use super::types::{
     Block, Content, InputMessage, MediaBlock, RedactedThinkingBlock, Request, Role as WireRole,
     Source, TextBlock, ThinkingBlock, Tool, ToolChoice as WireChoice, ToolResultBlock,
@@ -132,7 +133,13 @@ pub fn lower(request: &ChatRequest, options: &LowerOptions) -> Result<Value, Err
 /// of the same name; an extra `stop` (a string or a list) is sent as
 /// `stop_sequences`. A JSON-schema response format goes in
 /// `output_config.format`, beside any other `output_config` setting; the beta
-/// flags ([`BETA_KEY`](super::BETA_KEY)) go in a header instead.
+/// flags ([`BETA_KEY`](super::BETA_KEY)) go in a header instead. Server tools
+/// follow the client's tools in `tools`: one an Anthropic client wrote goes
+/// back as it came (its typed options written over it if they were changed),
+/// web search from another wire as [`WEB_SEARCH_TYPE`](super::WEB_SEARCH_TYPE)
+/// with its options, code execution as
+/// [`CODE_EXECUTION_TYPE`](super::CODE_EXECUTION_TYPE) (with its beta flag in
+/// the header); another wire's own tool is refused.
 ///
 /// ```
 /// use lmstack::provider::anthropic::types::Content;
@@ -171,12 +178,16 @@ pub fn lower_request(request: &ChatRequest, options: &LowerOptions) -> Result<Re
     if let Some(format) = &chat.response_format {
         output_format::lower(format, &mut extra);
     }
+    let mut tools: Vec<Tool> = chat.tools.iter().map(lower_tool).collect();
+    for tool in &chat.server_tools {
+        tools.push(server_tool::lower(tool)?);
+    }
     Ok(Request {
         model: chat.model.clone(),
         max_tokens: chat.max_tokens.unwrap_or(options.max_tokens),
         system,
         messages: history.out,
-        tools: chat.tools.iter().map(lower_tool).collect(),
+        tools,
         tool_choice: chat
             .tool_choice
             .as_ref()

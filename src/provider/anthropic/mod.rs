@@ -45,6 +45,7 @@ mod lower;
 mod output_format;
 #[cfg(feature = "server")]
 pub(crate) mod portable;
+mod server_tool;
 pub mod types;
 
 pub use beta::BETA_KEY;
@@ -58,6 +59,7 @@ pub use lower::{
     BLOCK_KEY, BLOCKS_KEY, DEFAULT_MAX_TOKENS, EXTRA_KEY, LowerOptions, MESSAGE_KEY,
     TOOL_CHOICE_KEY, lower, lower_request,
 };
+pub use server_tool::{CODE_EXECUTION_BETA, CODE_EXECUTION_TYPE, WEB_SEARCH_TYPE};
 
 use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
@@ -102,7 +104,9 @@ impl Wire for Messages {
         headers
             .entry(HeaderName::from_static("anthropic-version"))
             .or_insert(HeaderValue::from_static(API_VERSION));
-        beta::write_header(&request.options.extra, headers)
+        let needed = server_tool::needs_code_execution_beta(&request.options.server_tools)
+            .then_some(server_tool::CODE_EXECUTION_BETA);
+        beta::write_header(&request.options.extra, needed, headers)
     }
 
     fn lower(&self, request: &ChatRequest) -> Result<Value, Error> {

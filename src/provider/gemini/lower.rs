@@ -25,9 +25,10 @@ use crate::provider::Kind;
 use crate::provider::history::{self, LowerHistory};
 use crate::provider::media::{self, MediaPart, MediaPlan, Placement, ToolResultMedia};
 use crate::provider::redact::redact_url;
+use crate::provider::server_tool;
 use crate::{
-    ChatRequest, ContentBlock, Error, Media, MediaSource, Message, ResponseFormat, Role, ToolCall,
-    ToolChoice, ToolResult, ToolSpec,
+    ChatRequest, ContentBlock, Error, Media, MediaSource, Message, ResponseFormat, Role,
+    ServerTool, ToolCall, ToolChoice, ToolResult, ToolSpec,
 };
 
 /// What a system message after the conversation's start is wrapped in, as
@@ -107,7 +108,11 @@ pub fn lower(request: &ChatRequest, options: &LowerOptions) -> Result<Value, Err
 /// Lowers a request to the typed `generateContent` body.
 ///
 /// A response format sets `generationConfig.responseMimeType` to
-/// `application/json` and, with a schema, `responseJsonSchema`.
+/// `application/json` and, with a schema, `responseJsonSchema`. Server tools
+/// follow the function declarations in `tools`: web search as
+/// `{"googleSearch": {}}`, code execution as `{"codeExecution": {}}`; with
+/// server tools, a tool choice that names none of the functions (or with no
+/// function to choose) is left out, so the model decides.
 /// `options.extra` is merged into the body last: an object into the object of
 /// the same name, key by key (so `generationConfig.thinkingConfig` joins
 /// `maxOutputTokens`), anything else replacing what is there; keys the body
@@ -138,7 +143,7 @@ pub fn lower_request(
     let policy = options.media_policy(chat.model.as_deref());
     let mut history = History::new(policy);
     history.lower(&request.messages)?;
-    let tools = if chat.tools.is_empty() {
+    let mut tools = if chat.tools.is_empty() {
         Vec::new()
     } else {
         vec![Tool {
@@ -146,6 +151,9 @@ pub fn lower_request(
             extra: Map::new(),
         }]
     };
+    for tool in &chat.server_tools {
+        tools.push(lower_server_tool(tool)?);
+    }
     let generation = GenerationConfig {
         temperature: chat.temperature,
         max_output_tokens: chat.max_tokens,
@@ -162,7 +170,7 @@ pub fn lower_request(
         }),
         contents: history.contents,
         tools,
-        tool_config: chat.tool_choice.as_ref().map(|choice| ToolConfig {
+        tool_config: server_tool::function_choice(chat).map(|choice| ToolConfig {
             function_calling_config: Some(lower_tool_choice(choice)),
             extra: Map::new(),
         }),
@@ -260,6 +268,24 @@ fn lower_tool(tool: &ToolSpec) -> FunctionDeclaration {
         parameters_json_schema: Some(tool.parameters.clone()),
         extra: Map::new(),
     }
+}
+
+/// A server tool as a tool of its own: web search as `{"googleSearch": {}}`
+/// (none of its options: the Gemini API has no place for them), code
+/// execution as `{"codeExecution": {}}`, a tool a Gemini client wrote
+/// (`{"urlContext": {}}`) as it came; another wire's own tool is refused.
+fn lower_server_tool(tool: &ServerTool) -> Result<Tool, Error> {
+    let own = |key: &str| Map::from_iter([(key.to_owned(), Value::Object(Map::new()))]);
+    let extra = match (tool.native_of(Kind::Gemini.name()), tool) {
+        (Some(native), _) => native.tool.clone(),
+        (None, ServerTool::WebSearch(_)) => own("googleSearch"),
+        (None, ServerTool::CodeExecution(_)) => own("codeExecution"),
+        (None, ServerTool::Native(_)) => return Err(server_tool::lacking(Kind::Gemini, tool)),
+    };
+    Ok(Tool {
+        function_declarations: None,
+        extra,
+    })
 }
 
 fn lower_tool_choice(choice: &ToolChoice) -> FunctionCallingConfig {

@@ -12,6 +12,7 @@ use super::lower::{
     DEVELOPER_KEY, EXTRA_KEY, MESSAGE_KEY, PARTS_KEY, REASONING_FIELD_KEY, REFUSAL_KEY,
 };
 use super::response_format;
+use super::server_tool;
 use super::types::{
     ChatCompletionRequest, ChatMessage, ChatRole, ContentPart, FileData, MessageContent,
     ToolChoice as WireToolChoice,
@@ -173,6 +174,9 @@ fn request_from_wire(wire: ChatCompletionRequest) -> Result<ChatRequest, Error> 
         None => (None, None),
     };
     options.response_format = format;
+    if let Some(search) = wire.web_search_options {
+        options.server_tools.push(server_tool::decode(search)?);
+    }
     let extra = &mut options.extra;
     keep(extra, "response_format", other_format);
     keep(extra, "top_p", wire.top_p);

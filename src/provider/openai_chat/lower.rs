@@ -9,6 +9,7 @@
 use serde_json::{Map, Value};
 
 use super::response_format;
+use super::server_tool as search;
 use super::types::{
     ChatCompletionRequest, ChatMessage, ChatRole, ContentPart, FileData, FunctionCall,
     FunctionDefinition, FunctionName, ImageUrl, InputAudio, MessageContent, NamedToolChoice,
@@ -20,6 +21,7 @@ use crate::provider::Kind;
 use crate::provider::history::{self, LowerHistory};
 use crate::provider::media::{self, MediaPart, MediaPlan, Placement, ToolResultMedia};
 use crate::provider::redact::redact_url;
+use crate::provider::server_tool;
 use crate::provider::wire_extra;
 use crate::{
     ChatRequest, ContentBlock, Error, Media, MediaSource, Message, Role, ToolCall, ToolChoice,
@@ -181,13 +183,17 @@ pub fn lower_request(
     let mut body = ChatCompletionRequest {
         model: chat.model.clone(),
         messages: History::new(options).lower(&request.messages)?,
-        tool_choice: chat.tool_choice.as_ref().map(lower_tool_choice),
+        tool_choice: server_tool::function_choice(chat).map(lower_tool_choice),
         temperature: chat.temperature,
         extra: chat.extra.clone(),
         ..ChatCompletionRequest::default()
     };
     if !chat.extra.contains_key("response_format") {
         body.response_format = chat.response_format.as_ref().map(response_format::lower);
+    }
+    let web_search = search::lower(&chat.server_tools)?;
+    if !chat.extra.contains_key("web_search_options") {
+        body.web_search_options = web_search;
     }
     if !chat.tools.is_empty() {
         let tools = chat.tools.iter().map(|tool| lower_tool(tool, options));

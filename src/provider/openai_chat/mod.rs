@@ -42,6 +42,7 @@ mod lower;
 #[cfg(feature = "server")]
 pub(crate) mod portable;
 mod response_format;
+mod server_tool;
 pub mod types;
 
 /// The media policy every provider shares, here for the paths written before it was.

@@ -95,6 +95,10 @@ pub struct ChatCompletionRequest {
     /// Reasoning effort (`low`, `medium`, `high`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_effort: Option<String>,
+    /// Web search (`{}`, `search_context_size`, `user_location`), which the
+    /// search models take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub web_search_options: Option<Value>,
     /// Every other field, verbatim.
     #[serde(flatten)]
     pub extra: Map<String, Value>,

@@ -319,12 +319,6 @@ fn bad_requests_are_invalid_and_name_the_field_at_fault() {
             "tools[0]: missing field `input_schema`",
         ),
         (
-            &format!(
-                r#"{{"max_tokens":1,"messages":{user},"tools":[{{"type":"web_search_20250305","name":"web_search"}}]}}"#
-            ),
-            "tools[0]: server tools",
-        ),
-        (
             &format!(r#"{{"max_tokens":1,"messages":{user},"tool_choice":{{"type":"tool"}}}}"#),
             "tool_choice: missing field `name`",
         ),
