@@ -373,8 +373,8 @@ impl Lifter {
         else {
             return;
         };
-        if text.is_empty() && signature.is_none() {
-            return;
+        if text.is_empty() && signature.is_none() && metadata.is_none() {
+            return; // nothing new: the item's message already began
         }
         let text = if std::mem::take(part_break) && !text.is_empty() {
             format!("{PART_BREAK}{text}")
