@@ -277,13 +277,23 @@ pin_project_lite::pin_project! {
 }
 
 /// The future of a wire not built in: a type without values.
-#[cfg(not(all(feature = "openai", feature = "openai-responses", feature = "anthropic", feature = "gemini")))]
+#[cfg(not(all(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic",
+    feature = "gemini"
+)))]
 struct Absent<F>(
     std::convert::Infallible,
     std::marker::PhantomData<fn() -> F>,
 );
 
-#[cfg(not(all(feature = "openai", feature = "openai-responses", feature = "anthropic", feature = "gemini")))]
+#[cfg(not(all(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic",
+    feature = "gemini"
+)))]
 impl<F> Future for Absent<F> {
     type Output = Result<Reply, Error>;
 

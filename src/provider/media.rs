@@ -252,11 +252,11 @@ mod tests {
     use crate::Media;
 
     #[cfg(any(
-    feature = "openai",
-    feature = "openai-responses",
-    feature = "anthropic",
-    feature = "gemini"
-))]
+        feature = "openai",
+        feature = "openai-responses",
+        feature = "anthropic",
+        feature = "gemini"
+    ))]
     impl MediaPart for String {
         fn text(text: String) -> Self {
             text
@@ -272,11 +272,11 @@ mod tests {
     }
 
     #[cfg(any(
-    feature = "openai",
-    feature = "openai-responses",
-    feature = "anthropic",
-    feature = "gemini"
-))]
+        feature = "openai",
+        feature = "openai-responses",
+        feature = "anthropic",
+        feature = "gemini"
+    ))]
     #[test]
     fn the_plan_places_files_by_policy_and_hands_the_waiting_ones_out_once() {
         let text = ToolResult::text("c1", "shot", "plain");

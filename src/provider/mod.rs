@@ -65,7 +65,11 @@ pub mod sse;
 pub mod anthropic;
 #[cfg(feature = "http")]
 pub mod body;
-#[cfg(any(feature = "openai", feature = "openai-responses", feature = "anthropic"))]
+#[cfg(any(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic"
+))]
 mod call_order;
 #[cfg(feature = "http")]
 mod config;
@@ -81,13 +85,21 @@ pub mod openai_responses;
 mod openai_shared;
 #[cfg(feature = "http")]
 mod service;
-#[cfg(any(feature = "openai", feature = "openai-responses", feature = "anthropic"))]
+#[cfg(any(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic"
+))]
 mod text_or_list;
 #[cfg(feature = "http")]
 pub mod transport;
 #[cfg(feature = "http")]
 pub mod wire;
-#[cfg(any(feature = "openai", feature = "openai-responses", feature = "anthropic"))]
+#[cfg(any(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic"
+))]
 mod wire_extra;
 
 #[cfg(any(

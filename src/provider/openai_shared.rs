@@ -159,9 +159,13 @@ mod tests {
 
     #[test]
     fn a_url_citation_lifts_and_lowers_back_with_its_offset() {
-        let payload = json!({"url": "https://a.example", "title": "A", "start_index": 7, "end_index": 9});
+        let payload =
+            json!({"url": "https://a.example", "title": "A", "start_index": 7, "end_index": 9});
         let citation = lift_url_citation(&payload, 5).unwrap();
-        assert_eq!(citation.span.map(|span| (span.start, span.end)), Some((2, 4)));
+        assert_eq!(
+            citation.span.map(|span| (span.start, span.end)),
+            Some((2, 4))
+        );
         assert_eq!(
             lower_url_citation(&citation, 5).map(Value::Object),
             Some(payload)
@@ -172,12 +176,17 @@ mod tests {
     #[test]
     fn usage_keeps_absent_details_absent_and_writes_cache_writes() {
         let usage = lift_usage(10, 4, None, None, Metadata::new());
-        assert_eq!((usage.cached_input_tokens, usage.reasoning_tokens), (None, None));
+        assert_eq!(
+            (usage.cached_input_tokens, usage.reasoning_tokens),
+            (None, None)
+        );
         let details = PromptTokensDetails::read_lenient(
             &json!({"d": {"cached_tokens": 3, "cache_write_tokens": 2}}),
             "/d",
         );
-        let reasoning = Some(CompletionTokensDetails { reasoning_tokens: 1 });
+        let reasoning = Some(CompletionTokensDetails {
+            reasoning_tokens: 1,
+        });
         let usage = lift_usage(10, 4, details, reasoning, Metadata::new());
         assert_eq!(usage.cached_input_tokens, Some(3));
         assert_eq!(usage.cache_write_input_tokens(), Some(2));

@@ -358,13 +358,7 @@ impl Lifter {
     }
 
     /// A piece of reasoning (its summary or text), or its signature.
-    fn reasoning(
-        &mut self,
-        index: u32,
-        text: String,
-        signature: Option<String>,
-        out: &mut Output,
-    ) {
+    fn reasoning(&mut self, index: u32, text: String, signature: Option<String>, out: &mut Output) {
         let Some(Open::Reasoning {
             metadata,
             streamed,
@@ -452,7 +446,9 @@ impl Lifter {
                     citations.extend(
                         text.annotations
                             .iter()
-                            .filter(|a| a.get("type").and_then(Value::as_str) == Some("url_citation"))
+                            .filter(|a| {
+                                a.get("type").and_then(Value::as_str) == Some("url_citation")
+                            })
                             .filter_map(|a| lift_url_citation(a, 0))
                             .map(|citation| match citation.span {
                                 Some(span) => {
@@ -510,13 +506,15 @@ impl Lift for Lifter {
     /// Lifts a whole non-streaming body (a `response` object, or an error).
     fn body(&mut self, body: &[u8], out: &mut Output) -> Result<(), Error> {
         let value: Value = parse(PROVIDER, body, "the body", "a JSON response")?;
-        if value.get("error").is_some_and(|error| !error.is_null())
-            && value.get("output").is_none()
+        if value.get("error").is_some_and(|error| !error.is_null()) && value.get("output").is_none()
         {
             return Err(ProviderError::in_stream(PROVIDER, &value).into());
         }
         let response: Response = serde_json::from_value(value).map_err(|error| {
-            malformed(PROVIDER, format!("the body is not a Responses `response` ({error})"))
+            malformed(
+                PROVIDER,
+                format!("the body is not a Responses `response` ({error})"),
+            )
         })?;
         self.started(&response);
         let mut response = response;

@@ -31,15 +31,17 @@
 use serde_json::{Map, Value};
 
 use super::types::{
-    ContentPart, FunctionCallItem, FunctionCallOutputItem, FunctionTool, InputFile, InputImage,
-    Input, Item, MessageContent, MessageItem, MessageRole, OutputText, ReasoningItem, Refusal,
+    ContentPart, FunctionCallItem, FunctionCallOutputItem, FunctionTool, Input, InputFile,
+    InputImage, Item, MessageContent, MessageItem, MessageRole, OutputText, ReasoningItem, Refusal,
     ResponseRequest, SummaryPart, TextConfig, TextPart, Tool, ToolChoice as WireToolChoice,
 };
 use crate::message::{Metadata, MultimodalMessage, ReasoningMessage, TextMessage};
 use crate::provider::Kind;
 use crate::provider::history::{self, LowerHistory};
 use crate::provider::media::{self, MediaPart, MediaPlan, Placement, ToolResultMedia};
-use crate::provider::openai_shared::{DEVELOPER_KEY, REFUSAL_KEY, json_schema_fields, lower_url_citation};
+use crate::provider::openai_shared::{
+    DEVELOPER_KEY, REFUSAL_KEY, json_schema_fields, lower_url_citation,
+};
 use crate::provider::wire_extra;
 use crate::{
     ChatRequest, ContentBlock, Error, Media, MediaSource, ResponseFormat, Role, ToolCall,
@@ -339,10 +341,8 @@ impl History {
     fn close_injected(&mut self) {
         if let Some(parts) = self.media.take_waiting() {
             let content = MessageContent::Parts(parts);
-            self.items.push(Item::Message(MessageItem::new(
-                MessageRole::User,
-                content,
-            )));
+            self.items
+                .push(Item::Message(MessageItem::new(MessageRole::User, content)));
         }
     }
 }
@@ -459,17 +459,20 @@ impl LowerHistory for History {
                     [ContentBlock::Text { text, .. }] => MessageContent::Text(text.clone()),
                     blocks => MessageContent::Parts(parts(blocks, &result.metadata)?),
                 },
-                Placement::Native => MessageContent::Parts(parts(&result.content, &result.metadata)?),
+                Placement::Native => {
+                    MessageContent::Parts(parts(&result.content, &result.metadata)?)
+                }
                 Placement::Injected(text) => MessageContent::Text(text),
             };
             let (id, extra) = self.kept(&result.metadata);
-            self.items.push(Item::FunctionCallOutput(FunctionCallOutputItem {
-                id,
-                call_id: result.call_id.clone(),
-                output,
-                status: None,
-                extra,
-            }));
+            self.items
+                .push(Item::FunctionCallOutput(FunctionCallOutputItem {
+                    id,
+                    call_id: result.call_id.clone(),
+                    output,
+                    status: None,
+                    extra,
+                }));
         }
         Ok(())
     }

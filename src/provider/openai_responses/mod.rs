@@ -41,11 +41,11 @@ pub(crate) mod portable;
 pub mod types;
 
 pub use super::media::ToolResultMedia;
+pub use super::openai_shared::{DEVELOPER_KEY, REFUSAL_KEY};
 pub use lift::Lifter;
 pub use lower::{
     EXTRA_KEY, INSTRUCTIONS_KEY, ITEM_KEY, LowerOptions, PARTS_KEY, lower, lower_request,
 };
-pub use super::openai_shared::{DEVELOPER_KEY, REFUSAL_KEY};
 
 use serde_json::Value;
 

@@ -858,10 +858,7 @@ type Tagged = (Option<String>, Map<String, Value>);
 
 /// An object's `type` and its fields, the `type` taken off when it is one of
 /// `known` (kept in place otherwise, for an `Other` that goes back as it came).
-fn tagged<'de, D: Deserializer<'de>>(
-    deserializer: D,
-    known: &[&str],
-) -> Result<Tagged, D::Error> {
+fn tagged<'de, D: Deserializer<'de>>(deserializer: D, known: &[&str]) -> Result<Tagged, D::Error> {
     let mut fields = Map::<String, Value>::deserialize(deserializer)?;
     let kind = match fields.get("type") {
         Some(Value::String(kind)) => Some(kind.clone()),

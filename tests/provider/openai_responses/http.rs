@@ -71,5 +71,9 @@ async fn an_error_answer_is_a_provider_error_with_the_key_redacted() {
     };
     assert_eq!((error.status, error.provider), (401, "openai-responses"));
     assert_eq!(error.code.as_deref(), Some("invalid_api_key"));
-    assert!(!error.message.contains(KEY) && error.message.contains(REDACTED), "{}", error.message);
+    assert!(
+        !error.message.contains(KEY) && error.message.contains(REDACTED),
+        "{}",
+        error.message
+    );
 }

@@ -28,7 +28,12 @@ const ERROR_BODY: &str = "openai_responses/vercel-ai/openai-error.1.json";
 pub fn framed(events: &[Value]) -> Vec<u8> {
     events
         .iter()
-        .map(|event| format!("event: {}\ndata: {event}\n\n", event["type"].as_str().unwrap()))
+        .map(|event| {
+            format!(
+                "event: {}\ndata: {event}\n\n",
+                event["type"].as_str().unwrap()
+            )
+        })
         .collect::<String>()
         .into_bytes()
 }
@@ -87,7 +92,10 @@ fn reasoning(message: &Message) -> (&str, Option<&str>, &Value) {
     let Message::Reasoning(reasoning) = message else {
         panic!("reasoning: {message:?}");
     };
-    let kept = reasoning.metadata.get(EXTRA_KEY).expect("this wire's reasoning");
+    let kept = reasoning
+        .metadata
+        .get(EXTRA_KEY)
+        .expect("this wire's reasoning");
     (&reasoning.text, reasoning.signature.as_deref(), kept)
 }
 
@@ -97,8 +105,15 @@ fn the_fantasy_turns_lift_to_their_calls_text_usage_and_finish() {
     let first = exchanges[0].response.as_bytes();
     let messages = sse(first);
     let (text, signature, kept) = reasoning(&messages[0]);
-    assert_eq!((text, signature), ("", None), "no summary, no encrypted content asked for");
-    assert_eq!(kept["id"], "rs_0a7836d50cf181dd016a3c122e5e1881a1b60647835c2c9ab0");
+    assert_eq!(
+        (text, signature),
+        ("", None),
+        "no summary, no encrypted content asked for"
+    );
+    assert_eq!(
+        kept["id"],
+        "rs_0a7836d50cf181dd016a3c122e5e1881a1b60647835c2c9ab0"
+    );
     let calls = messages[1].calls();
     let seen: Vec<(&str, &str, &Value)> = calls
         .iter()
@@ -118,7 +133,10 @@ fn the_fantasy_turns_lift_to_their_calls_text_usage_and_finish() {
     );
     let usage = usage(&messages);
     assert_eq!((usage.input_tokens, usage.output_tokens), (109, 223));
-    assert_eq!((usage.cached_input_tokens, usage.reasoning_tokens), (Some(0), Some(128)));
+    assert_eq!(
+        (usage.cached_input_tokens, usage.reasoning_tokens),
+        (Some(0), Some(128))
+    );
     assert_eq!(
         usage.metadata.generation_id(),
         Some("resp_0a7836d50cf181dd016a3c122cf3b881a1947fb8d49897cfca")
@@ -144,10 +162,19 @@ fn reasoning_summaries_stream_and_the_encrypted_content_comes_from_the_done_item
     assert_eq!(streams.len(), 4);
     let messages = sse(&streams[0]);
     let (text, signature, kept) = reasoning(&messages[0]);
-    assert!(text.starts_with("**Calculating step-by-step using calculator**\n\nI'll compute 12 plus 7"), "{text}");
+    assert!(
+        text.starts_with("**Calculating step-by-step using calculator**\n\nI'll compute 12 plus 7"),
+        "{text}"
+    );
     let signature = signature.unwrap();
-    assert!(signature.starts_with("gAAAAABpPDIVOKrs"), "the done item's, not the added one's");
-    assert_eq!(kept["id"], "rs_01830d662ab3856501693c321405c88190be3ab04d5782d5f9");
+    assert!(
+        signature.starts_with("gAAAAABpPDIVOKrs"),
+        "the done item's, not the added one's"
+    );
+    assert_eq!(
+        kept["id"],
+        "rs_01830d662ab3856501693c321405c88190be3ab04d5782d5f9"
+    );
     let call = &messages[1].calls()[0];
     assert_eq!(call.arguments, json!({"a": 12, "b": 7, "op": "add"}));
     assert_eq!(finish(&streams[0]), FinishReason::ToolCalls);
@@ -164,7 +191,14 @@ fn a_whole_body_lifts_like_its_stream_reasoning_text_and_usage() {
     assert!(signature.unwrap().starts_with("gAAAAABpPMlcH0HHEv5_"));
     assert!(messages[1].as_text().unwrap().starts_with("12 + 7 = 19"));
     let usage = usage(&messages);
-    assert_eq!((usage.input_tokens, usage.output_tokens, usage.reasoning_tokens), (865, 163, Some(128)));
+    assert_eq!(
+        (
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.reasoning_tokens
+        ),
+        (865, 163, Some(128))
+    );
 }
 
 #[test]
@@ -183,7 +217,10 @@ fn web_search_calls_are_kept_whole_and_url_citations_lifted_in_characters() {
         .filter(|item| item["type"] == "web_search_call")
         .collect();
     assert_eq!(kept, recorded, "each web search call whole, in order");
-    let reasonings = messages.iter().filter(|m| matches!(m, Message::Reasoning(_))).count();
+    let reasonings = messages
+        .iter()
+        .filter(|m| matches!(m, Message::Reasoning(_)))
+        .count();
     assert_eq!(reasonings, 4, "each reasoning item its own message");
     let answer = messages.iter().rev().find_map(|m| match m {
         Message::Text(text) if !text.text.is_empty() => Some(text),
@@ -200,12 +237,18 @@ fn web_search_calls_are_kept_whole_and_url_citations_lifted_in_characters() {
         let span = citation.span.unwrap();
         assert_eq!(
             (span.start as u64, span.end as u64),
-            (annotation["start_index"].as_u64().unwrap(), annotation["end_index"].as_u64().unwrap())
+            (
+                annotation["start_index"].as_u64().unwrap(),
+                annotation["end_index"].as_u64().unwrap()
+            )
         );
         assert!(span.end <= chars.len());
     }
     let usage = usage(&messages);
-    assert_eq!((usage.input_tokens, usage.cached_input_tokens), (19681, Some(3712)));
+    assert_eq!(
+        (usage.input_tokens, usage.cached_input_tokens),
+        (19681, Some(3712))
+    );
 }
 
 #[test]
@@ -214,10 +257,17 @@ fn an_error_event_ends_the_stream_as_a_provider_error() {
     let error = events(&body, &[body.len()]).unwrap_err();
     let provider = error.provider_error().expect("a provider error");
     assert_eq!(provider.code.as_deref(), Some("insufficient_quota"));
-    assert!(provider.message.starts_with("You exceeded your current quota"));
+    assert!(
+        provider
+            .message
+            .starts_with("You exceeded your current quota")
+    );
     let body = fixture(ERROR_BODY);
     let error = lift_with(BodyDecoder::json(Lifter::new()), &body).unwrap_err();
-    assert_eq!(error.provider_error().unwrap().error_type.as_deref(), Some("insufficient_quota"));
+    assert_eq!(
+        error.provider_error().unwrap().error_type.as_deref(),
+        Some("insufficient_quota")
+    );
 }
 
 #[test]
@@ -233,7 +283,10 @@ fn a_failed_response_is_an_error_after_what_came_before() {
     let mut out = lmstack::service::Output::new();
     use lmstack::service::Machine;
     let error = decoder.push(body.into(), &mut out).unwrap_err();
-    assert_eq!(error.provider_error().unwrap().code.as_deref(), Some("server_error"));
+    assert_eq!(
+        error.provider_error().unwrap().code.as_deref(),
+        Some("server_error")
+    );
     let texts: Vec<Event> = out.drain().collect();
     assert!(matches!(&texts[..], [Event::TextDelta(delta)] if delta.text == "Hel"));
 }
@@ -249,14 +302,28 @@ fn an_incomplete_response_finishes_by_its_reason_and_a_refusal_is_marked() {
                 "incomplete_details": {"reason": reason}, "usage": {"input_tokens": 5, "output_tokens": 2}}}),
         ])
     };
-    assert_eq!(finish(&incomplete("max_output_tokens")), FinishReason::Length);
-    assert_eq!(finish(&incomplete("content_filter")), FinishReason::ContentFilter);
+    assert_eq!(
+        finish(&incomplete("max_output_tokens")),
+        FinishReason::Length
+    );
+    assert_eq!(
+        finish(&incomplete("content_filter")),
+        FinishReason::ContentFilter
+    );
     let messages = sse(&incomplete("content_filter"));
     assert_eq!(messages[0].as_text(), Some("I can't help."));
-    assert_eq!(messages[0].metadata().get(REFUSAL_KEY), Some(&Value::Bool(true)));
-    let completed = json(br#"{"id":"r","status":"completed","output":[{"type":"message","id":"m","role":"assistant",
-        "content":[{"type":"refusal","refusal":"No."}]}]}"#);
-    assert_eq!(completed[0].metadata().get(REFUSAL_KEY), Some(&Value::Bool(true)));
+    assert_eq!(
+        messages[0].metadata().get(REFUSAL_KEY),
+        Some(&Value::Bool(true))
+    );
+    let completed = json(
+        br#"{"id":"r","status":"completed","output":[{"type":"message","id":"m","role":"assistant",
+        "content":[{"type":"refusal","refusal":"No."}]}]}"#,
+    );
+    assert_eq!(
+        completed[0].metadata().get(REFUSAL_KEY),
+        Some(&Value::Bool(true))
+    );
 }
 
 #[test]
@@ -274,11 +341,11 @@ fn interleaved(first: &str, second: &str) -> Vec<u8> {
         json!({"type": "response.output_item.added", "output_index": index,
                "item": {"type": "function_call", "id": format!("fc_{id}"), "call_id": id, "name": "f", "arguments": ""}})
     };
-    let delta = |index: u32, piece: &str| {
-        json!({"type": "response.function_call_arguments.delta", "output_index": index, "item_id": "x", "delta": piece})
+    let delta = |index: u32, piece: &str| json!({"type": "response.function_call_arguments.delta", "output_index": index, "item_id": "x", "delta": piece});
+    let done = |index: u32| {
+        json!({"type": "response.output_item.done", "output_index": index,
+        "item": {"type": "function_call", "call_id": "ignored", "name": "f", "arguments": "{}"}})
     };
-    let done = |index: u32| json!({"type": "response.output_item.done", "output_index": index,
-        "item": {"type": "function_call", "call_id": "ignored", "name": "f", "arguments": "{}"}});
     let (a, b) = first.split_at(first.len() / 2);
     let (c, d) = second.split_at(second.len() / 2);
     framed(&[
@@ -298,8 +365,14 @@ fn interleaved(first: &str, second: &str) -> Vec<u8> {
 fn parallel_calls_interleaved_by_output_index_come_out_whole_in_start_order() {
     let messages = sse(&interleaved(r#"{"x":"aaaa"}"#, r#"{"y":[1,2,3]}"#));
     let calls = messages[0].calls();
-    assert_eq!((calls[0].id.as_str(), &calls[0].arguments), ("call_a", &json!({"x": "aaaa"})));
-    assert_eq!((calls[1].id.as_str(), &calls[1].arguments), ("call_b", &json!({"y": [1, 2, 3]})));
+    assert_eq!(
+        (calls[0].id.as_str(), &calls[0].arguments),
+        ("call_a", &json!({"x": "aaaa"}))
+    );
+    assert_eq!(
+        (calls[1].id.as_str(), &calls[1].arguments),
+        ("call_b", &json!({"y": [1, 2, 3]}))
+    );
 }
 
 proptest! {

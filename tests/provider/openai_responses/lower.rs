@@ -10,10 +10,10 @@ use crate::common;
 use super::lift::{FANTASY, sse};
 use common::*;
 use lmstack::message::{Metadata, ReasoningMessage};
+use lmstack::provider::ToolResultMedia;
 use lmstack::provider::openai_responses::{
     DEVELOPER_KEY, EXTRA_KEY, INSTRUCTIONS_KEY, ITEM_KEY, LowerOptions, REFUSAL_KEY, lower,
 };
-use lmstack::provider::ToolResultMedia;
 use lmstack::{
     ChatRequest, ContentBlock, Message, ResponseFormat, Role, ToolCall, ToolChoice, ToolResult,
     ToolSpec,
@@ -77,7 +77,10 @@ fn user_images_and_files_are_input_parts() {
             {"type": "input_image", "image_url": "https://x.example/a.png"},
         ])
     );
-    let audio = Message::multimodal(Role::User, vec![ContentBlock::audio_bytes("audio/wav", b"RIFF")]);
+    let audio = Message::multimodal(
+        Role::User,
+        vec![ContentBlock::audio_bytes("audio/wav", b"RIFF")],
+    );
     let error = lower(&ChatRequest::new(vec![audio]), &LowerOptions::default()).unwrap_err();
     assert!(error.to_string().contains("no audio"), "{error}");
 }
@@ -85,7 +88,8 @@ fn user_images_and_files_are_input_parts() {
 #[test]
 fn assistant_text_refusals_calls_and_results_are_items() {
     let mut call = ToolCall::new("call_1", "add", json!({"a": 2}));
-    call.metadata.insert(EXTRA_KEY, json!({"id": "fc_1", "namespace": "math"}));
+    call.metadata
+        .insert(EXTRA_KEY, json!({"id": "fc_1", "namespace": "math"}));
     let mut server = ToolCall::new("srv_1", "web_search", json!({}));
     server.provider_executed = true;
     let items = input(vec![
@@ -110,10 +114,17 @@ fn a_tool_output_with_an_image_goes_natively_as_input_image() {
     let result = ToolResult::new(
         "call_1",
         "view_image",
-        vec![ContentBlock::text("A cat."), ContentBlock::image_bytes("image/png", b"png")],
+        vec![
+            ContentBlock::text("A cat."),
+            ContentBlock::image_bytes("image/png", b"png"),
+        ],
     );
     let items = input(vec![
-        Message::tool_calls(vec![ToolCall::new("call_1", "view_image", json!({"path": "cat.png"}))]),
+        Message::tool_calls(vec![ToolCall::new(
+            "call_1",
+            "view_image",
+            json!({"path": "cat.png"}),
+        )]),
         Message::tool_results(vec![result.clone()]),
     ]);
     assert_eq!(
@@ -128,8 +139,17 @@ fn a_tool_output_with_an_image_goes_natively_as_input_image() {
         tool_result_media: ToolResultMedia::Inject,
         ..LowerOptions::default()
     };
-    let body = lower(&ChatRequest::new(vec![Message::tool_results(vec![result])]), &options).unwrap();
-    assert!(body["input"][0]["output"].as_str().unwrap().contains("1 image"));
+    let body = lower(
+        &ChatRequest::new(vec![Message::tool_results(vec![result])]),
+        &options,
+    )
+    .unwrap();
+    assert!(
+        body["input"][0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("1 image")
+    );
     assert_eq!(body["input"][1]["role"], "user");
     assert_eq!(body["input"][1]["content"][1]["type"], "input_image");
 }
@@ -176,11 +196,20 @@ fn reasoning_goes_back_with_its_encrypted_content_and_without_ids_when_nothing_i
         "no ids without a store, and reasoning only with its encrypted content"
     );
     assert!(body.get("include").is_none(), "no reasoning asked for");
-    request.options.extra.insert("reasoning".into(), json!({"effort": "low"}));
-    request.options.extra.insert("include".into(), json!(["message.output_text.logprobs"]));
+    request
+        .options
+        .extra
+        .insert("reasoning".into(), json!({"effort": "low"}));
+    request
+        .options
+        .extra
+        .insert("include".into(), json!(["message.output_text.logprobs"]));
     assert_eq!(
         lowered(&request)["include"],
-        json!(["message.output_text.logprobs", "reasoning.encrypted_content"])
+        json!([
+            "message.output_text.logprobs",
+            "reasoning.encrypted_content"
+        ])
     );
 }
 
@@ -204,9 +233,15 @@ fn options_tools_choice_and_structured_output() {
     options.tools = vec![tool];
     options.tool_choice = Some(ToolChoice::Tool("add".into()));
     options.response_format = Some(ResponseFormat::json_schema(json!({"type": "object"})));
-    options.extra.insert("text".into(), json!({"verbosity": "low"}));
-    options.extra.insert("tools".into(), json!([{"type": "web_search"}]));
-    options.extra.insert("parallel_tool_calls".into(), json!(false));
+    options
+        .extra
+        .insert("text".into(), json!({"verbosity": "low"}));
+    options
+        .extra
+        .insert("tools".into(), json!([{"type": "web_search"}]));
+    options
+        .extra
+        .insert("parallel_tool_calls".into(), json!(false));
     let body = lowered(&request);
     assert_eq!(
         body,
@@ -260,7 +295,9 @@ fn the_recorded_follow_up_is_rebuilt_by_lifting_the_reply_and_lowering() {
         DEVELOPER_KEY,
         json!(true),
     )];
-    messages.push(Message::user(first["input"][1]["content"][0]["text"].as_str().unwrap()));
+    messages.push(Message::user(
+        first["input"][1]["content"][0]["text"].as_str().unwrap(),
+    ));
     let mut request = ChatRequest::new(messages).model("gpt-5").streaming(true);
     request.options.max_tokens = Some(4000);
     request.options.tool_choice = Some(ToolChoice::Auto);
@@ -271,7 +308,8 @@ fn the_recorded_follow_up_is_rebuilt_by_lifting_the_reply_and_lowering() {
             tool["description"].as_str().unwrap(),
             tool["parameters"].clone(),
         );
-        spec.extra.insert(EXTRA_KEY.into(), json!({"strict": tool["strict"]}));
+        spec.extra
+            .insert(EXTRA_KEY.into(), json!({"strict": tool["strict"]}));
         request.options.tools.push(spec);
     }
     assert_eq!(normalised(lowered(&request)), normalised(first.clone()));
@@ -279,10 +317,17 @@ fn the_recorded_follow_up_is_rebuilt_by_lifting_the_reply_and_lowering() {
     // Turn 2: the reply lifted, the results the client sent, lowered again.
     let reply = sse(exchanges[0].response.as_bytes());
     let calls: Vec<ToolCall> = reply.iter().flat_map(Message::calls).cloned().collect();
-    request.messages.extend(reply.into_iter().filter(|m| !matches!(m, Message::Usage(_))));
+    request.messages.extend(
+        reply
+            .into_iter()
+            .filter(|m| !matches!(m, Message::Usage(_))),
+    );
     request.messages.push(Message::tool_results(vec![
         ToolResult::text(&calls[0].id, "add", "5"),
         ToolResult::text(&calls[1].id, "multiply", "6"),
     ]));
-    assert_eq!(normalised(lowered(&request)), normalised(exchanges[1].request.clone()));
+    assert_eq!(
+        normalised(lowered(&request)),
+        normalised(exchanges[1].request.clone())
+    );
 }
