@@ -59,6 +59,7 @@
 //! | feature | default | what it adds |
 //! |---|---|---|
 //! | `openai` | yes | OpenAI Chat Completions and compatible servers (vLLM, llama.cpp, Ollama, GLM, Groq): `provider::openai_chat`; enables `http` |
+//! | `openai-responses` | | OpenAI Responses (`POST /v1/responses`): `provider::openai_responses`; enables `http` |
 //! | `anthropic` | | Anthropic Messages: `provider::anthropic`; enables `http` |
 //! | `gemini` | | Google Gemini's generateContent API: `provider::gemini`; enables `http` |
 //! | `http` | through `openai` | the HTTP transport the providers share (on `reqwest`): `provider::transport`, `provider::Provider` |
@@ -86,7 +87,12 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
+#[cfg(any(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic",
+    feature = "gemini"
+))]
 pub mod config;
 mod error;
 #[cfg(feature = "function")]

@@ -16,6 +16,7 @@ pub fn kind() -> impl TypedValueParser<Value = Kind> {
             Kind::OpenAiChat => {
                 "OpenAI Chat Completions and compatible servers (vLLM, llama.cpp, Ollama, GLM, Groq)"
             }
+            Kind::OpenAiResponses => "OpenAI Responses (`POST /v1/responses`)",
             Kind::Anthropic => "Anthropic Messages",
             Kind::Gemini => "Google Gemini's `generateContent`",
         })

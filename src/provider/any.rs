@@ -25,6 +25,8 @@ use super::anthropic::{self, Messages};
 use super::gemini::{self, GenerateContent};
 #[cfg(feature = "openai")]
 use super::openai_chat::{self, ChatCompletions, MaxTokensField};
+#[cfg(feature = "openai-responses")]
+use super::openai_responses::{self, Responses};
 
 /// How requests are written, in the options more than one wire takes; each
 /// wire takes what applies to it and keeps its defaults for the rest.
@@ -40,8 +42,8 @@ use super::openai_chat::{self, ChatCompletions, MaxTokensField};
 #[non_exhaustive]
 pub struct Lowering {
     /// What to do with images, documents and audio in tool results; `None`
-    /// for the wire's default (inject for OpenAI, native for Anthropic, by
-    /// model for Gemini).
+    /// for the wire's default (inject for OpenAI Chat, native for OpenAI
+    /// Responses and Anthropic, by model for Gemini).
     pub tool_result_media: Option<ToolResultMedia>,
     /// Send the token limit as `max_completion_tokens` (OpenAI's reasoning
     /// models); the other wires have one name for it.
@@ -83,7 +85,7 @@ pub trait WithWire {
 impl Kind {
     /// Runs `job` over this kind's wire, its requests written as `lowering`
     /// says; [`Error::InvalidRequest`] when lmstack was built without the
-    /// wire's feature (`openai`, `anthropic`, `gemini`).
+    /// wire's feature (`openai`, `openai-responses`, `anthropic`, `gemini`).
     pub fn with_wire<J: WithWire>(self, lowering: Lowering, job: J) -> Result<J::Output, Error> {
         dispatch(self, lowering, Public(job))
     }
@@ -116,6 +118,9 @@ pub enum AnyProvider<T = HttpTransport> {
     /// OpenAI Chat Completions and compatible servers.
     #[cfg(feature = "openai")]
     OpenAiChat(Provider<ChatCompletions, T>),
+    /// OpenAI Responses.
+    #[cfg(feature = "openai-responses")]
+    OpenAiResponses(Provider<Responses, T>),
     /// Anthropic Messages.
     #[cfg(feature = "anthropic")]
     Anthropic(Provider<Messages, T>),
@@ -131,6 +136,8 @@ macro_rules! each_wire {
         match $any {
             #[cfg(feature = "openai")]
             AnyProvider::OpenAiChat($provider) => $call,
+            #[cfg(feature = "openai-responses")]
+            AnyProvider::OpenAiResponses($provider) => $call,
             #[cfg(feature = "anthropic")]
             AnyProvider::Anthropic($provider) => $call,
             #[cfg(feature = "gemini")]
@@ -205,6 +212,10 @@ where
             AnyProvider::OpenAiChat(provider) => WireFutures::OpenAiChat {
                 future: provider.call(request),
             },
+            #[cfg(feature = "openai-responses")]
+            AnyProvider::OpenAiResponses(provider) => WireFutures::OpenAiResponses {
+                future: provider.call(request),
+            },
             #[cfg(feature = "anthropic")]
             AnyProvider::Anthropic(provider) => WireFutures::Anthropic {
                 future: provider.call(request),
@@ -227,6 +238,10 @@ type WireFuture<F, W> = ReplyFuture<F, ReadBody<<W as Wire>::Lifter>>;
 type OpenAiFuture<F> = WireFuture<F, ChatCompletions>;
 #[cfg(not(feature = "openai"))]
 type OpenAiFuture<F> = Absent<F>;
+#[cfg(feature = "openai-responses")]
+type ResponsesFuture<F> = WireFuture<F, Responses>;
+#[cfg(not(feature = "openai-responses"))]
+type ResponsesFuture<F> = Absent<F>;
 #[cfg(feature = "anthropic")]
 type AnthropicFuture<F> = WireFuture<F, Messages>;
 #[cfg(not(feature = "anthropic"))]
@@ -250,24 +265,35 @@ pin_project_lite::pin_project! {
     /// macro needs; a wire not built in holds a future that cannot exist).
     #[project = WireFuturesProjection]
     #[cfg_attr(
-        not(all(feature = "openai", feature = "anthropic", feature = "gemini")),
+        not(all(feature = "openai", feature = "openai-responses", feature = "anthropic", feature = "gemini")),
         allow(dead_code)
     )]
     enum WireFutures<F> {
         OpenAiChat { #[pin] future: OpenAiFuture<F> },
+        OpenAiResponses { #[pin] future: ResponsesFuture<F> },
         Anthropic { #[pin] future: AnthropicFuture<F> },
         Gemini { #[pin] future: GeminiFuture<F> },
     }
 }
 
 /// The future of a wire not built in: a type without values.
-#[cfg(not(all(feature = "openai", feature = "anthropic", feature = "gemini")))]
+#[cfg(not(all(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic",
+    feature = "gemini"
+)))]
 struct Absent<F>(
     std::convert::Infallible,
     std::marker::PhantomData<fn() -> F>,
 );
 
-#[cfg(not(all(feature = "openai", feature = "anthropic", feature = "gemini")))]
+#[cfg(not(all(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic",
+    feature = "gemini"
+)))]
 impl<F> Future for Absent<F> {
     type Output = Result<Reply, Error>;
 
@@ -285,6 +311,7 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project().wire.project() {
             WireFuturesProjection::OpenAiChat { future } => future.poll(cx),
+            WireFuturesProjection::OpenAiResponses { future } => future.poll(cx),
             WireFuturesProjection::Anthropic { future } => future.poll(cx),
             WireFuturesProjection::Gemini { future } => future.poll(cx),
         }
@@ -321,6 +348,25 @@ impl Known for ChatCompletions {
 
     fn wrap<T>(provider: Provider<Self, T>) -> AnyProvider<T> {
         AnyProvider::OpenAiChat(provider)
+    }
+}
+
+#[cfg(feature = "openai-responses")]
+impl Known for Responses {
+    fn lowered(lowering: Lowering) -> Self {
+        let defaults = openai_responses::LowerOptions::default();
+        Responses {
+            lowering: openai_responses::LowerOptions {
+                tool_result_media: lowering
+                    .tool_result_media
+                    .unwrap_or(defaults.tool_result_media),
+                ..defaults
+            },
+        }
+    }
+
+    fn wrap<T>(provider: Provider<Self, T>) -> AnyProvider<T> {
+        AnyProvider::OpenAiResponses(provider)
     }
 }
 
@@ -389,6 +435,8 @@ pub(crate) fn dispatch<J: WithKnownWire>(
     match kind {
         #[cfg(feature = "openai")]
         Kind::OpenAiChat => Ok(job.run(ChatCompletions::lowered(lowering))),
+        #[cfg(feature = "openai-responses")]
+        Kind::OpenAiResponses => Ok(job.run(Responses::lowered(lowering))),
         #[cfg(feature = "anthropic")]
         Kind::Anthropic => Ok(job.run(Messages::lowered(lowering))),
         #[cfg(feature = "gemini")]
@@ -400,7 +448,13 @@ pub(crate) fn dispatch<J: WithKnownWire>(
     }
 }
 
-#[cfg(all(test, feature = "openai", feature = "anthropic", feature = "gemini"))]
+#[cfg(all(
+    test,
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic",
+    feature = "gemini"
+))]
 mod tests {
     use super::*;
 

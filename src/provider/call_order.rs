@@ -115,7 +115,7 @@ impl CallOrder {
 
     /// The wire says the call numbered `index` ended: no fragment follows
     /// (Anthropic's `content_block_stop`).
-    #[cfg(feature = "anthropic")]
+    #[cfg(any(feature = "anthropic", feature = "openai-responses"))]
     pub(crate) fn end(&mut self, index: u32, out: &mut Output) {
         if index == self.head && index < self.started {
             self.head_whole.ended = true;

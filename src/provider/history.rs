@@ -51,7 +51,11 @@ pub(crate) fn tool_role(provider: &str, kind: &str) -> Error {
     ))
 }
 
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(any(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic"
+))]
 /// The text of a system or assistant `message`, which this wire takes as text
 /// only: a file in it is an error naming `what` takes files (`"Chat
 /// Completions takes images, documents and audio"`) and from whom it came.

@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 ///
 /// assert_eq!("anthropic".parse::<Kind>(), Ok(Kind::Anthropic));
 /// assert_eq!(Kind::OpenAiChat.to_string(), "openai");
-/// assert!("bedrock".parse::<Kind>().unwrap_err().contains("openai, anthropic, gemini"));
+/// assert_eq!("openai-responses".parse::<Kind>(), Ok(Kind::OpenAiResponses));
+/// assert!("bedrock".parse::<Kind>().unwrap_err().contains("openai, openai-responses, anthropic, gemini"));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(into = "&'static str", try_from = "String")]
@@ -21,6 +22,8 @@ pub enum Kind {
     /// OpenAI Chat Completions and the servers compatible with it
     /// ([`openai_chat`](super::openai_chat)).
     OpenAiChat,
+    /// OpenAI Responses ([`openai_responses`](super::openai_responses)).
+    OpenAiResponses,
     /// Anthropic Messages ([`anthropic`](super::anthropic)).
     Anthropic,
     /// Google Gemini's `generateContent` ([`gemini`](super::gemini)).
@@ -29,7 +32,12 @@ pub enum Kind {
 
 impl Kind {
     /// Every wire format, in the order names are listed.
-    pub const ALL: [Kind; 3] = [Kind::OpenAiChat, Kind::Anthropic, Kind::Gemini];
+    pub const ALL: [Kind; 4] = [
+        Kind::OpenAiChat,
+        Kind::OpenAiResponses,
+        Kind::Anthropic,
+        Kind::Gemini,
+    ];
 
     /// Whether the wire takes cache breakpoints ([`CacheControl`](crate::CacheControl)):
     /// Anthropic's only — OpenAI caches a prompt's prefix by itself, Gemini's
@@ -38,10 +46,11 @@ impl Kind {
         matches!(self, Kind::Anthropic)
     }
 
-    /// Its name: `openai`, `anthropic`, `gemini`.
+    /// Its name: `openai`, `openai-responses`, `anthropic`, `gemini`.
     pub const fn name(self) -> &'static str {
         match self {
             Kind::OpenAiChat => "openai",
+            Kind::OpenAiResponses => "openai-responses",
             Kind::Anthropic => "anthropic",
             Kind::Gemini => "gemini",
         }

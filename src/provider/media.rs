@@ -27,7 +27,12 @@ pub enum ToolResultMedia {
     Reject,
 }
 
-#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
+#[cfg(any(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic",
+    feature = "gemini"
+))]
 /// A wire's part type, as the [`MediaPlan`] writes it: a text part (the
 /// heading of injected files) and a file.
 pub(crate) trait MediaPart: Sized {
@@ -38,7 +43,12 @@ pub(crate) trait MediaPart: Sized {
     fn file(block: &ContentBlock) -> Result<Self, Error>;
 }
 
-#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
+#[cfg(any(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic",
+    feature = "gemini"
+))]
 /// Where a tool result's files go, by [`ToolResultMedia`] — the plan every
 /// lowering follows, each over its own part type `P`: the files injected
 /// after a run of tool results wait here for the user message that follows
@@ -50,7 +60,12 @@ pub(crate) struct MediaPlan<P> {
     waiting: Vec<P>,
 }
 
-#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
+#[cfg(any(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic",
+    feature = "gemini"
+))]
 /// What the [`MediaPlan`] made of one tool result.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Placement {
@@ -63,7 +78,12 @@ pub(crate) enum Placement {
     Injected(String),
 }
 
-#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
+#[cfg(any(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic",
+    feature = "gemini"
+))]
 impl<P: MediaPart> MediaPlan<P> {
     pub(crate) fn new(provider: &'static str, policy: ToolResultMedia) -> Self {
         MediaPlan {
@@ -231,7 +251,12 @@ mod tests {
     use super::*;
     use crate::Media;
 
-    #[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
+    #[cfg(any(
+        feature = "openai",
+        feature = "openai-responses",
+        feature = "anthropic",
+        feature = "gemini"
+    ))]
     impl MediaPart for String {
         fn text(text: String) -> Self {
             text
@@ -246,7 +271,12 @@ mod tests {
         }
     }
 
-    #[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
+    #[cfg(any(
+        feature = "openai",
+        feature = "openai-responses",
+        feature = "anthropic",
+        feature = "gemini"
+    ))]
     #[test]
     fn the_plan_places_files_by_policy_and_hands_the_waiting_ones_out_once() {
         let text = ToolResult::text("c1", "shot", "plain");

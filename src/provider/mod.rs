@@ -27,6 +27,7 @@
 //!
 //! - [`openai_chat`]: OpenAI Chat Completions and compatible servers — vLLM, llama.cpp,
 //!   Ollama, GLM (Z.AI), Groq (feature `openai`);
+//! - [`openai_responses`]: OpenAI Responses (feature `openai-responses`);
 //! - [`anthropic`]: Anthropic Messages (feature `anthropic`).
 //! - [`gemini`]: Google Gemini's `generateContent` (feature `gemini`).
 //!
@@ -35,10 +36,20 @@
 //! wire (a [`WithWire`]) over the one it names (`lmstack::config::ModelConfig`
 //! builds either from a configuration).
 
-#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
+#[cfg(any(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic",
+    feature = "gemini"
+))]
 pub(crate) mod any;
 mod error;
-#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
+#[cfg(any(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic",
+    feature = "gemini"
+))]
 mod history;
 mod key;
 mod kind;
@@ -54,7 +65,11 @@ pub mod sse;
 pub mod anthropic;
 #[cfg(feature = "http")]
 pub mod body;
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(any(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic"
+))]
 mod call_order;
 #[cfg(feature = "http")]
 mod config;
@@ -64,20 +79,42 @@ mod counter;
 pub mod gemini;
 #[cfg(feature = "openai")]
 pub mod openai_chat;
-#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
+#[cfg(feature = "openai-responses")]
+pub mod openai_responses;
+#[cfg(any(feature = "openai", feature = "openai-responses"))]
+mod openai_shared;
+#[cfg(any(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic",
+    feature = "gemini"
+))]
 pub(crate) mod server_tool;
 #[cfg(feature = "http")]
 mod service;
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(any(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic"
+))]
 mod text_or_list;
 #[cfg(feature = "http")]
 pub mod transport;
 #[cfg(feature = "http")]
 pub mod wire;
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(any(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic"
+))]
 mod wire_extra;
 
-#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
+#[cfg(any(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic",
+    feature = "gemini"
+))]
 pub use any::{AnyFuture, AnyProvider, Lowering, WithWire};
 pub use error::{ProviderError, TransportError, TransportErrorKind};
 pub use key::ApiKey;

@@ -24,20 +24,23 @@ const fn web_search_options(kind: Kind) -> &'static [&'static str] {
             "user_location",
         ],
         Kind::OpenAiChat => &["user_location"],
+        // `filters.allowed_domains`.
+        Kind::OpenAiResponses => &["allowed_domains", "user_location"],
         // `googleSearch` takes none of them (`excludeDomains` is Vertex's).
         Kind::Gemini => &[],
     }
 }
 
-/// Whether the wire has code execution.
+/// Whether the wire has code execution (the Responses API's
+/// `code_interpreter`).
 const fn runs_code(kind: Kind) -> bool {
-    matches!(kind, Kind::Anthropic | Kind::Gemini)
+    matches!(kind, Kind::Anthropic | Kind::Gemini | Kind::OpenAiResponses)
 }
 
 /// Whether the wire takes its own tools raw ([`ServerTool::Native`]):
 /// OpenAI Chat's only server tool is its typed `web_search_options`.
 const fn takes_native(kind: Kind) -> bool {
-    matches!(kind, Kind::Anthropic | Kind::Gemini)
+    matches!(kind, Kind::Anthropic | Kind::Gemini | Kind::OpenAiResponses)
 }
 
 /// What `kind` makes of `tool`: a tool its own wire wrote goes back whole;
@@ -78,8 +81,52 @@ fn set_options(search: &WebSearch) -> Vec<&'static str> {
         .collect()
 }
 
+/// The field `key` of a tool object, if it reads as a `T`.
+#[cfg(any(feature = "anthropic", feature = "openai-responses"))]
+pub(crate) fn read<T: serde::de::DeserializeOwned>(
+    tool: &serde_json::Map<String, serde_json::Value>,
+    key: &str,
+) -> Option<T> {
+    T::deserialize(tool.get(key)?).ok()
+}
+
+/// Sets `key` of a tool object to `value`, in its place if it is there;
+/// removes it for none.
+#[cfg(any(feature = "anthropic", feature = "openai-responses"))]
+pub(crate) fn set(
+    fields: &mut serde_json::Map<String, serde_json::Value>,
+    key: &str,
+    value: Option<serde_json::Value>,
+) {
+    match value {
+        Some(value) => {
+            fields.insert(key.into(), value);
+        }
+        None => {
+            fields.shift_remove(key);
+        }
+    }
+}
+
+/// A location as Anthropic and the Responses API write it:
+/// `{"type":"approximate", "city": …}`.
+#[cfg(any(feature = "anthropic", feature = "openai-responses"))]
+pub(crate) fn approximate(location: &crate::UserLocation) -> serde_json::Value {
+    let mut fields = serde_json::Map::new();
+    fields.insert("type".into(), "approximate".into());
+    if let Ok(serde_json::Value::Object(set)) = serde_json::to_value(location) {
+        fields.extend(set);
+    }
+    serde_json::Value::Object(fields)
+}
+
 /// The error a lowering gives for a server tool its wire lacks.
-#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
+#[cfg(any(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic",
+    feature = "gemini"
+))]
 pub(crate) fn lacking(kind: Kind, tool: &ServerTool) -> crate::Error {
     crate::Error::InvalidRequest(format!(
         "{kind}: the server tool {} has no equivalent on this wire",
@@ -96,11 +143,11 @@ fn described(tool: &ServerTool) -> String {
 }
 
 /// The tool choice for a wire whose choice names its function tools only
-/// (OpenAI Chat, Gemini), when the request has server tools: none when it
+/// (OpenAI Chat, Gemini; the Responses API's, as lmstack lowers it), when the request has server tools: none when it
 /// names a tool that is not a client tool, or when there is no client tool
 /// to choose (the APIs refuse a choice without tools); the model then
 /// decides. Without server tools, the choice as it is.
-#[cfg(any(feature = "openai", feature = "gemini"))]
+#[cfg(any(feature = "openai", feature = "openai-responses", feature = "gemini"))]
 pub(crate) fn function_choice(options: &crate::ChatOptions) -> Option<&crate::ToolChoice> {
     use crate::ToolChoice;
     let choice = options.tool_choice.as_ref()?;
@@ -132,7 +179,10 @@ pub(crate) fn drop_unfit(options: &mut crate::ChatOptions, kind: Kind) -> Vec<St
             false
         }
     });
-    let function_choice_only = matches!(kind, Kind::OpenAiChat | Kind::Gemini);
+    let function_choice_only = matches!(
+        kind,
+        Kind::OpenAiChat | Kind::OpenAiResponses | Kind::Gemini
+    );
     if function_choice_only
         && options.tool_choice.is_some()
         && !options.server_tools.is_empty()

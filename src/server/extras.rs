@@ -41,6 +41,10 @@ pub(crate) fn carry(extra: &mut Map<String, Value>, from: Kind, to: Option<Kind>
 fn names(kind: Kind) -> Option<&'static PortableNames> {
     match kind {
         Kind::OpenAiChat => Some(&openai_chat::portable::PORTABLE),
+        #[cfg(feature = "openai-responses")]
+        Kind::OpenAiResponses => Some(&crate::provider::openai_responses::portable::PORTABLE),
+        #[cfg(not(feature = "openai-responses"))]
+        Kind::OpenAiResponses => None,
         Kind::Anthropic => Some(&anthropic::portable::PORTABLE),
         #[cfg(feature = "gemini")]
         Kind::Gemini => Some(&crate::provider::gemini::portable::PORTABLE),

@@ -4,7 +4,12 @@
 //! wire's header, the wire's endpoint); the tables of docs/serve.md read; and
 //! `AnyProvider` builds the exact request of each wire.
 
-#![cfg(all(feature = "openai", feature = "anthropic", feature = "gemini"))]
+#![cfg(all(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic",
+    feature = "gemini"
+))]
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -25,6 +30,11 @@ fn hi(kind: Kind) -> Answer {
         Kind::OpenAiChat => json!({"id": "c1", "object": "chat.completion", "created": 1,
             "model": "up", "choices": [{"index": 0, "finish_reason": "stop",
             "message": {"role": "assistant", "content": "Hi"}}]}),
+        Kind::OpenAiResponses => {
+            json!({"id": "resp_1", "object": "response", "status": "completed",
+            "output": [{"type": "message", "id": "msg_1", "role": "assistant",
+            "content": [{"type": "output_text", "text": "Hi", "annotations": []}]}]})
+        }
         Kind::Anthropic => json!({"id": "msg_1", "type": "message", "role": "assistant",
             "model": "up", "content": [{"type": "text", "text": "Hi"}],
             "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}}),
@@ -41,7 +51,7 @@ fn hi(kind: Kind) -> Answer {
 /// The header each wire sends its key in, and the key as it is sent.
 fn key_header(kind: Kind, key: &str) -> (&'static str, String) {
     match kind {
-        Kind::OpenAiChat => ("authorization", format!("Bearer {key}")),
+        Kind::OpenAiChat | Kind::OpenAiResponses => ("authorization", format!("Bearer {key}")),
         Kind::Anthropic => ("x-api-key", key.to_owned()),
         Kind::Gemini => ("x-goog-api-key", key.to_owned()),
     }
@@ -274,6 +284,7 @@ fn any_provider_builds_each_wires_exact_request() {
         assert_eq!(sent.headers()[name], value.as_str(), "{kind}");
         let path = match kind {
             Kind::OpenAiChat => "/v1/chat/completions",
+            Kind::OpenAiResponses => "/v1/responses",
             Kind::Anthropic => "/v1/messages",
             Kind::Gemini => "/v1/models/m-1:generateContent",
         };

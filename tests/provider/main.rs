@@ -30,6 +30,12 @@ mod gemini {
     mod lower;
 }
 
+mod openai_responses {
+    mod http;
+    mod lift;
+    mod lower;
+}
+
 mod openai_chat {
     mod fixtures;
     mod http;

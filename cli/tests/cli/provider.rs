@@ -399,6 +399,52 @@ async fn chat_runs_the_demo_tools_over_anthropic() {
     );
 }
 
+mod openai_responses {
+    use super::*;
+
+    #[test]
+    fn lift_and_lower_speak_openai_responses() {
+        let body = fixture("openai_responses/vercel-ai/openai-reasoning-encrypted-content.1.json");
+        let output = lmstack(&["lift", "--provider", "openai-responses"], &body);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let lines = json_lines(&output);
+        assert_eq!(lines[0]["type"], "reasoning");
+        assert!(
+            lines[1]["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("12 + 7 = 19")
+        );
+        assert_eq!(lines[2]["reasoning_tokens"], 128);
+
+        let request = json!({
+            "messages": [{"type": "text", "role": "user", "text": "hi"}],
+            "options": {"model": "gpt-5", "max_tokens": 10},
+        });
+        let output = lmstack(
+            &["lower", "--provider", "openai-responses"],
+            request.to_string().as_bytes(),
+        );
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(
+            json_lines(&output)[0],
+            json!({
+                "model": "gpt-5",
+                "input": [{"type": "message", "role": "user", "content": "hi"}],
+                "max_output_tokens": 10,
+            })
+        );
+    }
+}
+
 mod gemini {
     use super::*;
 

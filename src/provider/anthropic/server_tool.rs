@@ -12,8 +12,8 @@ use serde_json::{Map, Value};
 
 use super::types::Tool;
 use crate::provider::Kind;
-use crate::provider::server_tool::{Fit, fit, lacking};
-use crate::{CodeExecution, Error, NativeTool, ServerTool, UserLocation, WebSearch};
+use crate::provider::server_tool::{Fit, approximate, fit, lacking, read, set};
+use crate::{CodeExecution, Error, NativeTool, ServerTool, WebSearch};
 
 /// This wire's name, in [`NativeTool::wire`].
 const WIRE: &str = Kind::Anthropic.name();
@@ -54,11 +54,6 @@ fn web_search(tool: &Map<String, Value>) -> WebSearch {
         user_location: read(tool, "user_location"),
         native: None,
     }
-}
-
-/// The field `key` of `tool`, if it reads as a `T`.
-fn read<T: serde::de::DeserializeOwned>(tool: &Map<String, Value>, key: &str) -> Option<T> {
-    T::deserialize(tool.get(key)?).ok()
 }
 
 /// A server tool → the tool object the Messages API takes: the tool its
@@ -126,31 +121,10 @@ fn base(native: Option<&NativeTool>, kind: &str, name: &str) -> Map<String, Valu
     }
 }
 
-/// Sets `key` to `value`, in its place if it is there; removes it for none.
-fn set(fields: &mut Map<String, Value>, key: &str, value: Option<Value>) {
-    match value {
-        Some(value) => {
-            fields.insert(key.into(), value);
-        }
-        None => {
-            fields.shift_remove(key);
-        }
-    }
-}
-
-/// A location as `{"type":"approximate", …}`.
-fn approximate(location: &UserLocation) -> Value {
-    let mut fields = Map::new();
-    fields.insert("type".into(), "approximate".into());
-    if let Ok(Value::Object(set)) = serde_json::to_value(location) {
-        fields.extend(set);
-    }
-    Value::Object(fields)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::UserLocation;
     use serde_json::json;
 
     fn object(value: Value) -> Map<String, Value> {

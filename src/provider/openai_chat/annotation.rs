@@ -7,24 +7,14 @@
 //! {"type":"url_citation","url_citation":{"url":"https://a.example","title":"A","start_index":0,"end_index":12}}
 //! ```
 //!
-//! That is a canonical citation of a [`CitationSource::Url`]; citations of
+//! That is a canonical citation of a [`CitationSource::Url`](crate::CitationSource::Url); citations of
 //! other sources have no place on this wire. Annotations of other types are
 //! dropped.
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::message::{Citation, CitationSource, TextSpan};
-
-/// The payload of a `url_citation` annotation.
-#[derive(Serialize, Deserialize)]
-struct UrlCitation {
-    url: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    title: Option<String>,
-    start_index: usize,
-    end_index: usize,
-}
+use crate::message::Citation;
+use crate::provider::openai_shared::{lift_url_citation, lower_url_citation};
 
 /// The canonical form of one annotation (`None`: not a `url_citation`, or a
 /// malformed one).
@@ -41,23 +31,13 @@ pub fn lift(annotation: &Value) -> Option<Citation> {
     if annotation.get("type")? != "url_citation" {
         return None;
     }
-    let cited = UrlCitation::deserialize(annotation.get("url_citation")?).ok()?;
-    Some(Citation::url(cited.url, cited.title).with_span(cited.start_index, cited.end_index))
+    lift_url_citation(annotation.get("url_citation")?, 0)
 }
 
 /// The annotation of a citation of a web page, its range moved by `offset`
 /// characters (where its text begins in `content`); `None` for another source.
 /// A citation without a span covers nothing (`0..0` past `offset`).
 pub fn lower(citation: &Citation, offset: usize) -> Option<Value> {
-    let CitationSource::Url { url, title, .. } = &citation.source else {
-        return None;
-    };
-    let span = citation.span.unwrap_or(TextSpan { start: 0, end: 0 });
-    let cited = UrlCitation {
-        url: url.clone(),
-        title: title.clone(),
-        start_index: span.start.saturating_add(offset),
-        end_index: span.end.saturating_add(offset),
-    };
+    let cited = lower_url_citation(citation, offset)?;
     Some(serde_json::json!({"type": "url_citation", "url_citation": cited}))
 }

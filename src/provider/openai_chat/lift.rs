@@ -15,6 +15,7 @@ use crate::message::{
 use crate::provider::body::{Lift, malformed, parse, truncated};
 use crate::provider::call_order::CallOrder;
 use crate::provider::error::ProviderError;
+use crate::provider::openai_shared;
 use crate::provider::sse::SseEvent;
 use crate::provider::wire_extra;
 use crate::service::Output;
@@ -419,16 +420,11 @@ impl Lift for Lifter {
 /// The canonical usage of a wire usage read by
 /// [`CompletionUsage::read_lenient`]: the details absent stay absent.
 fn lift_usage(usage: CompletionUsage, metadata: Metadata) -> Usage {
-    let details = usage.prompt_tokens_details;
-    let mut lifted = Usage {
-        input_tokens: usage.prompt_tokens,
-        output_tokens: usage.completion_tokens,
-        cached_input_tokens: details.as_ref().and_then(|d| d.cached_tokens),
-        reasoning_tokens: usage.completion_tokens_details.map(|d| d.reasoning_tokens),
+    openai_shared::lift_usage(
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        usage.prompt_tokens_details,
+        usage.completion_tokens_details,
         metadata,
-    };
-    if let Some(written) = details.and_then(|d| d.cache_write_tokens) {
-        lifted.set_cache_write_input_tokens(written);
-    }
-    lifted
+    )
 }

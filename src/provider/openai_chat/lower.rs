@@ -35,13 +35,7 @@ pub(crate) const PROVIDER: &str = Kind::OpenAiChat.name();
 /// (`reasoning_content` or `reasoning`), so that it is echoed back in the same one.
 pub const REASONING_FIELD_KEY: &str = "reasoning_field";
 
-/// The metadata key that marks assistant text as a refusal (the `refusal` field).
-pub const REFUSAL_KEY: &str = "refusal";
-
-/// The metadata key that marks system text as a `developer` message (`true`):
-/// the decoder sets it, the lowering sends such a message back with the
-/// `developer` role; every other wire reads it as system text.
-pub const DEVELOPER_KEY: &str = "developer";
+pub use crate::provider::openai_shared::{DEVELOPER_KEY, REFUSAL_KEY};
 
 /// The metadata key under which the decoder keeps the fields of a wire
 /// object it has no place for, as they came, and the lowering finds them to

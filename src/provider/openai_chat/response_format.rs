@@ -2,12 +2,10 @@
 //! `{"type":"json_object"}` or
 //! `{"type":"json_schema","json_schema":{"name","schema","strict"}}`.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
+use crate::provider::openai_shared::json_schema_fields;
 use crate::{Error, ResponseFormat};
-
-/// The name OpenAI requires of a schema, when the format has none.
-const DEFAULT_NAME: &str = "response";
 
 /// The wire's `response_format` for `format`.
 pub(super) fn lower(format: &ResponseFormat) -> Value {
@@ -18,13 +16,7 @@ pub(super) fn lower(format: &ResponseFormat) -> Value {
             schema,
             strict,
         } => {
-            let mut json_schema = Map::new();
-            let name = name.as_deref().unwrap_or(DEFAULT_NAME);
-            json_schema.insert("name".into(), name.into());
-            json_schema.insert("schema".into(), schema.clone());
-            if let Some(strict) = strict {
-                json_schema.insert("strict".into(), (*strict).into());
-            }
+            let json_schema = json_schema_fields(name.as_deref(), schema, *strict);
             json!({"type": "json_schema", "json_schema": json_schema})
         }
     }
@@ -59,6 +51,7 @@ pub(super) fn decode(value: Value) -> Result<Result<ResponseFormat, Value>, Erro
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::openai_shared::DEFAULT_SCHEMA_NAME as DEFAULT_NAME;
 
     #[test]
     fn lowered_formats_read_back() {

@@ -665,34 +665,9 @@ impl CompletionUsage {
     }
 }
 
-/// `usage.prompt_tokens_details`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct PromptTokensDetails {
-    /// Input tokens read from the cache.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cached_tokens: Option<u64>,
-    /// Input tokens written to the cache: not OpenAI's, but the field
-    /// OpenRouter and the servers that report cache writes use.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_write_tokens: Option<u64>,
-}
-
-impl PromptTokensDetails {
-    /// The details of these counts; `None` when neither is known.
-    pub fn new(cached_tokens: Option<u64>, cache_write_tokens: Option<u64>) -> Option<Self> {
-        (cached_tokens.is_some() || cache_write_tokens.is_some()).then_some(PromptTokensDetails {
-            cached_tokens,
-            cache_write_tokens,
-        })
-    }
-}
-
-/// `usage.completion_tokens_details`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct CompletionTokensDetails {
-    /// Output tokens spent reasoning.
-    pub reasoning_tokens: u64,
-}
+/// `usage.prompt_tokens_details` and `usage.completion_tokens_details`: the
+/// details the Responses wire reports too.
+pub use crate::provider::openai_shared::{CompletionTokensDetails, PromptTokensDetails};
 
 /// An error answer: `{"error": {"message", "type", "param", "code"}}`.
 ///

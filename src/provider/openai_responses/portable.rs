@@ -1,0 +1,32 @@
+//! The portable options as the Responses API names them: `top_p`, and the end
+//! user as `user`. It has no stop sequences, top-k or seed.
+
+use serde_json::{Map, Value};
+
+use crate::provider::portable::{Portable, PortableNames, read_common, write_common};
+
+const OPTIONS: [Portable; 1] = [Portable::TopP];
+
+/// The Responses API's names for the portable options.
+pub(crate) const PORTABLE: PortableNames = PortableNames {
+    read,
+    write,
+    own: &[],
+};
+
+fn read(key: &str, value: &Value) -> Option<(Portable, Value)> {
+    match key {
+        "user" => value
+            .is_string()
+            .then(|| (Portable::EndUser, value.clone())),
+        _ => read_common(key, value, &OPTIONS),
+    }
+}
+
+fn write(option: Portable, value: Value, extra: &mut Map<String, Value>) -> bool {
+    if option != Portable::EndUser {
+        return write_common(option, value, extra, &OPTIONS);
+    }
+    extra.insert("user".into(), value);
+    true
+}

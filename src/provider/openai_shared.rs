@@ -1,0 +1,195 @@
+//! What OpenAI's two wires — Chat Completions ([`openai_chat`](super::openai_chat))
+//! and Responses ([`openai_responses`](super::openai_responses)) — agree on,
+//! written once: the metadata keys both read, the usage details and their
+//! canonical meaning, a `url_citation`'s payload, and a JSON Schema output
+//! format's fields.
+
+#![cfg_attr(
+    not(all(feature = "openai", feature = "openai-responses")),
+    allow(dead_code)
+)]
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::message::{Citation, CitationSource, Metadata, TextSpan, Usage};
+use crate::provider::body::token_count;
+
+/// The metadata key that marks assistant text as a refusal (`true`): Chat
+/// Completions' `refusal` field, a Responses `refusal` content part.
+pub const REFUSAL_KEY: &str = "refusal";
+
+/// The metadata key that marks system text as a `developer` message (`true`):
+/// the decoders set it, the lowerings send such a message back with the
+/// `developer` role; every other wire reads it as system text.
+pub const DEVELOPER_KEY: &str = "developer";
+
+/// The input tokens read from and written to the cache (both counted in the
+/// input tokens): Chat Completions' `usage.prompt_tokens_details`, Responses'
+/// `usage.input_tokens_details`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PromptTokensDetails {
+    /// Input tokens read from the cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
+    /// Input tokens written to the cache (Responses reports them; on Chat
+    /// Completions, the field OpenRouter and the servers that report cache
+    /// writes use).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
+}
+
+impl PromptTokensDetails {
+    /// The details of these counts; `None` when neither is known.
+    pub fn new(cached_tokens: Option<u64>, cache_write_tokens: Option<u64>) -> Option<Self> {
+        (cached_tokens.is_some() || cache_write_tokens.is_some()).then_some(PromptTokensDetails {
+            cached_tokens,
+            cache_write_tokens,
+        })
+    }
+
+    /// The details under `path` of `usage` (`/prompt_tokens_details`), read
+    /// leniently (a count that is not a number is absent).
+    pub(crate) fn read_lenient(usage: &Value, path: &str) -> Option<Self> {
+        Self::new(
+            token_count(usage, &format!("{path}/cached_tokens")),
+            token_count(usage, &format!("{path}/cache_write_tokens")),
+        )
+    }
+}
+
+/// The output tokens spent reasoning (counted in the output tokens): Chat
+/// Completions' `usage.completion_tokens_details`, Responses'
+/// `usage.output_tokens_details`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CompletionTokensDetails {
+    /// Output tokens spent reasoning.
+    pub reasoning_tokens: u64,
+}
+
+/// The canonical usage of an OpenAI usage: `input` already counts the cache
+/// reads and writes, `output` the reasoning; the details absent stay absent.
+pub(crate) fn lift_usage(
+    input: u64,
+    output: u64,
+    details: Option<PromptTokensDetails>,
+    reasoning: Option<CompletionTokensDetails>,
+    metadata: Metadata,
+) -> Usage {
+    let mut usage = Usage {
+        input_tokens: input,
+        output_tokens: output,
+        cached_input_tokens: details.as_ref().and_then(|d| d.cached_tokens),
+        reasoning_tokens: reasoning.map(|d| d.reasoning_tokens),
+        metadata,
+    };
+    if let Some(written) = details.and_then(|d| d.cache_write_tokens) {
+        usage.set_cache_write_input_tokens(written);
+    }
+    usage
+}
+
+/// A `url_citation`'s payload: a web page and the characters of the text it
+/// supports (Chat Completions nests it under `url_citation`, Responses writes
+/// it flat in the annotation).
+#[derive(Serialize, Deserialize)]
+struct UrlCitation {
+    url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    title: Option<String>,
+    start_index: usize,
+    end_index: usize,
+}
+
+/// The citation a `url_citation` payload (`payload`) makes, its span moved
+/// back by `offset` characters; `None` when it is not one.
+pub(crate) fn lift_url_citation(payload: &Value, offset: usize) -> Option<Citation> {
+    let cited = UrlCitation::deserialize(payload).ok()?;
+    Some(Citation::url(cited.url, cited.title).with_span(
+        cited.start_index.saturating_sub(offset),
+        cited.end_index.saturating_sub(offset),
+    ))
+}
+
+/// The `url_citation` payload of a citation of a web page, its range moved by
+/// `offset` characters (where its text begins); `None` for another source. A
+/// citation without a span covers nothing (`0..0` past `offset`).
+pub(crate) fn lower_url_citation(citation: &Citation, offset: usize) -> Option<Map<String, Value>> {
+    let CitationSource::Url { url, title, .. } = &citation.source else {
+        return None;
+    };
+    let span = citation.span.unwrap_or(TextSpan { start: 0, end: 0 });
+    let cited = UrlCitation {
+        url: url.clone(),
+        title: title.clone(),
+        start_index: span.start.saturating_add(offset),
+        end_index: span.end.saturating_add(offset),
+    };
+    match serde_json::to_value(cited) {
+        Ok(Value::Object(payload)) => Some(payload),
+        _ => None,
+    }
+}
+
+/// The name OpenAI requires of a JSON Schema output format, when the format
+/// has none.
+pub(crate) const DEFAULT_SCHEMA_NAME: &str = "response";
+
+/// A JSON Schema output format's fields as both wires write them (`name`,
+/// `schema`, `strict`): Chat Completions under `response_format.json_schema`,
+/// Responses in `text.format` beside its `type`.
+pub(crate) fn json_schema_fields(
+    name: Option<&str>,
+    schema: &Value,
+    strict: Option<bool>,
+) -> Map<String, Value> {
+    let mut fields = Map::new();
+    fields.insert("name".into(), name.unwrap_or(DEFAULT_SCHEMA_NAME).into());
+    fields.insert("schema".into(), schema.clone());
+    if let Some(strict) = strict {
+        fields.insert("strict".into(), strict.into());
+    }
+    fields
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_url_citation_lifts_and_lowers_back_with_its_offset() {
+        let payload =
+            json!({"url": "https://a.example", "title": "A", "start_index": 7, "end_index": 9});
+        let citation = lift_url_citation(&payload, 5).unwrap();
+        assert_eq!(
+            citation.span.map(|span| (span.start, span.end)),
+            Some((2, 4))
+        );
+        assert_eq!(
+            lower_url_citation(&citation, 5).map(Value::Object),
+            Some(payload)
+        );
+        assert!(lift_url_citation(&json!({"url": 1}), 0).is_none());
+    }
+
+    #[test]
+    fn usage_keeps_absent_details_absent_and_writes_cache_writes() {
+        let usage = lift_usage(10, 4, None, None, Metadata::new());
+        assert_eq!(
+            (usage.cached_input_tokens, usage.reasoning_tokens),
+            (None, None)
+        );
+        let details = PromptTokensDetails::read_lenient(
+            &json!({"d": {"cached_tokens": 3, "cache_write_tokens": 2}}),
+            "/d",
+        );
+        let reasoning = Some(CompletionTokensDetails {
+            reasoning_tokens: 1,
+        });
+        let usage = lift_usage(10, 4, details, reasoning, Metadata::new());
+        assert_eq!(usage.cached_input_tokens, Some(3));
+        assert_eq!(usage.cache_write_input_tokens(), Some(2));
+        assert_eq!(usage.reasoning_tokens, Some(1));
+    }
+}
