@@ -87,6 +87,37 @@ impl Event {
     pub fn finish(reason: FinishReason) -> Self {
         Event::Finish { reason }
     }
+
+    /// The event's metadata (its message's, for a `message`); a `finish`
+    /// has none.
+    ///
+    /// ```
+    /// use lmstack::{Event, FinishReason};
+    /// assert!(Event::text("Hi").metadata().is_some_and(|m| m.is_empty()));
+    /// assert!(Event::finish(FinishReason::Stop).metadata().is_none());
+    /// ```
+    pub fn metadata(&self) -> Option<&Metadata> {
+        match self {
+            Event::TextDelta(delta) => Some(&delta.metadata),
+            Event::ReasoningDelta(delta) => Some(&delta.metadata),
+            Event::ToolCallDelta(delta) => Some(&delta.metadata),
+            Event::Message { message } => Some(message.metadata()),
+            Event::Usage(usage) => Some(&usage.metadata),
+            Event::Finish { .. } => None,
+        }
+    }
+
+    /// The event's metadata, to change; a `finish` has none.
+    pub fn metadata_mut(&mut self) -> Option<&mut Metadata> {
+        match self {
+            Event::TextDelta(delta) => Some(&mut delta.metadata),
+            Event::ReasoningDelta(delta) => Some(&mut delta.metadata),
+            Event::ToolCallDelta(delta) => Some(&mut delta.metadata),
+            Event::Message { message } => Some(message.metadata_mut()),
+            Event::Usage(usage) => Some(&mut usage.metadata),
+            Event::Finish { .. } => None,
+        }
+    }
 }
 
 impl From<Message> for Event {

@@ -116,16 +116,22 @@ impl Metadata {
     }
 
     /// Fills in from `other` every field that `self` does not set yet: `self` takes
-    /// precedence, nothing of `other` that does not conflict is lost.
+    /// precedence, nothing of `other` that does not conflict is lost. A key
+    /// both hold as objects merges the same way, field by field (a wire's
+    /// fields kept from several pieces of one message add up).
     ///
     /// ```
     /// use lmstack::Metadata;
+    /// use serde_json::json;
     /// let mut first = Metadata::generation("gen-1");
+    /// first.insert("wire", json!({"a": 1, "b": {"x": 1}}));
     /// let mut second = Metadata::generation("gen-2");
     /// second.insert("agent_step", 3.into());
+    /// second.insert("wire", json!({"a": 2, "b": {"y": 2}, "c": 3}));
     /// first.merge_missing(&second);
     /// assert_eq!(first.generation_id(), Some("gen-1"));
     /// assert_eq!(first.get("agent_step"), Some(&3.into()));
+    /// assert_eq!(first.get("wire"), Some(&json!({"a": 1, "b": {"x": 1, "y": 2}, "c": 3})));
     /// ```
     #[inline]
     pub fn merge_missing(&mut self, other: &Metadata) {
@@ -146,11 +152,7 @@ impl Metadata {
         if ours.from_agent.is_none() {
             ours.from_agent.clone_from(&theirs.from_agent);
         }
-        for (key, value) in &theirs.extra {
-            if !ours.extra.contains_key(key) {
-                ours.extra.insert(key.clone(), value.clone());
-            }
-        }
+        fill_missing(&mut ours.extra, &theirs.extra);
     }
 
     fn fields_mut(&mut self) -> &mut Fields {
@@ -161,6 +163,20 @@ impl Metadata {
     fn normalise(&mut self) {
         if self.0.as_ref().is_some_and(|fields| fields.is_empty()) {
             self.0 = None;
+        }
+    }
+}
+
+/// Adds to `ours` the fields of `theirs` it lacks; where both hold an
+/// object, the same one level down.
+fn fill_missing(ours: &mut Map<String, Value>, theirs: &Map<String, Value>) {
+    for (key, value) in theirs {
+        match (ours.get_mut(key), value) {
+            (None, _) => {
+                ours.insert(key.clone(), value.clone());
+            }
+            (Some(Value::Object(ours)), Value::Object(theirs)) => fill_missing(ours, theirs),
+            (Some(_), _) => {}
         }
     }
 }

@@ -26,7 +26,7 @@ use crate::service::Output;
 /// fragment's cost is linear in its own text.
 ///
 /// A fragment for a call already sent whole is [`Late`]; one that carries
-/// nothing but whitespace changes nothing and is dropped.
+/// nothing but whitespace (and metadata) changes nothing and is dropped.
 #[derive(Debug, Default)]
 pub(crate) struct CallOrder {
     /// Calls started: the number the next one takes.
@@ -90,9 +90,8 @@ impl CallOrder {
     pub(crate) fn fragment(&mut self, delta: ToolCallDelta, out: &mut Output) -> Result<(), Late> {
         let index = delta.index;
         if index < self.head || index >= self.started {
-            let empty = delta.arguments_delta.trim().is_empty()
-                && delta.details.is_none()
-                && delta.metadata.is_empty();
+            // Its metadata (a wire's unknown fields) has no call left to go to.
+            let empty = delta.arguments_delta.trim().is_empty() && delta.details.is_none();
             return if empty { Ok(()) } else { Err(Late(index)) };
         }
         match (index - self.head).checked_sub(1) {

@@ -13,7 +13,7 @@ use futures::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::answer::Refusal;
-use super::extras::carry;
+use super::extras::{carry, dropped_tool_fields};
 use super::format::Decode;
 use super::gateway::{Served, Shared};
 use super::guard::Route;
@@ -89,6 +89,11 @@ pub(super) async fn admit<F: Decode, T>(
     let prepared = prepare(&request, &name);
     let upstream = served.provider.parse().ok();
     let mut dropped = carry(&mut request.options.extra, F::KIND, upstream);
+    dropped.extend(dropped_tool_fields(
+        &request.options.tools,
+        F::KIND,
+        upstream,
+    ));
     if upstream.is_some_and(|kind| !kind.takes_cache_breakpoints())
         && request.has_cache_breakpoints()
     {

@@ -7,6 +7,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::ToolSpec;
 use crate::provider::Kind;
 use crate::provider::portable::PortableNames;
 use crate::provider::{anthropic, openai_chat};
@@ -35,6 +36,44 @@ pub(crate) fn carry(extra: &mut Map<String, Value>, from: Kind, to: Option<Kind>
     }
     *extra = carried;
     dropped
+}
+
+/// The fields of the request's tools that a client of wire `from` sent and an
+/// upstream of another wire `to` has no place for (Anthropic's
+/// `defer_loading`, OpenAI's `strict`), each named once, for the gateway's
+/// warning; none for the same wire.
+pub(crate) fn dropped_tool_fields(tools: &[ToolSpec], from: Kind, to: Option<Kind>) -> Vec<String> {
+    if to.is_none_or(|to| to == from) {
+        return Vec::new();
+    }
+    let mut names: Vec<String> = Vec::new();
+    let mut name = |field: &str| {
+        if !names.iter().any(|named| named == field) {
+            names.push(field.to_owned());
+        }
+    };
+    for tool in tools {
+        match from {
+            Kind::Anthropic => tool.extra.keys().for_each(|field| name(field)),
+            Kind::OpenAiChat => {
+                let kept = tool.extra.get(openai_chat::EXTRA_KEY);
+                for place in ["tool", "function"] {
+                    let fields = kept
+                        .and_then(|kept| kept.get(place))
+                        .and_then(Value::as_object);
+                    fields
+                        .into_iter()
+                        .flatten()
+                        .for_each(|(field, _)| name(field));
+                }
+            }
+            Kind::OpenAiResponses | Kind::Gemini => {}
+        }
+    }
+    names
+        .into_iter()
+        .map(|field| format!("tool field `{field}`"))
+        .collect()
 }
 
 /// How `kind` names the portable options, where this build has the wire.
@@ -103,6 +142,36 @@ mod tests {
         assert_eq!(
             carried(extra.clone(), "openai", "scripted"),
             (extra, vec![])
+        );
+    }
+
+    #[test]
+    fn tool_fields_another_wire_has_no_place_for_are_named_once() {
+        let mut deferred = ToolSpec::new("a", "", json!({}));
+        deferred.extra.insert("defer_loading".into(), json!(true));
+        let mut strict = ToolSpec::new("b", "", json!({}));
+        strict.extra.insert(
+            openai_chat::EXTRA_KEY.into(),
+            json!({"function": {"strict": true}, "tool": {"x-kind": 1}}),
+        );
+        let anthropic = [deferred.clone(), deferred];
+        let named =
+            |tools: &[ToolSpec], from, to: &str| dropped_tool_fields(tools, from, to.parse().ok());
+        assert_eq!(
+            named(&anthropic, Kind::Anthropic, "openai"),
+            ["tool field `defer_loading`"]
+        );
+        assert!(
+            named(&anthropic, Kind::Anthropic, "anthropic").is_empty(),
+            "same wire"
+        );
+        assert!(
+            named(&anthropic, Kind::Anthropic, "scripted").is_empty(),
+            "no wire"
+        );
+        assert_eq!(
+            named(&[strict], Kind::OpenAiChat, "anthropic"),
+            ["tool field `x-kind`", "tool field `strict`"]
         );
     }
 }

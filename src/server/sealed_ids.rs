@@ -220,7 +220,7 @@ pub fn seal_event(event: &mut Event) {
     match event {
         Event::ToolCallDelta(delta) => {
             if let Some(CallDetails { id: Some(id), .. }) = delta.details.as_deref_mut() {
-                *id = seal_id(id, &delta.metadata);
+                *id = seal_reply_id(id, &delta.metadata);
             }
         }
         Event::Message { message } => seal_message(message),
@@ -248,7 +248,30 @@ fn seal_message(message: &mut Message) {
 }
 
 fn seal_call(call: &mut ToolCall) {
-    call.id = seal_id(&call.id, &call.metadata);
+    call.id = seal_reply_id(&call.id, &call.metadata);
+}
+
+/// Metadata a reply's events carry for the client's encoder only, which no
+/// lowering reads back: Anthropic's message-level fields ride on a reply's
+/// first event, which may be a call. Left out of sealed ids.
+#[cfg(feature = "anthropic")]
+const NOT_SEALED: &[&str] = &[
+    crate::provider::anthropic::MESSAGE_START_KEY,
+    crate::provider::anthropic::MESSAGE_DELTA_KEY,
+];
+#[cfg(not(feature = "anthropic"))]
+const NOT_SEALED: &[&str] = &[];
+
+/// [`seal_id`] with the call's metadata but what is [`NOT_SEALED`].
+fn seal_reply_id(id: &str, metadata: &Metadata) -> String {
+    if !NOT_SEALED.iter().any(|key| metadata.get(key).is_some()) {
+        return seal_id(id, metadata);
+    }
+    let mut kept = metadata.clone();
+    for key in NOT_SEALED {
+        kept.remove(key);
+    }
+    seal_id(id, &kept)
 }
 
 #[cfg(test)]
@@ -340,6 +363,37 @@ mod tests {
         let sealed = message.calls()[0].id.clone();
         assert!(sealed.starts_with(SEALED_PREFIX));
         assert_eq!(message.results()[0].call_id, sealed);
+    }
+
+    #[cfg(feature = "anthropic")]
+    #[test]
+    fn a_replys_message_level_fields_on_its_first_call_are_not_sealed() {
+        use crate::provider::anthropic::MESSAGE_START_KEY;
+        let mut delta = ToolCallDelta::start(0, "toolu_1", "get");
+        delta
+            .metadata
+            .insert(MESSAGE_START_KEY, json!({"container": null}));
+        let mut event = Event::ToolCallDelta(delta.clone());
+        seal_event(&mut event);
+        assert_eq!(
+            event,
+            Event::ToolCallDelta(delta.clone()),
+            "nothing else to seal"
+        );
+        delta.metadata.insert("thought_signature", json!("sig"));
+        let mut event = Event::ToolCallDelta(delta);
+        seal_event(&mut event);
+        let Event::ToolCallDelta(sealed) = event else {
+            unreachable!()
+        };
+        let (id, metadata) = open_id(sealed.id().unwrap()).unwrap();
+        assert_eq!(id, "toolu_1");
+        assert!(metadata.get(MESSAGE_START_KEY).is_none());
+        assert_eq!(metadata.get("thought_signature"), Some(&json!("sig")));
+        assert!(
+            sealed.metadata.get(MESSAGE_START_KEY).is_some(),
+            "kept for the encoder"
+        );
     }
 
     proptest::proptest! {

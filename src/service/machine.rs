@@ -113,6 +113,12 @@ impl<T> Output<T> {
         self.queue.range(start..)
     }
 
+    /// The waiting item at `index`, to change.
+    #[cfg(feature = "anthropic")]
+    pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut T> {
+        self.queue.get_mut(index)
+    }
+
     /// Takes back the waiting items from the `len`th on.
     #[cfg(feature = "http")]
     pub(crate) fn truncate(&mut self, len: usize) {

@@ -9,6 +9,9 @@
 #[cfg(feature = "http")]
 #[path = "../common/mod.rs"]
 mod common;
+#[cfg(feature = "http")]
+#[path = "../common/regressions.rs"]
+mod regressions;
 
 mod anthropic_clients;
 mod caching;
@@ -18,4 +21,6 @@ mod gateway;
 mod interleaved;
 mod limits;
 mod mounted;
+#[cfg(feature = "http")]
+mod reply_extras;
 mod structured;

@@ -364,12 +364,16 @@ async fn claude_code_completes_a_tool_turn_through_the_gateway_to_an_openai_upst
     for (headers, body) in &sent {
         assert!(!headers.contains_key("anthropic-beta"));
         let body = body.to_string();
-        assert!(!body.contains("cache_control"), "{body}");
+        assert!(
+            !body.contains("cache_control") && !body.contains("defer_loading"),
+            "{body}"
+        );
     }
     serving.log_containing(&[
         "does not take were dropped",
         "anthropic-beta",
         "cache_control breakpoints",
+        "tool field `defer_loading`",
     ]);
 }
 

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use super::citation;
+use super::lift::{MESSAGE_DELTA_KEY, MESSAGE_START_KEY};
 use super::lower::{BLOCK_KEY, EXTRA_KEY, call_block, reasoning_block};
 use super::types::{
     self, Block, Delta, ErrorBody, ErrorObject, MessageDelta, Response, StreamEvent, TextBlock,
@@ -108,7 +109,10 @@ fn error_object(status: u16, error: &Error) -> ErrorBody {
 /// - the fields of a text delta or an assistant text kept under [`EXTRA_KEY`]
 ///   (an Anthropic upstream's unknown fields of a `text` block) start a text
 ///   block of their own holding them (a tool call's kept fields are its
-///   block's, [`BLOCK_KEY`]). User and system messages, media of an assistant message, and the `tool_results`
+///   block's, [`BLOCK_KEY`]); the message's kept under [`MESSAGE_START_KEY`]
+///   on the reply's first event → `message_start`'s message, those kept
+///   under [`MESSAGE_DELTA_KEY`] on usage → `message_delta` and its delta (a
+///   body holds both at its top, as a client folds a stream). User and system messages, media of an assistant message, and the `tool_results`
 ///   and `tool_aggregate` messages of a gateway's own tool loop are not part
 ///   of a Messages response and are skipped: only the model's content reaches
 ///   the client;
@@ -285,10 +289,15 @@ impl ReplyEncoder {
         }
     }
 
-    fn start(&mut self) {
+    /// Starts the message, before `first`, the reply's first event, if any:
+    /// with the message's fields it keeps.
+    fn start(&mut self, first: Option<&Event>) {
         if !self.started {
             self.started = true;
-            let message = Response::new(self.id.clone(), self.model.clone());
+            let mut message = Response::new(self.id.clone(), self.model.clone());
+            if let Some(metadata) = first.and_then(Event::metadata) {
+                message.extra = wire_extra::kept(metadata, MESSAGE_START_KEY);
+            }
             self.emit(StreamEvent::MessageStart { message });
         }
     }
@@ -559,10 +568,16 @@ fn fold(message: &mut Response, input: &mut String, event: StreamEvent) {
                 _ => {}
             }
         }
-        StreamEvent::MessageDelta { delta, usage, .. } => {
+        StreamEvent::MessageDelta {
+            delta,
+            usage,
+            extra,
+        } => {
             message.stop_reason = delta.stop_reason;
             message.stop_sequence = delta.stop_sequence;
             message.usage = Some(usage.unwrap_or_else(|| types::Usage::new(0, 0)));
+            message.extra.extend(delta.extra);
+            message.extra.extend(extra);
         }
         _ => {}
     }
@@ -574,7 +589,7 @@ impl EncodeReply for ReplyEncoder {
     }
 
     fn event(&mut self, event: Event, out: &mut Output<Bytes>) -> Result<(), Error> {
-        self.start();
+        self.start(Some(&event));
         if let (Event::TextDelta(_), Sink::Whole(..)) = (&event, &self.sink) {
             self.text.get_or_insert_default().push(event);
             return Ok(());
@@ -616,18 +631,27 @@ impl EncodeReply for ReplyEncoder {
 
     fn end(&mut self, out: &mut Output<Bytes>) -> Result<(), Error> {
         self.done = true;
-        self.start();
+        self.start(None);
         self.joined_text();
         self.close();
+        let mut extra = self
+            .usage
+            .as_ref()
+            .map(|usage| wire_extra::kept(&usage.metadata, MESSAGE_DELTA_KEY))
+            .unwrap_or_default();
         let delta = MessageDelta {
             stop_reason: Some(self.stop_reason()),
-            ..MessageDelta::default()
+            stop_sequence: None,
+            extra: match extra.remove("delta") {
+                Some(Value::Object(fields)) => fields,
+                _ => Map::new(),
+            },
         };
         let usage = Some(wire_usage(self.usage.as_ref()));
         self.emit(StreamEvent::MessageDelta {
             delta,
             usage,
-            extra: Map::new(),
+            extra,
         });
         self.emit(StreamEvent::MessageStop);
         match &mut self.sink {

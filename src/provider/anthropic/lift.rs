@@ -14,6 +14,17 @@ use super::types::{self, Delta, Response, StreamEvent};
 /// wrote to Anthropic's prompt cache: [`Usage::CACHE_WRITE_KEY`], which
 /// [`Usage::cache_write_input_tokens`] reads.
 pub const CACHE_CREATION_KEY: &str = Usage::CACHE_WRITE_KEY;
+
+/// The metadata key of a reply's first event that holds the message's fields
+/// no canonical field holds (`container`, `context_management`, a newer
+/// field): `message_start.message`'s, a whole body's top-level ones. The
+/// Anthropic encoder writes them in its `message_start`'s message.
+pub const MESSAGE_START_KEY: &str = "anthropic_message_start";
+
+/// The metadata key of a reply's usage that holds `message_delta`'s unknown
+/// fields (`context_management`), and under `"delta"` its delta's
+/// (`container`). The Anthropic encoder writes them in its `message_delta`.
+pub const MESSAGE_DELTA_KEY: &str = "anthropic_message_delta";
 use crate::Error;
 use crate::message::{
     Citation, Event, FinishReason, Message, Metadata, ReasoningDelta, ReasoningMessage, Role,
@@ -62,6 +73,12 @@ use crate::service::Output;
 ///   back unchanged by lowering;
 /// - `message_delta`: the stop reason, and usage — cumulative, so each count it
 ///   holds replaces the one before;
+/// - the message's unknown fields (`message_start.message`'s, a whole body's:
+///   `container`, `context_management`) go on the reply's first event under
+///   [`MESSAGE_START_KEY`] (on a call's, they travel sealed in its id through
+///   a gateway, as its other metadata does); `message_delta`'s own
+///   (`context_management`) and its delta's (`container`) on the usage under
+///   [`MESSAGE_DELTA_KEY`] — for the Anthropic encoder to write back in place;
 /// - `error` events, and a body of type `error` →
 ///   [`Error::Provider`](crate::Error::Provider) (an `overloaded_error` is
 ///   retryable);
@@ -115,6 +132,10 @@ pub struct Lifter {
     /// The calls' deltas, each call's contiguous, in start order.
     order: CallOrder,
     counts: Counts,
+    /// The message's unknown fields, until the first event takes them.
+    start_fields: Map<String, Value>,
+    /// `message_delta`'s unknown fields, its delta's under `"delta"`.
+    delta_fields: Map<String, Value>,
     stop_reason: Option<String>,
     done: bool,
     events: usize,
@@ -217,18 +238,34 @@ impl Lifter {
         let what = format_args!("event {}", self.events);
         let event = read(data, what, "a JSON Messages stream event")?;
         match event {
-            StreamEvent::MessageStart { message } => self.start_message(message.id, message.usage),
+            StreamEvent::MessageStart { message } => {
+                self.start_message(message.id, message.usage, message.extra)
+            }
             StreamEvent::ContentBlockStart {
                 index,
                 content_block,
             } => self.start_block(index, content_block, out)?,
             StreamEvent::ContentBlockDelta { index, delta } => self.delta(index, delta, out)?,
             StreamEvent::ContentBlockStop { index } => self.stop_block(index, out)?,
-            StreamEvent::MessageDelta { delta, usage, .. } => {
+            StreamEvent::MessageDelta {
+                delta,
+                usage,
+                extra,
+            } => {
                 if delta.stop_reason.is_some() {
                     self.stop_reason = delta.stop_reason;
                 }
                 self.counts.read(usage.as_ref());
+                self.delta_fields.extend(extra);
+                if !delta.extra.is_empty() {
+                    let mut fields = match self.delta_fields.remove("delta") {
+                        Some(Value::Object(fields)) => fields,
+                        _ => Map::new(),
+                    };
+                    fields.extend(delta.extra);
+                    self.delta_fields
+                        .insert("delta".into(), Value::Object(fields));
+                }
             }
             StreamEvent::MessageStop => self.done = true,
             StreamEvent::Error { error } => {
@@ -240,11 +277,29 @@ impl Lifter {
         Ok(())
     }
 
-    fn start_message(&mut self, id: String, usage: Option<types::Usage>) {
+    fn start_message(
+        &mut self,
+        id: String,
+        usage: Option<types::Usage>,
+        fields: Map<String, Value>,
+    ) {
         if self.generation_id.is_none() && !id.is_empty() {
             self.generation_id = Some(id);
         }
         self.counts.read(usage.as_ref());
+        self.start_fields.extend(fields);
+    }
+
+    /// Puts the message's unknown fields, while no event took them, on the
+    /// first of the events given from `from` on.
+    fn give_start_fields(&mut self, from: usize, out: &mut Output) {
+        if self.start_fields.is_empty() {
+            return;
+        }
+        if let Some(metadata) = out.get_mut(from).and_then(Event::metadata_mut) {
+            let fields = std::mem::take(&mut self.start_fields);
+            wire_extra::keep(metadata, MESSAGE_START_KEY, fields);
+        }
     }
 
     fn metadata(&self) -> Metadata {
@@ -518,8 +573,11 @@ impl Lift for Lifter {
     const PROVIDER: &'static str = PROVIDER;
 
     fn event(&mut self, event: SseEvent, out: &mut Output) -> Result<(), Error> {
+        let from = out.len();
         let lifted = self.push_event(event.data.as_bytes(), out);
-        self.order.keep_on_error(lifted, out)
+        let kept = self.order.keep_on_error(lifted, out);
+        self.give_start_fields(from, out);
+        kept
     }
 
     /// Lifts a whole non-streaming body (a `message` object, or an `error`).
@@ -528,11 +586,13 @@ impl Lift for Lifter {
         if let Some(error) = message.extra.get("error") {
             return Err(stream_error(error));
         }
-        self.start_message(message.id, message.usage);
+        let from = out.len();
+        self.start_message(message.id, message.usage, message.extra);
         for (index, block) in (0u32..).zip(message.content) {
             self.start_block(index, block, out)?;
             self.stop_block(index, out)?;
         }
+        self.give_start_fields(from, out);
         self.stop_reason = message.stop_reason;
         self.done = true;
         Ok(())
@@ -554,13 +614,20 @@ impl Lift for Lifter {
             ));
         }
         // Blocks left open (no stop before the end) are complete.
+        let from = out.len();
         while let Some((&index, _)) = self.blocks.first_key_value() {
             self.stop_block(index, out)?;
         }
         self.order.flush(out);
-        if let Some(usage) = self.counts.usage(self.metadata()) {
+        let mut metadata = self.metadata();
+        if !self.delta_fields.is_empty() {
+            let fields = std::mem::take(&mut self.delta_fields);
+            metadata.insert(MESSAGE_DELTA_KEY, Value::Object(fields));
+        }
+        if let Some(usage) = self.counts.usage(metadata) {
             out.push(Event::Usage(usage));
         }
+        self.give_start_fields(from, out);
         if let Some(reason) = self.stop_reason.take() {
             out.push(Event::finish(Self::map_finish(reason)));
         }

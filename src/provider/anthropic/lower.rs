@@ -204,6 +204,8 @@ fn lower_tool(tool: &ToolSpec) -> Tool {
     // Another wire's fields.
     #[cfg(feature = "openai")]
     extra.shift_remove(crate::provider::openai_chat::EXTRA_KEY);
+    #[cfg(feature = "openai-responses")]
+    extra.shift_remove(crate::provider::openai_responses::EXTRA_KEY);
     Tool {
         kind: None,
         name: tool.name.clone(),

@@ -54,7 +54,7 @@ pub(crate) use beta::decode_headers;
 pub use count::{lift_count, lower_count};
 pub use decode::{decode_count_request, decode_request};
 pub use encode::{ReplyEncoder, error_body, model_body, models_body};
-pub use lift::{CACHE_CREATION_KEY, Lifter};
+pub use lift::{CACHE_CREATION_KEY, Lifter, MESSAGE_DELTA_KEY, MESSAGE_START_KEY};
 pub use lower::{
     BLOCK_KEY, BLOCKS_KEY, DEFAULT_MAX_TOKENS, EXTRA_KEY, LowerOptions, MESSAGE_KEY,
     TOOL_CHOICE_KEY, lower, lower_request,

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::annotation;
-use super::lower::{EXTRA_KEY, REFUSAL_KEY, lower_call};
+use super::lower::{EXTRA_KEY, MESSAGE_KEY, REFUSAL_KEY, lower_call};
 use super::types::{
     ChatCompletion, ChatMessage, ChatRole, Choice, ChunkChoice, CompletionTokensDetails,
     CompletionUsage, ErrorBody, ErrorObject, FunctionCall, MessageContent, PromptTokensDetails,
@@ -36,9 +36,11 @@ use crate::{ChatRequest, ContentBlock, Error, Event, FinishReason, Message, Role
 ///   [`REFUSAL_KEY`] → `refusal`; reasoning → `reasoning_content` (redacted
 ///   reasoning is left out);
 /// - the fields kept under [`EXTRA_KEY`] (the OpenAI lifter's or decoder's)
-///   on text deltas and assistant text → the message's (the delta's) fields,
-///   on a call → the call's: an OpenAI upstream's unknown fields reach the
-///   client as they came;
+///   on text and reasoning (deltas or messages) → the message's (the
+///   delta's) fields, under [`MESSAGE_KEY`] on a call → the message's too,
+///   under [`EXTRA_KEY`] on a call or any fragment of it → the call's (the
+///   fragment's): an OpenAI upstream's unknown fields reach the client as
+///   they came;
 /// - tool call deltas and `tool_calls` messages → `tool_calls`, numbered 0, 1, …
 ///   across the reply, each call's first fragment with its `id`, `type` and
 ///   `function.name`. Calls the provider ran itself are left out: the client
@@ -209,17 +211,19 @@ impl ReplyEncoder {
             Event::ReasoningDelta(reasoning) => {
                 self.call = None;
                 self.refusal = false;
-                if reasoning.text.is_empty() {
+                delta.extra = wire_extra::kept(&reasoning.metadata, EXTRA_KEY);
+                if reasoning.text.is_empty() && delta.extra.is_empty() {
                     return Ok(None);
                 }
-                delta.reasoning_content = Some(reasoning.text);
+                delta.reasoning_content = Some(reasoning.text).filter(|text| !text.is_empty());
             }
             Event::ToolCallDelta(fragment) => {
                 self.refusal = false;
-                let Some(call) = self.call_fragment(fragment) else {
+                delta.extra = wire_extra::kept(&fragment.metadata, MESSAGE_KEY);
+                delta.tool_calls = self.call_fragment(fragment).map(|call| vec![call]);
+                if delta.tool_calls.is_none() && delta.extra.is_empty() {
                     return Ok(None);
-                };
-                delta.tool_calls = Some(vec![call]);
+                }
             }
             Event::Message { message } => return self.message_delta(message),
             Event::Usage(usage) => {
@@ -235,7 +239,8 @@ impl ReplyEncoder {
     }
 
     /// A tool call fragment on the wire: the first of a call with its id, type
-    /// and name; `None` for a call left out (the provider ran it).
+    /// and name; `None` for a call left out (the provider ran it), and for a
+    /// later fragment that adds nothing.
     fn call_fragment(&mut self, fragment: ToolCallDelta) -> Option<WireToolCall> {
         let name = fragment.name().map(str::to_owned);
         let continued = self.call.as_ref().filter(|open| {
@@ -243,12 +248,17 @@ impl ReplyEncoder {
                 && !matches!((fragment.id(), &open.id), (Some(id), Some(open)) if id != open)
         });
         if let Some(open) = continued {
+            let extra = wire_extra::kept(&fragment.metadata, EXTRA_KEY);
+            if fragment.arguments_delta.is_empty() && name.is_none() && extra.is_empty() {
+                return None;
+            }
             return Some(WireToolCall {
                 index: Some(open.wire?),
                 function: FunctionCall {
                     name,
                     arguments: Some(fragment.arguments_delta),
                 },
+                extra,
                 ..WireToolCall::default()
             });
         }
@@ -313,10 +323,19 @@ impl ReplyEncoder {
                 }
                 delta.content = Some(MessageContent::Text(text));
             }
-            Message::Reasoning(reasoning) if !reasoning.redacted && !reasoning.text.is_empty() => {
-                delta.reasoning_content = Some(reasoning.text);
+            Message::Reasoning(reasoning) if !reasoning.redacted => {
+                delta.extra = wire_extra::kept(&reasoning.metadata, EXTRA_KEY);
+                if reasoning.text.is_empty() && delta.extra.is_empty() {
+                    return Ok(None);
+                }
+                delta.reasoning_content = Some(reasoning.text).filter(|text| !text.is_empty());
             }
             Message::ToolCalls(message) => {
+                for call in &message.calls {
+                    delta
+                        .extra
+                        .extend(wire_extra::kept(&call.metadata, MESSAGE_KEY));
+                }
                 let calls: Vec<WireToolCall> = message
                     .calls
                     .iter()
@@ -328,10 +347,10 @@ impl ReplyEncoder {
                         wire
                     })
                     .collect();
-                if calls.is_empty() {
+                if calls.is_empty() && delta.extra.is_empty() {
                     return Ok(None);
                 }
-                delta.tool_calls = Some(calls);
+                delta.tool_calls = Some(calls).filter(|calls| !calls.is_empty());
             }
             Message::Usage(usage) => {
                 self.add_usage(usage);
@@ -489,6 +508,7 @@ fn fold(message: &mut ChatMessage, delta: ChatMessage) {
                 if last.function.name.is_none() {
                     last.function.name = call.function.name;
                 }
+                last.extra.extend(call.extra);
             }
             _ => {
                 call.index = None;

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use super::annotation;
-use super::lower::{EXTRA_KEY, PROVIDER, REASONING_FIELD_KEY, REFUSAL_KEY};
+use super::lower::{EXTRA_KEY, MESSAGE_KEY, PROVIDER, REASONING_FIELD_KEY, REFUSAL_KEY};
 use super::types::{CompletionUsage, ContentRead, MessageRead, ResponseRead, ToolCallRead};
 use crate::Error;
 use crate::message::{
@@ -69,12 +69,20 @@ const DONE: &str = "[DONE]";
 ///   function calls → `tool_calls`, as Ollama and vLLM sometimes send `stop`);
 /// - an `error` object in the body or in a chunk becomes
 ///   [`Error::Provider`](crate::Error::Provider);
-/// - a whole body's message's unknown fields (`audio`, a vendor's) are kept
-///   under [`EXTRA_KEY`] on an empty text delta after its text (merged into
-///   the text message by the joiner), a tool call's (but a server-side call's
-///   payload) under [`EXTRA_KEY`] on its first delta, both modes: the OpenAI
-///   encoder writes them back in place. Other unknown fields (a stream delta's,
-///   the body's) are ignored; only the first choice (`index` 0) is lifted;
+/// - the unknown fields of a stream delta or a whole body's message (`audio`,
+///   a vendor's) go with the first event it gives: under [`EXTRA_KEY`] on its
+///   reasoning or text (a refusal's marked [`REFUSAL_KEY`] too), else under
+///   [`MESSAGE_KEY`] on its first call fragment — so a message of calls only
+///   becomes one `tool_calls` message, its fields on the first call, as the
+///   OpenAI decoder keeps a request's. A delta that gives no event puts them
+///   on an empty piece of the message being lifted, or holds them for the
+///   message's first event (at the end, an empty text delta). A tool call's
+///   unknown fields (but a server-side call's payload), of its first fragment
+///   or a later one, go under [`EXTRA_KEY`] on that fragment's delta. The
+///   joiner adds them up, so both modes keep them, and the OpenAI encoder
+///   writes them back in place; a delta without unknown fields costs nothing
+///   more. The body's and a chunk's own unknown fields are ignored; only the
+///   first choice (`index` 0) is lifted;
 /// - a stream that ends with neither `[DONE]` nor a finish reason is
 ///   [`TransportErrorKind::Truncated`](crate::provider::TransportErrorKind::Truncated).
 ///
@@ -115,6 +123,8 @@ pub struct Lifter {
     by_index: HashMap<u32, u32>,
     /// The calls' deltas, each call's contiguous, in start order.
     order: CallOrder,
+    /// Unknown fields of deltas that gave no event before the message's first.
+    held: Map<String, Value>,
     function_calls: bool,
     refusal: bool,
     usage: Option<Usage>,
@@ -164,14 +174,11 @@ impl Lifter {
             self.generation_id = chunk.id.filter(|id| !id.is_empty()).map(Cow::into_owned);
         }
         for choice in chunk.choices.into_iter().filter(|choice| choice.index == 0) {
-            if let Some(mut message) = choice.message {
-                // A whole message's fields with no canonical place; a stream
-                // delta's are not kept.
-                let mut rest = std::mem::take(&mut message.rest);
-                rest.remove("role");
-                self.lift_delta(message, rest, out)?;
-            } else if let Some(delta) = choice.delta {
-                self.lift_delta(delta, Map::new(), out)?;
+            // A whole body's message is a delta holding everything.
+            if let Some(mut delta) = choice.message.or(choice.delta) {
+                let mut fields = std::mem::take(&mut delta.rest);
+                fields.remove("role");
+                self.lift_delta(delta, fields, out)?;
             }
             if let Some(reason) = choice.finish_reason {
                 self.finish_reason = Some(reason);
@@ -186,13 +193,15 @@ impl Lifter {
         Ok(())
     }
 
-    /// Lifts a delta (or a whole message), with `rest`, its fields to keep.
+    /// Lifts a delta (or a whole message), with `fields`, its fields with no
+    /// canonical place: they go with its first event.
     fn lift_delta(
         &mut self,
         delta: MessageRead,
-        rest: Map<String, Value>,
+        fields: Map<String, Value>,
         out: &mut Output,
     ) -> Result<(), Error> {
+        let mut fields = self.with_held(fields);
         let reasoning = [
             ("reasoning_content", delta.reasoning_content),
             ("reasoning", delta.reasoning),
@@ -200,13 +209,14 @@ impl Lifter {
         .into_iter()
         .find_map(|(field, text)| text.filter(|t| !t.is_empty()).map(|t| (field, t)));
         if let Some((field, text)) = reasoning {
-            let metadata = self
+            let mut metadata = self
                 .starting(Last::Reasoning)
                 .map(|mut metadata| {
                     metadata.insert(REASONING_FIELD_KEY, field.into());
                     metadata
                 })
                 .unwrap_or_default();
+            wire_extra::keep(&mut metadata, EXTRA_KEY, std::mem::take(&mut fields));
             self.order.flush(out);
             out.push(Event::ReasoningDelta(ReasoningDelta {
                 text,
@@ -219,19 +229,21 @@ impl Lifter {
             .map(ContentRead::into_text)
             .filter(|t| !t.is_empty())
         {
-            let metadata = self.starting(Last::Text).unwrap_or_default();
+            let mut metadata = self.starting(Last::Text).unwrap_or_default();
+            wire_extra::keep(&mut metadata, EXTRA_KEY, std::mem::take(&mut fields));
             self.order.flush(out);
             out.push(Event::TextDelta(TextDelta { text, metadata }));
         }
         if let Some(text) = delta.refusal.filter(|t| !t.is_empty()) {
             self.refusal = true;
-            let metadata = self
+            let mut metadata = self
                 .starting(Last::Refusal)
                 .map(|mut metadata| {
                     metadata.insert(REFUSAL_KEY, true.into());
                     metadata
                 })
                 .unwrap_or_default();
+            refusal_fields(&mut metadata, std::mem::take(&mut fields));
             self.order.flush(out);
             out.push(Event::TextDelta(TextDelta { text, metadata }));
         }
@@ -242,7 +254,6 @@ impl Lifter {
             .filter_map(annotation::lift);
         let mut metadata = Metadata::new();
         metadata.add_citations(citations);
-        wire_extra::keep(&mut metadata, EXTRA_KEY, rest);
         if !metadata.is_empty() {
             out.push(Event::TextDelta(TextDelta {
                 text: String::new(),
@@ -250,7 +261,60 @@ impl Lifter {
             }));
         }
         for call in delta.tool_calls.into_iter().flatten() {
-            self.lift_call(call, out)?;
+            self.lift_call(call, std::mem::take(&mut fields), out)?;
+        }
+        if fields.is_empty() {
+            return Ok(());
+        }
+        self.place(fields, out)
+    }
+
+    /// `fields` after the fields held, if any.
+    fn with_held(&mut self, fields: Map<String, Value>) -> Map<String, Value> {
+        if self.held.is_empty() {
+            return fields;
+        }
+        let mut held = std::mem::take(&mut self.held);
+        held.extend(fields);
+        held
+    }
+
+    /// Places the unknown fields of a delta that gave no event: on an empty
+    /// piece of the message being lifted, or, before its first event, held
+    /// for it.
+    fn place(&mut self, fields: Map<String, Value>, out: &mut Output) -> Result<(), Error> {
+        let mut metadata = Metadata::new();
+        match (self.last, self.order.next().checked_sub(1)) {
+            (Last::Text, _) => {
+                wire_extra::keep(&mut metadata, EXTRA_KEY, fields);
+                out.push(Event::TextDelta(TextDelta {
+                    text: String::new(),
+                    metadata,
+                }));
+            }
+            (Last::Refusal, _) => {
+                refusal_fields(&mut metadata, fields);
+                out.push(Event::TextDelta(TextDelta {
+                    text: String::new(),
+                    metadata,
+                }));
+            }
+            (Last::Reasoning, _) => {
+                wire_extra::keep(&mut metadata, EXTRA_KEY, fields);
+                out.push(Event::ReasoningDelta(ReasoningDelta {
+                    text: String::new(),
+                    signature: None,
+                    metadata,
+                }));
+            }
+            (Last::Call, Some(call)) => {
+                let mut delta = ToolCallDelta::arguments(call, String::new());
+                wire_extra::keep(&mut delta.metadata, MESSAGE_KEY, fields);
+                self.order
+                    .fragment(delta, out)
+                    .map_err(|late| malformed(PROVIDER, late.to_string()))?;
+            }
+            (Last::Nothing | Last::Call, _) => self.held = fields,
         }
         Ok(())
     }
@@ -268,16 +332,24 @@ impl Lifter {
             .unwrap_or_default()
     }
 
-    fn lift_call(&mut self, call: ToolCallRead, out: &mut Output) -> Result<(), Error> {
+    /// Lifts a call fragment; `fields`, its message's unknown fields, go on
+    /// its delta under [`MESSAGE_KEY`], the fragment's own under [`EXTRA_KEY`].
+    fn lift_call(
+        &mut self,
+        call: ToolCallRead,
+        fields: Map<String, Value>,
+        out: &mut Output,
+    ) -> Result<(), Error> {
         let function = call.function.unwrap_or_default();
         let name = function.name.filter(|name| !name.is_empty());
         let id = call.id.filter(|id| !id.is_empty());
         let kind = call.kind.as_deref().unwrap_or("function");
         let server_side = kind != "function";
+        let mut rest = call.rest;
         let arguments = if server_side {
-            call.rest
-                .get(kind)
-                .map(Value::to_string)
+            // Its payload: the arguments.
+            rest.remove(kind)
+                .map(|payload| payload.to_string())
                 .unwrap_or_default()
         } else {
             match function.arguments {
@@ -306,11 +378,8 @@ impl Lifter {
             _ => {
                 let mut delta = self.start_call(call.index, id, name, kind, server_side);
                 delta.arguments_delta = arguments;
-                let mut rest = call.rest;
-                if server_side {
-                    rest.remove(kind); // its payload: the arguments
-                }
                 wire_extra::keep(&mut delta.metadata, EXTRA_KEY, rest);
+                wire_extra::keep(&mut delta.metadata, MESSAGE_KEY, fields);
                 self.order.start(delta, out);
                 return Ok(());
             }
@@ -323,6 +392,8 @@ impl Lifter {
             open.named = true;
             delta.details_mut().name = Some(name);
         }
+        wire_extra::keep(&mut delta.metadata, EXTRA_KEY, rest);
+        wire_extra::keep(&mut delta.metadata, MESSAGE_KEY, fields);
         self.order
             .fragment(delta, out)
             .map_err(|late| malformed(PROVIDER, late.to_string()))
@@ -397,6 +468,15 @@ impl Lift for Lifter {
     /// ended with neither `[DONE]` nor a finish reason is an error.
     fn finish(&mut self, out: &mut Output) -> Result<(), Error> {
         self.order.flush(out); // the calls held, before usage and finish
+        if !self.held.is_empty() {
+            // Fields of a message that gave no event: an empty one holds them.
+            let mut metadata = self.metadata();
+            wire_extra::keep(&mut metadata, EXTRA_KEY, std::mem::take(&mut self.held));
+            out.push(Event::TextDelta(TextDelta {
+                text: String::new(),
+                metadata,
+            }));
+        }
         if let Some(usage) = self.usage.take() {
             out.push(Event::Usage(usage));
         }
@@ -414,6 +494,15 @@ impl Lift for Lifter {
             None => {}
         }
         Ok(())
+    }
+}
+
+/// Keeps a refusal's unknown fields, marking the piece that holds them a
+/// refusal's (for the encoder, which reads a piece with metadata afresh).
+fn refusal_fields(metadata: &mut Metadata, fields: Map<String, Value>) {
+    if !fields.is_empty() {
+        metadata.insert(REFUSAL_KEY, true.into());
+        wire_extra::keep(metadata, EXTRA_KEY, fields);
     }
 }
 

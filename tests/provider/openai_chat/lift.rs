@@ -9,7 +9,7 @@ use crate::common;
 use common::*;
 use lmstack::provider::TransportErrorKind;
 use lmstack::provider::body::BodyDecoder;
-use lmstack::provider::openai_chat::{Lifter, LowerOptions, lower};
+use lmstack::provider::openai_chat::{EXTRA_KEY, Lifter, LowerOptions, MESSAGE_KEY, lower};
 use lmstack::service::{Machine, Output};
 use lmstack::testing::Chunking;
 use lmstack::{ChatRequest, Error, Event, FinishReason, Joiner, Message, ToolResult};
@@ -351,6 +351,72 @@ fn a_chunk_that_is_not_json_is_malformed_and_says_which() {
     assert_eq!(error.kind, TransportErrorKind::Malformed);
     assert!(error.message.contains("chunk 2"), "{error}");
     assert!(error.message.contains("{not json"), "{error}");
+}
+
+/// A message of calls only whose unknown fields are kept, streamed or whole,
+/// joins to exactly one message: its `tool_calls`, the fields on its calls
+/// (each delta's on its first call fragment; a whole message's on its first
+/// call, as the decoder keeps a request's), no empty text beside it.
+#[test]
+fn a_message_of_calls_only_joins_to_one_message_holding_its_fields() {
+    let fields = json!({"x_vendor": {"trace": [1, 2]}, "x_flag": null});
+    let mut message = json!({"role": "assistant", "content": null, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+        {"id": "call_2", "type": "function", "function": {"name": "g", "arguments": "{}"}}]});
+    message
+        .as_object_mut()
+        .unwrap()
+        .extend(fields.as_object().unwrap().clone());
+    let body = json!({"id": "chatcmpl-1", "object": "chat.completion",
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]});
+    let stream = sse(&[
+        delta(json!({"role": "assistant", "content": null, "x_vendor": {"trace": [1, 2]}})),
+        call(Some(0), Some("call_1"), Some("f"), "{}"),
+        delta(
+            json!({"x_flag": null, "tool_calls": [{"index": 1, "id": "call_2",
+            "type": "function", "function": {"name": "g", "arguments": ""}}]}),
+        ),
+        call(Some(1), None, None, "{}"),
+        finish("tool_calls"),
+    ]);
+    for (mode, messages) in [
+        ("whole", lift_json(body.to_string().as_bytes()).unwrap()),
+        ("streamed", lift_sse(&stream).unwrap()),
+    ] {
+        let [Message::ToolCalls(calls)] = &messages[..] else {
+            panic!("{mode}: one tool_calls message, not {messages:?}");
+        };
+        assert_eq!(calls.calls.len(), 2, "{mode}");
+        let mut kept = serde_json::Map::new();
+        for call in &calls.calls {
+            if let Some(Value::Object(fields)) = call.metadata.get(MESSAGE_KEY) {
+                kept.extend(fields.clone());
+            }
+        }
+        assert_eq!(Value::Object(kept), fields, "{mode}: {messages:?}");
+    }
+}
+
+/// A streamed delta's unknown fields, and those of a call's later fragment,
+/// are kept where they belong: with the text or reasoning of their delta,
+/// or the fragment's call.
+#[test]
+fn a_deltas_and_a_later_fragments_unknown_fields_are_kept() {
+    let stream = sse(&[
+        delta(json!({"role": "assistant", "reasoning_content": "Hm", "x_r": 1})),
+        delta(json!({"content": "Hi", "x_t": 2})),
+        delta(json!({"x_between": 3})),
+        call(Some(0), Some("call_1"), Some("f"), "{"),
+        delta(json!({"tool_calls": [{"index": 0, "function": {"arguments": "}"}, "x_c": 4}]})),
+        finish("tool_calls"),
+    ]);
+    let messages = lift_sse(&stream).unwrap();
+    let extra = |message: &Message| message.metadata().get(EXTRA_KEY).cloned();
+    assert_eq!(extra(&messages[0]), Some(json!({"x_r": 1})), "{messages:?}");
+    assert_eq!(extra(&messages[1]), Some(json!({"x_t": 2, "x_between": 3})));
+    let call = &messages[2].calls()[0];
+    assert_eq!(call.metadata.get(EXTRA_KEY), Some(&json!({"x_c": 4})));
+    assert_eq!(call.arguments, json!({}));
 }
 
 #[test]
