@@ -23,14 +23,16 @@
 
 use crate::common;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::cli::Serving;
 use common::server::{Answer, Server};
 use serde_json::{Value, json};
 use tempfile::TempDir;
+
+use crate::agent;
+use crate::upstream::{CHAT_CALL_ID, Wire};
 
 /// The model's name, the same to the client and to the upstream: the gateway
 /// has no name to rewrite, so the bodies compare whole.
@@ -89,7 +91,8 @@ impl Session {
     /// Runs one headless turn against `base` (an Anthropic base URL, without
     /// `/v1`); what Claude Code printed.
     fn turn(&self, base: &str) -> String {
-        let mut child = Command::new(claude_code())
+        let mut command = Command::new(claude_code());
+        command
             .args([
                 "-p",
                 &format!("Read the file {} and tell me what it says.", self.file),
@@ -102,29 +105,14 @@ impl Session {
             .env("DISABLE_TELEMETRY", "1")
             .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
             .env_remove("ANTHROPIC_AUTH_TOKEN")
-            .env_remove("ANTHROPIC_MODEL")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("Claude Code runs");
-        let deadline = Instant::now() + TURN;
-        while child.try_wait().unwrap().is_none() {
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let output = child.wait_with_output().unwrap();
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        assert!(
-            output.status.success(),
-            "claude -p: {}\nstdout: {stdout}\nstderr: {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-        stdout
+            .env_remove("ANTHROPIC_MODEL");
+        agent::headless(command, TURN)
+    }
+
+    /// An upstream's answers of `wire`: `Read` on the file, then a text made
+    /// of its result.
+    fn turns(&self, wire: Wire) -> Vec<Answer> {
+        wire.turns("Read", &json!({"file_path": self.file}))
     }
 
     /// `turn` on a blocking thread, beside the loopback servers.
@@ -134,123 +122,6 @@ impl Session {
             .await
             .unwrap()
     }
-}
-
-/// The text of the last message's tool result, whether a string or blocks.
-fn tool_result(body: &Value) -> String {
-    let last = body["messages"].as_array().unwrap().last().unwrap();
-    let content = &last["content"];
-    let result = content
-        .as_array()
-        .and_then(|blocks| {
-            blocks
-                .iter()
-                .find(|block| block["type"] == "tool_result")
-                .map(|block| &block["content"])
-        })
-        .unwrap_or(content);
-    match result {
-        Value::String(text) => text.clone(),
-        Value::Array(blocks) => blocks.iter().filter_map(|b| b["text"].as_str()).collect(),
-        other => other.to_string(),
-    }
-}
-
-/// The answer made of a tool result: what the file says.
-fn saying(result: &str) -> String {
-    format!("The file says: {}", result.trim())
-}
-
-/// An Anthropic upstream's two answers, streamed: `Read` on `file`, then a text
-/// made of its result.
-fn anthropic_turn(file: &str) -> Vec<Answer> {
-    let start = json!({"type": "message_start", "message": {"id": "msg_e2e", "type": "message",
-        "role": "assistant", "model": MODEL, "content": [], "stop_reason": null,
-        "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 1}}});
-    let call = common::anthropic_sse(&[
-        start,
-        json!({"type": "content_block_start", "index": 0, "content_block":
-            {"type": "tool_use", "id": "toolu_e2e", "name": "Read", "input": {}}}),
-        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta",
-            "partial_json": json!({"file_path": file}).to_string()}}),
-        json!({"type": "content_block_stop", "index": 0}),
-        json!({"type": "message_delta", "delta": {"stop_reason": "tool_use",
-            "stop_sequence": null}, "usage": {"output_tokens": 5}}),
-        json!({"type": "message_stop"}),
-    ]);
-    fn text(request: &Value) -> Vec<u8> {
-        common::anthropic_sse(&[
-            json!({"type": "message_start", "message": {"id": "msg_e2e2", "type": "message",
-                "role": "assistant", "model": MODEL, "content": [], "stop_reason": null,
-                "stop_sequence": null, "usage": {"input_tokens": 20, "output_tokens": 1}}}),
-            json!({"type": "content_block_start", "index": 0,
-                "content_block": {"type": "text", "text": ""}}),
-            json!({"type": "content_block_delta", "index": 0,
-                "delta": {"type": "text_delta", "text": saying(&tool_result(request))}}),
-            json!({"type": "content_block_stop", "index": 0}),
-            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn",
-                "stop_sequence": null}, "usage": {"output_tokens": 7}}),
-            json!({"type": "message_stop"}),
-        ])
-    }
-    vec![
-        Answer::ok("text/event-stream", &call, &[97]),
-        Answer::made_of("text/event-stream", text),
-    ]
-}
-
-/// An OpenAI Chat upstream's two answers, streamed: `Read` on `file`, then a
-/// text made of its result.
-fn openai_turn(file: &str) -> Vec<Answer> {
-    let chunk = |delta: Value, finish: Value| {
-        json!({"id": "chatcmpl-e2e", "object": "chat.completion.chunk", "created": 1,
-               "model": MODEL, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-    };
-    let call = common::sse(&[
-        chunk(
-            json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_e2e",
-                "type": "function", "function": {"name": "Read", "arguments": ""}}]}),
-            Value::Null,
-        ),
-        chunk(
-            json!({"tool_calls": [{"index": 0, "function":
-                {"arguments": json!({"file_path": file}).to_string()}}]}),
-            Value::Null,
-        ),
-        chunk(json!({}), json!("tool_calls")),
-    ]);
-    fn text(request: &Value) -> Vec<u8> {
-        let chunk = |delta: Value, finish: Value| {
-            json!({"id": "chatcmpl-e2e2", "object": "chat.completion.chunk", "created": 1,
-                   "model": MODEL, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-        };
-        common::sse(&[
-            chunk(
-                json!({"role": "assistant", "content": saying(&tool_result(request))}),
-                Value::Null,
-            ),
-            chunk(json!({}), json!("stop")),
-        ])
-    }
-    vec![
-        Answer::ok("text/event-stream", &call, &[61]),
-        Answer::made_of("text/event-stream", text),
-    ]
-}
-
-/// `lmstack serve` with `MODEL` served by `provider` at `upstream`.
-fn gateway(dir: &TempDir, provider: &str, upstream: &Server) -> Serving {
-    let config = common::cli::write_config(
-        dir,
-        &format!(
-            "[models.{MODEL}]\nprovider = \"{provider}\"\nbase_url = \"{}\"\n\
-             api_key_env = \"LMSTACK_E2E_UPSTREAM_KEY\"\nretry = false\n",
-            upstream.base_url()
-        ),
-    );
-    let mut command = common::cli::serve_command(&["--config", &config], Some(TOKEN));
-    command.env("LMSTACK_E2E_UPSTREAM_KEY", "upstream-key");
-    common::cli::start(command)
 }
 
 /// A request as the upstream got it: the path (its query apart), the headers
@@ -312,13 +183,13 @@ fn received(upstream: &Server) -> Vec<Value> {
 async fn claude_code_sends_the_same_requests_through_the_gateway_as_directly() {
     let session = Arc::new(Session::new());
 
-    let direct = Server::start(anthropic_turn(&session.file)).await;
+    let direct = Server::start(session.turns(Wire::Anthropic)).await;
     let printed = session.turn_on(format!("http://{}", direct.addr)).await;
     assert!(printed.contains(SECRET), "directly: {printed}");
 
-    let upstream = Server::start(anthropic_turn(&session.file)).await;
+    let upstream = Server::start(session.turns(Wire::Anthropic)).await;
     let dir = tempfile::tempdir().unwrap();
-    let serving = gateway(&dir, "anthropic", &upstream);
+    let serving = agent::gateway(&dir, MODEL, Wire::Anthropic, &upstream, TOKEN);
     let printed = session.turn_on(serving.base.clone()).await;
     assert!(printed.contains(SECRET), "through the gateway: {printed}");
 
@@ -349,16 +220,16 @@ async fn claude_code_sends_the_same_requests_through_the_gateway_as_directly() {
 #[ignore = "needs Claude Code: .ci/test installs it"]
 async fn claude_code_completes_a_tool_turn_through_the_gateway_to_an_openai_upstream() {
     let session = Arc::new(Session::new());
-    let upstream = Server::start(openai_turn(&session.file)).await;
+    let upstream = Server::start(session.turns(Wire::Chat)).await;
     let dir = tempfile::tempdir().unwrap();
-    let serving = gateway(&dir, "openai", &upstream);
+    let serving = agent::gateway(&dir, MODEL, Wire::Chat, &upstream, TOKEN);
     let printed = session.turn_on(serving.base.clone()).await;
     assert!(printed.contains(SECRET), "{printed}");
     let sent = upstream.requests();
     assert_eq!(sent.len(), 2, "the call, then its result");
     let last = sent[1].1["messages"].as_array().unwrap().last().unwrap();
     assert_eq!(last["role"], "tool");
-    assert_eq!(last["tool_call_id"], "call_e2e");
+    assert_eq!(last["tool_call_id"], CHAT_CALL_ID);
     // What Claude Code sends that an OpenAI upstream cannot take is dropped,
     // and the log says so.
     for (headers, body) in &sent {
@@ -380,12 +251,6 @@ async fn claude_code_completes_a_tool_turn_through_the_gateway_to_an_openai_upst
 /// Writes the direct run's requests as fixtures: ids and temporary paths
 /// replaced by fixed ones.
 fn write_fixtures(session: &Session, direct: &Server) {
-    let work = session.work.path().to_str().unwrap();
-    let home = session.home.path().to_str().unwrap();
-    let slug: String = work
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
     let names = ["first-request.json", "tool-result-request.json"];
     for ((_, body), name) in direct.requests().iter().zip(names) {
         let mut body = body.clone();
@@ -395,13 +260,7 @@ fn write_fixtures(session: &Session, direct: &Server) {
             id["device_id"] = json!("0".repeat(64));
             *user = json!(id.to_string());
         }
-        let text = serde_json::to_string_pretty(&body)
-            .unwrap()
-            .replace(work, "/home/user/project")
-            .replace(&slug, "-home-user-project")
-            .replace(home, "/home/user");
-        let path = common::fixture_path(&format!("anthropic/claude-code/{name}"));
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text + "\n").unwrap();
+        let text = agent::without_paths(&body, &session.home, &session.work);
+        agent::write_fixture(&format!("anthropic/claude-code/{name}"), &text);
     }
 }

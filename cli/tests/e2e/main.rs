@@ -1,10 +1,14 @@
 //! End to end against real clients and servers that `.ci/test` installs and
 //! starts: the official Python SDKs as clients of `lmstack serve` (their scripts
 //! in `sdk/`), one of them through the gateway to llama.cpp's own HTTP server,
-//! and the real Claude Code. A plain `cargo test` lists these tests as ignored.
+//! and the real coding agents Claude Code and Codex CLI. A plain `cargo test`
+//! lists these tests as ignored.
 
 #[path = "../common/mod.rs"]
 mod common;
 
+mod agent;
 mod claude_code;
+mod codex;
 mod sdk_clients;
+mod upstream;
