@@ -1,8 +1,9 @@
 //! End to end against real clients and servers that `.ci/test` installs and
 //! starts: the official Python SDKs as clients of `lmstack serve` (their scripts
 //! in `sdk/`), one of them through the gateway to llama.cpp's own HTTP server,
-//! and the real coding agents Claude Code and Codex CLI. A plain `cargo test`
-//! lists these tests as ignored.
+//! and the real coding agents Claude Code and Codex CLI, before scripted
+//! upstreams of every wire (`upstream`). A plain `cargo test` lists these tests
+//! as ignored; it runs the checks of the scripted upstreams themselves.
 
 #[path = "../common/mod.rs"]
 mod common;

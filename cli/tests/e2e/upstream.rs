@@ -12,6 +12,9 @@ use crate::common;
 
 use base64::Engine;
 use common::server::Answer;
+use lmstack::config::ModelConfig;
+use lmstack::provider::{ApiKey, Kind};
+use lmstack::{ChatRequest, ContentBlock, Message, ToolCall, ToolResult};
 use serde_json::{Value, json};
 
 /// An upstream's wire.
@@ -35,6 +38,9 @@ pub const CHAT_CALL_ID: &str = "call_e2e";
 const ANTHROPIC_CALL_ID: &str = "toolu_e2e";
 
 impl Wire {
+    /// Every wire.
+    pub const ALL: [Wire; 4] = [Wire::Chat, Wire::Anthropic, Wire::Gemini, Wire::Responses];
+
     /// Its name as `lmstack serve`'s `provider`.
     pub fn provider(self) -> &'static str {
         match self {
@@ -341,4 +347,89 @@ fn responses_sse(events: &[Value]) -> Vec<u8> {
         })
         .collect();
     common::anthropic_sse(&numbered)
+}
+
+#[test]
+fn each_wires_scripted_streams_lift_to_the_call_and_the_text_they_script() {
+    for wire in Wire::ALL {
+        let arguments = json!({"cmd": "cat secret.txt"});
+        let call = lifted(wire, &wire.call("exec_command", &arguments));
+        assert_eq!(call.len(), 1, "{wire:?}: {call:?}");
+        let calls = &call[0]["calls"];
+        assert_eq!(calls.as_array().map(Vec::len), Some(1), "{wire:?}: {calls}");
+        assert_eq!(calls[0]["name"], "exec_command", "{wire:?}");
+        assert_eq!(calls[0]["arguments"], arguments, "{wire:?}");
+        let text = lifted(wire, &wire.says("The tool said: 42"));
+        assert_eq!(text.len(), 1, "{wire:?}: {text:?}");
+        assert_eq!(text[0]["role"], "assistant", "{wire:?}");
+        assert_eq!(text[0]["text"], "The tool said: 42", "{wire:?}");
+    }
+}
+
+#[test]
+fn each_wire_finds_a_tool_result_where_the_gateways_lowering_puts_it() {
+    let image = vec![0x89, b'P', b'N', b'G', 13, 10, 26, 10, 0, 1, 2, 3];
+    for wire in Wire::ALL {
+        let body = lowered(
+            wire,
+            ToolResult::text("call_1", "exec_command", "Output:\nsecret\n"),
+        );
+        assert_eq!(
+            wire.result_text(&body),
+            "Output:\nsecret\n",
+            "{wire:?}: {body}"
+        );
+        assert_eq!(wire.result_images(&body), [], "{wire:?}: {body}");
+        let reply = String::from_utf8(wire.reply_to(&body)).unwrap();
+        assert!(
+            reply.contains("The tool said: Output:\\nsecret"),
+            "{wire:?}: {reply}"
+        );
+
+        let block = ContentBlock::image_bytes("image/png", &image);
+        let body = lowered(wire, ToolResult::new("call_1", "view_image", vec![block]));
+        let found = wire.result_images(&body);
+        assert_eq!(
+            found,
+            [("image/png".to_owned(), image.clone())],
+            "{wire:?}: {body}"
+        );
+        let reply = String::from_utf8(wire.reply_to(&body)).unwrap();
+        assert!(
+            reply.contains(&seen("image/png", &image)),
+            "{wire:?}: {reply}"
+        );
+    }
+}
+
+/// What `lmstack lift --stream` makes of a stream of `wire`: its messages,
+/// usage left out.
+fn lifted(wire: Wire, stream: &[u8]) -> Vec<Value> {
+    let output = common::cli::lmstack(&["lift", "--provider", wire.provider(), "--stream"], stream);
+    assert!(output.status.success(), "{wire:?}: {output:?}");
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|message| message["type"] != "usage")
+        .collect()
+}
+
+/// The body the gateway sends an upstream of `wire` for a call answered by
+/// `result`.
+fn lowered(wire: Wire, result: ToolResult) -> Value {
+    let call = ToolCall::new(result.call_id.clone(), result.name.clone(), json!({}));
+    let request = ChatRequest::new(vec![
+        Message::user("Go"),
+        Message::tool_calls(vec![call]),
+        Message::tool_results(vec![result]),
+    ]);
+    let kind: Kind = wire.provider().parse().unwrap();
+    let config = ModelConfig::new(kind)
+        .base_url("http://127.0.0.1:9/v1")
+        .model("codex-e2e")
+        .api_key(ApiKey::new("k"));
+    let (provider, _) = config.provider().unwrap();
+    let sent = provider.http_request(request).unwrap();
+    serde_json::from_slice(sent.body()).unwrap()
 }
