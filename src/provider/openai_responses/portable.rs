@@ -11,7 +11,8 @@ const OPTIONS: [Portable; 1] = [Portable::TopP];
 pub(crate) const PORTABLE: PortableNames = PortableNames {
     read,
     write,
-    own: &[],
+    // The client's conversation with the gateway itself.
+    own: &["previous_response_id", "store", "include"],
 };
 
 fn read(key: &str, value: &Value) -> Option<(Portable, Value)> {
