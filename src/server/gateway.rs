@@ -21,10 +21,10 @@ use super::admit::refused;
 use super::admit::{Admitted, admit};
 use super::answer::{Answer, Refusal, answer, json_response, record};
 use super::format::{ChatCompletions, Format, Messages, MessagesCount};
-#[cfg(feature = "openai-responses")]
-use super::responses::responses;
 use super::guard::{Guard, Route};
 use super::response_store::{MemoryResponseStore, ResponseStore};
+#[cfg(feature = "openai-responses")]
+use super::responses::responses;
 use super::{BearerToken, Metrics};
 use crate::ChatRequest;
 use crate::provider::{Secrets, TokenCounter, anthropic, openai_chat};

@@ -82,7 +82,8 @@ pub(super) async fn responses(
                 return json_response(status, body.to_string().into(), "application/json");
             }
             Err(error) => {
-                return Refusal::for_model(&name, &served, error).respond::<Responses>(gateway, started);
+                return Refusal::for_model(&name, &served, error)
+                    .respond::<Responses>(gateway, started);
             }
         }
     }

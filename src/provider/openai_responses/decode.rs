@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::lower::{EXTRA_KEY, INSTRUCTIONS_KEY, ITEM_KEY, PARTS_KEY};
+use super::lower::{ARGUMENTS, EXTRA_KEY, INSTRUCTIONS_KEY, ITEM_KEY, PARTS_KEY};
 use super::server_tool;
 use super::tools::{self, CUSTOM_CALL, CUSTOM_CALL_OUTPUT};
 use super::types::{
@@ -430,8 +430,13 @@ fn function_call(call: FunctionCallItem, at: &str) -> Result<ToolCall, Error> {
     if name.is_empty() {
         return Err(invalid(&format!("{at}.name"), "a function call needs one"));
     }
-    let mut call = read_call(call_id, name, arguments);
-    wire_extra::keep(&mut call.metadata, EXTRA_KEY, kept(id, status, extra));
+    let mut fields = kept(id, status, extra);
+    let mut call = read_call(call_id, name, arguments.clone());
+    if call.invalid.is_none() && call.arguments.to_string() != arguments {
+        // Written otherwise than compact (spaces): sent back as it came.
+        fields.insert(ARGUMENTS.into(), arguments.into());
+    }
+    wire_extra::keep(&mut call.metadata, EXTRA_KEY, fields);
     Ok(call)
 }
 

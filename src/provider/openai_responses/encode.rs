@@ -244,6 +244,7 @@ impl ReplyEncoder {
     fn item_fields(&mut self, metadata: &Metadata, prefix: &str) -> (String, Map<String, Value>) {
         let mut fields = wire_extra::kept(metadata, EXTRA_KEY);
         fields.remove("status");
+        fields.remove(super::lower::ARGUMENTS);
         let id = match fields.remove("id") {
             Some(Value::String(id)) => id,
             _ => self.next_id(prefix),

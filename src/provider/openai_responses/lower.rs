@@ -89,6 +89,10 @@ pub const ITEM_KEY: &str = "openai_responses_item";
 /// one object per content block, in order (an image's `detail` among them).
 pub const PARTS_KEY: &str = "openai_responses_parts";
 
+/// The field of a call's kept fields ([`EXTRA_KEY`]) that holds its
+/// arguments' text as a client wrote it, when not compact JSON.
+pub(crate) const ARGUMENTS: &str = "arguments";
+
 /// The metadata key that marks system text as the request's `instructions`
 /// (`true`) rather than a system message of the input.
 pub const INSTRUCTIONS_KEY: &str = "openai_instructions";
@@ -445,8 +449,17 @@ impl LowerHistory for History {
                 self.push(Item::Other(extra));
                 continue;
             }
+            // The arguments' text as it came, unless a stage changed them.
+            let written = match extra.remove(ARGUMENTS) {
+                Some(Value::String(text)) => Some(text),
+                _ => None,
+            };
+            let written = written.filter(|text| {
+                serde_json::from_str::<Value>(text).is_ok_and(|read| read == call.arguments)
+            });
             // A call that could not be read goes back as the model wrote it.
             let arguments = match (&call.invalid, &call.arguments) {
+                _ if written.is_some() => written.unwrap_or_default(),
                 (Some(invalid), _) if invalid.raw.is_some() => {
                     invalid.raw.clone().unwrap_or_default()
                 }
