@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::lower::{ARGUMENTS, EXTRA_KEY, INSTRUCTIONS_KEY, ITEM_KEY, PARTS_KEY};
+use super::lower::{ARGUMENTS, CLIENT_ID, EXTRA_KEY, INSTRUCTIONS_KEY, ITEM_KEY, PARTS_KEY};
 use super::server_tool;
 use super::tools::{self, CUSTOM_CALL, CUSTOM_CALL_OUTPUT};
 use super::types::{
@@ -394,8 +394,8 @@ impl History {
     }
 }
 
-/// The fields of an item the canonical model has no place for: its `id`, its
-/// `status`, the others.
+/// The fields of an item the canonical model has no place for: its `id` (as
+/// the client's), its `status`, the others.
 fn kept(
     id: Option<String>,
     status: Option<String>,
@@ -403,7 +403,7 @@ fn kept(
 ) -> Map<String, Value> {
     let mut fields = Map::new();
     if let Some(id) = id {
-        fields.insert("id".into(), id.into());
+        fields.insert(CLIENT_ID.into(), id.into());
     }
     if let Some(status) = status {
         fields.insert("status".into(), status.into());

@@ -24,9 +24,10 @@
 //!
 //! The fields an item came with and the canonical model has no place for
 //! ([`EXTRA_KEY`]: its `id`, an assistant message's `phase`…) go back on it.
-//! With `store: false` (in `options.extra`) the server keeps nothing, so a
-//! reasoning item goes back without its `id` (it would be refused as unknown:
-//! Codex leaves it out too), only with its encrypted content. Custom tools,
+//! With `store: false` (in `options.extra`) the server keeps nothing, so no
+//! item `id` a response gave is sent (it would be refused as unknown) — those a
+//! client sent go back, but for reasoning's —, and reasoning goes back only
+//! with its encrypted content. Custom tools,
 //! namespaces and custom tool calls a client of this wire sent go back as
 //! they came.
 
@@ -88,6 +89,11 @@ pub const ITEM_KEY: &str = "openai_responses_item";
 /// part of a message or a function call's output that it has no place for,
 /// one object per content block, in order (an image's `detail` among them).
 pub const PARTS_KEY: &str = "openai_responses_parts";
+
+/// The field of an item's kept fields ([`EXTRA_KEY`]) that holds the `id` a
+/// client sent with it (Codex sends its own, with `store: false` too), which
+/// goes back even when nothing is stored.
+pub(crate) const CLIENT_ID: &str = "client_id";
 
 /// The field of a call's kept fields ([`EXTRA_KEY`]) that holds its
 /// arguments' text as a client wrote it, when not compact JSON.
@@ -284,10 +290,12 @@ impl History {
         self.items.push(item);
     }
 
-    /// The item's id and other fields kept in `metadata` ([`EXTRA_KEY`]).
+    /// The item's id and other fields kept in `metadata` ([`EXTRA_KEY`]):
+    /// the id a client sent, or, unless nothing is stored, a response's.
     fn kept(&self, metadata: &Metadata) -> (Option<String>, Map<String, Value>) {
         let mut fields = wire_extra::kept(metadata, EXTRA_KEY);
-        let id = match fields.remove("id") {
+        let lifted = fields.remove("id").filter(|_| !self.store_false);
+        let id = match fields.remove(CLIENT_ID).or(lifted) {
             Some(Value::String(id)) => Some(id),
             _ => None,
         };

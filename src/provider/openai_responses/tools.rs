@@ -23,7 +23,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
-use super::lower::EXTRA_KEY;
+use super::lower::{CLIENT_ID, EXTRA_KEY};
 use super::types::{FunctionTool, Tool};
 use crate::provider::openai_shared::invalid;
 use crate::provider::wire_extra;
@@ -199,7 +199,7 @@ pub(crate) fn decode_call(mut item: Map<String, Value>, at: &str) -> Result<Tool
     };
     let (call_id, name, input) = (take("call_id")?, take("name")?, take("input")?);
     let mut call = ToolCall::new(call_id, name, json!({ "input": input }));
-    wire_extra::keep(&mut call.metadata, EXTRA_KEY, item);
+    wire_extra::keep(&mut call.metadata, EXTRA_KEY, client_id(item));
     Ok(call)
 }
 
@@ -216,7 +216,15 @@ pub(crate) fn decode_output(
     let output = item.remove("output").unwrap_or_default();
     let output = serde_json::from_value(output)
         .map_err(|error| invalid(&format!("{at}.output"), &error.to_string()))?;
-    Ok((call_id, output, item))
+    Ok((call_id, output, client_id(item)))
+}
+
+/// An item's fields, its `id` marked as the client's.
+fn client_id(mut item: Map<String, Value>) -> Map<String, Value> {
+    if let Some(id) = item.remove("id") {
+        item.insert(CLIENT_ID.into(), id);
+    }
+    item
 }
 
 /// The input a custom tool's call carries: its `input` argument, or, from a
