@@ -188,48 +188,6 @@ pub(crate) fn json_schema_fields(
     fields
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn a_url_citation_lifts_and_lowers_back_with_its_offset() {
-        let payload =
-            json!({"url": "https://a.example", "title": "A", "start_index": 7, "end_index": 9});
-        let citation = lift_url_citation(&payload, 5).unwrap();
-        assert_eq!(
-            citation.span.map(|span| (span.start, span.end)),
-            Some((2, 4))
-        );
-        assert_eq!(
-            lower_url_citation(&citation, 5).map(Value::Object),
-            Some(payload)
-        );
-        assert!(lift_url_citation(&json!({"url": 1}), 0).is_none());
-    }
-
-    #[test]
-    fn usage_keeps_absent_details_absent_and_writes_cache_writes() {
-        let usage = lift_usage(10, 4, None, None, Metadata::new());
-        assert_eq!(
-            (usage.cached_input_tokens, usage.reasoning_tokens),
-            (None, None)
-        );
-        let details = PromptTokensDetails::read_lenient(
-            &json!({"d": {"cached_tokens": 3, "cache_write_tokens": 2}}),
-            "/d",
-        );
-        let reasoning = Some(CompletionTokensDetails {
-            reasoning_tokens: 1,
-        });
-        let usage = lift_usage(10, 4, details, reasoning, Metadata::new());
-        assert_eq!(usage.cached_input_tokens, Some(3));
-        assert_eq!(usage.cache_write_input_tokens(), Some(2));
-        assert_eq!(usage.reasoning_tokens, Some(1));
-    }
-}
-
 /// The HTTP status and the OpenAI error body for `error` (both wires answer
 /// errors in this shape): `{"error": {"message", "type", "param", "code"}}`,
 /// the status from [`Error::http_status`], the type following the status
@@ -361,4 +319,46 @@ pub(crate) fn data_uri<'a>(url: &'a str, at: &str) -> Result<Option<(&'a str, &'
         .filter(|media_type| !media_type.is_empty())
         .ok_or_else(|| invalid(at, "only base64 `data:` URIs with a media type are read"))?;
     Ok(Some((media_type, data)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_url_citation_lifts_and_lowers_back_with_its_offset() {
+        let payload =
+            json!({"url": "https://a.example", "title": "A", "start_index": 7, "end_index": 9});
+        let citation = lift_url_citation(&payload, 5).unwrap();
+        assert_eq!(
+            citation.span.map(|span| (span.start, span.end)),
+            Some((2, 4))
+        );
+        assert_eq!(
+            lower_url_citation(&citation, 5).map(Value::Object),
+            Some(payload)
+        );
+        assert!(lift_url_citation(&json!({"url": 1}), 0).is_none());
+    }
+
+    #[test]
+    fn usage_keeps_absent_details_absent_and_writes_cache_writes() {
+        let usage = lift_usage(10, 4, None, None, Metadata::new());
+        assert_eq!(
+            (usage.cached_input_tokens, usage.reasoning_tokens),
+            (None, None)
+        );
+        let details = PromptTokensDetails::read_lenient(
+            &json!({"d": {"cached_tokens": 3, "cache_write_tokens": 2}}),
+            "/d",
+        );
+        let reasoning = Some(CompletionTokensDetails {
+            reasoning_tokens: 1,
+        });
+        let usage = lift_usage(10, 4, details, reasoning, Metadata::new());
+        assert_eq!(usage.cached_input_tokens, Some(3));
+        assert_eq!(usage.cache_write_input_tokens(), Some(2));
+        assert_eq!(usage.reasoning_tokens, Some(1));
+    }
 }

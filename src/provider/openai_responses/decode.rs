@@ -432,7 +432,8 @@ fn function_call(call: FunctionCallItem, at: &str) -> Result<ToolCall, Error> {
     }
     let mut fields = kept(id, status, extra);
     let mut call = read_call(call_id, name, arguments.clone());
-    if call.invalid.is_none() && call.arguments.to_string() != arguments {
+    let compact = serde_json::to_string(&call.arguments).ok();
+    if call.invalid.is_none() && compact.as_deref() != Some(arguments.as_str()) {
         // Written otherwise than compact (spaces): sent back as it came.
         fields.insert(ARGUMENTS.into(), arguments.into());
     }

@@ -62,7 +62,7 @@ pub(crate) const PROVIDER: &str = Kind::OpenAiResponses.name();
 /// `fc_…`, `rs_…`), an assistant message's `phase`, a call's `namespace` —
 /// on the message, call, result or reasoning the item became; the lowering
 /// writes them back on the item (the `id` only when `store` is not `false`).
-/// Other wires leave it out. On a [`ToolSpec`]'s `extra`, the tool's fields
+/// Other wires leave it out. On a [`ToolSpec`](crate::ToolSpec)'s `extra`, the tool's fields
 /// (`strict` among them).
 ///
 /// ```
