@@ -70,6 +70,27 @@ pub struct CompletionTokensDetails {
     pub reasoning_tokens: u64,
 }
 
+/// A function tool's name, description and parameters: Chat Completions'
+/// `function` object, and the Responses API's function tool (flat, beside
+/// its `type`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FunctionDefinition {
+    /// The tool's name.
+    pub name: String,
+    /// What the tool does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The JSON Schema of the arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<Value>,
+    /// Structured outputs: the arguments must match the schema exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
+    /// Every other field, verbatim.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
 /// An error answer: `{"error": {"message", "type", "param", "code"}}`.
 ///
 /// ```

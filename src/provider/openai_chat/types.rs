@@ -478,25 +478,6 @@ pub struct Tool {
     pub extra: Map<String, Value>,
 }
 
-/// A function tool's name, description and parameters.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct FunctionDefinition {
-    /// The tool's name.
-    pub name: String,
-    /// What the tool does.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// The JSON Schema of the arguments.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parameters: Option<Value>,
-    /// Structured outputs: the arguments must match the schema exactly.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub strict: Option<bool>,
-    /// Every other field, verbatim.
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
-}
-
 /// `tool_choice`: a mode (`auto`, `none`, `required`) or one function.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -665,10 +646,10 @@ impl CompletionUsage {
     }
 }
 
-/// `usage.prompt_tokens_details` and `usage.completion_tokens_details`: the
-/// details the Responses wire reports too.
+/// `usage.prompt_tokens_details` and `usage.completion_tokens_details`, the
+/// error body and a function tool's definition: the Responses wire's too.
 pub use crate::provider::openai_shared::{
-    CompletionTokensDetails, ErrorBody, ErrorObject, PromptTokensDetails,
+    CompletionTokensDetails, ErrorBody, ErrorObject, FunctionDefinition, PromptTokensDetails,
 };
 
 /// A response as a client reads it: a [`ChatCompletionChunk`], or a

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::lower::{CLIENT_ID, EXTRA_KEY};
-use super::types::{FunctionTool, Tool};
+use super::types::{FunctionDefinition, Tool};
 use crate::provider::openai_shared::invalid;
 use crate::provider::wire_extra;
 use crate::{Error, ToolCall, ToolSpec};
@@ -38,8 +38,8 @@ const NAMESPACE: &str = "namespace";
 
 /// A function tool → its spec, with its fields (`strict`, unknown ones) and
 /// its namespace, if any, kept under [`EXTRA_KEY`].
-pub(crate) fn function_spec(function: FunctionTool, namespace: Option<&Value>) -> ToolSpec {
-    let FunctionTool {
+pub(crate) fn function_spec(function: FunctionDefinition, namespace: Option<&Value>) -> ToolSpec {
+    let FunctionDefinition {
         name,
         description,
         parameters,
@@ -147,7 +147,7 @@ pub(crate) fn lower(specs: &[ToolSpec]) -> Vec<Tool> {
             Tool::Other(fields)
         } else {
             let strict = fields.remove("strict").and_then(|strict| strict.as_bool());
-            Tool::Function(FunctionTool {
+            Tool::Function(FunctionDefinition {
                 name: spec.name.clone(),
                 description: Some(spec.description.clone()).filter(|text| !text.is_empty()),
                 parameters: Some(spec.parameters.clone()),
