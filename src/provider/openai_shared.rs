@@ -12,8 +12,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::message::{Citation, CitationSource, Metadata, TextSpan, Usage};
+use crate::message::{
+    Citation, CitationSource, InvalidCall, InvalidCallKind, Metadata, TextSpan, Usage,
+};
 use crate::provider::body::token_count;
+use crate::{Error, ResponseFormat, ToolCall};
 
 /// The metadata key that marks assistant text as a refusal (`true`): Chat
 /// Completions' `refusal` field, a Responses `refusal` content part.
@@ -65,6 +68,60 @@ impl PromptTokensDetails {
 pub struct CompletionTokensDetails {
     /// Output tokens spent reasoning.
     pub reasoning_tokens: u64,
+}
+
+/// A function tool's name, description and parameters: Chat Completions'
+/// `function` object, and the Responses API's function tool (flat, beside
+/// its `type`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FunctionDefinition {
+    /// The tool's name.
+    pub name: String,
+    /// What the tool does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The JSON Schema of the arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<Value>,
+    /// Structured outputs: the arguments must match the schema exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
+    /// Every other field, verbatim.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// An error answer: `{"error": {"message", "type", "param", "code"}}`.
+///
+/// ```
+/// use lmstack::provider::openai_chat::types::{ErrorBody, ErrorObject};
+///
+/// let body = ErrorBody { error: ErrorObject {
+///     message: "Slow down".into(), kind: "rate_limit_error".into(), param: None, code: None,
+/// } };
+/// assert_eq!(
+///     serde_json::to_string(&body).unwrap(),
+///     r#"{"error":{"message":"Slow down","type":"rate_limit_error","param":null,"code":null}}"#
+/// );
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorObject,
+}
+
+/// The object inside an [`ErrorBody`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorObject {
+    /// What went wrong.
+    pub message: String,
+    /// `invalid_request_error`, `rate_limit_error`, `server_error`, …
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The request field at fault.
+    pub param: Option<String>,
+    /// A machine-readable code.
+    pub code: Option<String>,
 }
 
 /// The canonical usage of an OpenAI usage: `input` already counts the cache
@@ -150,6 +207,139 @@ pub(crate) fn json_schema_fields(
         fields.insert("strict".into(), strict.into());
     }
     fields
+}
+
+/// The HTTP status and the OpenAI error body for `error` (both wires answer
+/// errors in this shape): `{"error": {"message", "type", "param", "code"}}`,
+/// the status from [`Error::http_status`], the type following the status
+/// (`invalid_request_error` for 400, 413 and 422, `rate_limit_error` for 429,
+/// `server_error` for 5xx); an upstream provider's own `param` and `code` are
+/// passed on; the message does not say where the upstream lives.
+pub(crate) fn error_body(error: &Error) -> (u16, Value) {
+    let status = error.http_status();
+    let kind = match status {
+        400..=404 | 408 | 413 | 415 | 422 => "invalid_request_error",
+        429 => "rate_limit_error",
+        _ => "server_error",
+    };
+    let upstream = error.provider_error();
+    let message = match error {
+        Error::InvalidRequest(message) | Error::Refused { message, .. } => message.clone(),
+        other => other.client_message(),
+    };
+    let body = ErrorBody {
+        error: ErrorObject {
+            message,
+            kind: kind.into(),
+            param: upstream.and_then(|upstream| upstream.param.clone()),
+            code: upstream
+                .and_then(|upstream| upstream.code.clone())
+                .or_else(|| (status == 429).then(|| "rate_limit_exceeded".into())),
+        },
+    };
+    (status, serde_json::to_value(body).unwrap_or_default())
+}
+
+/// A client's call whose arguments are JSON text: parsed, or kept raw and
+/// marked invalid (as the joiner does with a model's malformed arguments), so
+/// that lowering writes it back as it came.
+pub(crate) fn read_call(id: String, name: String, arguments: String) -> ToolCall {
+    if arguments.trim().is_empty() {
+        return ToolCall::new(id, name, Value::Object(Map::new()));
+    }
+    match serde_json::from_str(&arguments) {
+        Ok(value) => ToolCall::new(id, name, value),
+        Err(error) => ToolCall {
+            invalid: Some(InvalidCall {
+                kind: InvalidCallKind::MalformedArguments,
+                message: format!("the arguments are not valid JSON: {error}"),
+                raw: Some(arguments),
+            }),
+            ..ToolCall::new(id, name, Value::Null)
+        },
+    }
+}
+
+/// A client's JSON output format, by its `type`: `json_object`, or
+/// `json_schema` with its `name`, `schema` and `strict` in `fields` (Chat
+/// Completions' `response_format.json_schema`, Responses' `text.format`
+/// itself); `Ok(None)` for `text` or another type. A `json_schema` without its
+/// schema is [`Error::InvalidRequest`] naming `at`.
+pub(crate) fn read_json_format(
+    kind: Option<&str>,
+    fields: Option<&Value>,
+    at: &str,
+) -> Result<Option<ResponseFormat>, Error> {
+    Ok(Some(match kind {
+        Some("json_object") => ResponseFormat::JsonObject,
+        Some("json_schema") => {
+            let field = |key: &str| fields.and_then(|object| object.get(key));
+            let Some(schema) = field("schema").filter(|schema| schema.is_object()) else {
+                return Err(Error::InvalidRequest(format!(
+                    "{at}.schema: a JSON Schema object is needed"
+                )));
+            };
+            ResponseFormat::JsonSchema {
+                name: field("name").and_then(Value::as_str).map(str::to_owned),
+                schema: schema.clone(),
+                strict: field("strict").and_then(Value::as_bool),
+            }
+        }
+        _ => return Ok(None),
+    }))
+}
+
+/// A client's request body read as the wire's type `T`: bad input is
+/// [`Error::InvalidRequest`] naming the field at fault (`messages[0].role:
+/// …`), the whole body read (nothing after the JSON value).
+pub(crate) fn read_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Error> {
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let wire: T = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+        let path = error.path().to_string();
+        invalid(&path, &without_position(error.inner()))
+    })?;
+    deserializer
+        .end()
+        .map_err(|error| invalid(".", &without_position(&error)))?;
+    Ok(wire)
+}
+
+/// A serde_json error's message without its ` at line L column C` (the path
+/// names the place).
+fn without_position(error: &serde_json::Error) -> String {
+    let text = error.to_string();
+    match text.rfind(" at line ") {
+        Some(at) => text[..at].to_owned(),
+        None => text,
+    }
+}
+
+pub(crate) fn invalid(path: &str, message: &str) -> Error {
+    if path == "." || path.is_empty() {
+        Error::InvalidRequest(message.to_owned())
+    } else {
+        Error::InvalidRequest(format!("{path}: {message}"))
+    }
+}
+
+/// A base64 `data:` URI's media type and data (copied once, into the media's
+/// shared string); `None` when `url` is not a `data:` URI at all.
+pub(crate) fn data_uri<'a>(url: &'a str, at: &str) -> Result<Option<(&'a str, &'a str)>, Error> {
+    let Some(rest) = url
+        .get(..5)
+        .filter(|scheme| scheme.eq_ignore_ascii_case("data:"))
+        .map(|_| &url[5..])
+    else {
+        return Ok(None);
+    };
+    let (header, data) = rest
+        .split_once(',')
+        .ok_or_else(|| invalid(at, "a `data:` URI needs a comma before its data"))?;
+    let media_type = header
+        .strip_suffix(";base64")
+        .filter(|media_type| !media_type.is_empty())
+        .ok_or_else(|| invalid(at, "only base64 `data:` URIs with a media type are read"))?;
+    Ok(Some((media_type, data)))
 }
 
 #[cfg(test)]

@@ -34,7 +34,8 @@ pub(crate) struct PortableNames {
 }
 
 /// The options under the names most wires share (`stop`, `top_p`, `top_k`,
-/// `seed`) that `wire` has, read as they are.
+/// `seed`, and the end user as `user`, a string) that `wire` has, read as
+/// they are.
 pub(crate) fn read_common(
     key: &str,
     value: &Value,
@@ -45,6 +46,7 @@ pub(crate) fn read_common(
         "top_p" => Portable::TopP,
         "top_k" => Portable::TopK,
         "seed" => Portable::Seed,
+        "user" if value.is_string() => Portable::EndUser,
         _ => return None,
     };
     wire.contains(&option).then(|| (option, value.clone()))
@@ -62,7 +64,7 @@ pub(crate) fn write_common(
         Portable::TopP => "top_p",
         Portable::TopK => "top_k",
         Portable::Seed => "seed",
-        Portable::EndUser => return false,
+        Portable::EndUser => "user",
     };
     if !wire.contains(&option) {
         return false;

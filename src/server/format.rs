@@ -7,6 +7,8 @@ use axum::http::HeaderMap;
 use bytes::Bytes;
 use serde_json::Value;
 
+#[cfg(feature = "openai-responses")]
+use crate::provider::openai_responses;
 use crate::provider::{Kind, anthropic, openai_chat};
 use crate::service::Machine;
 use crate::{ChatRequest, Error, Event};
@@ -150,5 +152,42 @@ impl Format for Messages {
 
     fn error(error: &Error) -> (u16, Value) {
         anthropic::error_body(error)
+    }
+}
+
+/// OpenAI Responses (`POST /v1/responses`).
+#[cfg(feature = "openai-responses")]
+pub(crate) struct Responses;
+
+#[cfg(feature = "openai-responses")]
+impl Decode for Responses {
+    const KIND: Kind = Kind::OpenAiResponses;
+
+    fn decode(body: &[u8]) -> Result<ChatRequest, Error> {
+        openai_responses::decode_request(body)
+    }
+}
+
+#[cfg(feature = "openai-responses")]
+impl Format for Responses {
+    const KEEP_ALIVE: &'static [u8] = b": keep-alive\n\n";
+    type Encoder = openai_responses::ReplyEncoder;
+
+    fn encoder(request: &ChatRequest, model: &str, now: SystemTime) -> Self::Encoder {
+        let created = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let id = format!("resp_{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..));
+        openai_responses::ReplyEncoder::new(id, created, model, request)
+    }
+
+    fn status(encoder: &Self::Encoder) -> u16 {
+        encoder.status()
+    }
+
+    fn content_type(encoder: &Self::Encoder) -> &'static str {
+        encoder.content_type()
+    }
+
+    fn error(error: &Error) -> (u16, Value) {
+        openai_responses::error_body(error)
     }
 }

@@ -22,12 +22,16 @@ use super::admit::{Admitted, admit};
 use super::answer::{Answer, Refusal, answer, json_response, record};
 use super::format::{ChatCompletions, Format, Messages, MessagesCount};
 use super::guard::{Guard, Route};
+use super::response_store::{MemoryResponseStore, ResponseStore};
+#[cfg(feature = "openai-responses")]
+use super::responses::responses;
 use super::{BearerToken, Metrics};
 use crate::ChatRequest;
 use crate::provider::{Secrets, TokenCounter, anthropic, openai_chat};
 use crate::service::{BoxChatService, ChatService};
 
 /// Serves stacks by model name: `POST /v1/chat/completions` (OpenAI), `POST
+/// /v1/responses` (OpenAI Responses, feature `openai-responses`), `POST
 /// /v1/messages` and `POST /v1/messages/count_tokens` (Anthropic), `GET
 /// /v1/models` and `GET /v1/models/{id}` (in the client's format), `GET
 /// /health` and `GET /metrics`, as an axum [`Router`] to serve or to mount in an application's
@@ -74,6 +78,10 @@ use crate::service::{BoxChatService, ChatService};
 ///   [`token_counter`](Self::token_counter) (501 where it has none); they are
 ///   told apart by `anthropic-version` or `x-api-key` (without
 ///   `Authorization`), and get the models listed in Anthropic's shape.
+/// - **Responses clients** continue a conversation by `previous_response_id`
+///   from the gateway's [`response_store`](Self::response_store); reasoning of
+///   another wire reaches them sealed in a reasoning item's
+///   `encrypted_content` and comes back whole.
 /// - **Tool calls** go to the client with their metadata sealed in their ids
 ///   ([`sealed_ids`](super::sealed_ids)) and come back restored.
 /// - **Secrets**: what [`secrets`](Self::secrets) names never reaches a
@@ -113,6 +121,18 @@ pub struct Gateway {
     pub(super) metrics: Metrics,
     pub(super) secrets: Secrets,
     counters: Counters,
+    #[cfg_attr(not(feature = "openai-responses"), allow(dead_code))]
+    pub(super) responses: Stored,
+}
+
+/// Where the conversations of Responses clients are kept.
+#[derive(Clone)]
+pub(super) struct Stored(pub(super) Arc<dyn ResponseStore>);
+
+impl std::fmt::Debug for Stored {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ResponseStore")
+    }
 }
 
 /// The token counters of the models that have one, by model name.
@@ -173,6 +193,7 @@ impl Gateway {
             metrics: Metrics::default(),
             secrets: Secrets::new(),
             counters: Counters::default(),
+            responses: Stored(Arc::new(MemoryResponseStore::default())),
         }
     }
 
@@ -240,6 +261,25 @@ impl Gateway {
     /// ```
     pub fn token_counter(mut self, name: impl Into<String>, counter: impl TokenCounter) -> Self {
         self.counters.0.insert(name.into(), Arc::new(counter));
+        self
+    }
+
+    /// Keeps the conversations of Responses API clients in `store`, so that a
+    /// request naming a `previous_response_id` continues one (a
+    /// [`MemoryResponseStore`] of the default bounds unless set: replicas that
+    /// must share conversations plug in a shared one). A conversation is saved
+    /// once its reply is complete, unless the request said `store: false`; a
+    /// request naming an id the store does not have is answered 400
+    /// (`previous_response_not_found`).
+    ///
+    /// ```
+    /// use lmstack::server::{Gateway, MemoryResponseStore};
+    ///
+    /// let gateway = Gateway::new().response_store(MemoryResponseStore::new(1_000, 64 << 20));
+    /// # let _ = gateway;
+    /// ```
+    pub fn response_store(mut self, store: impl ResponseStore) -> Self {
+        self.responses = Stored(Arc::new(store));
         self
     }
 
@@ -377,8 +417,10 @@ impl Gateway {
             .route("/v1/models", get(models))
             .route("/v1/models/{*id}", get(model))
             .route("/health", get(|| async { "ok" }))
-            .route("/metrics", get(metrics))
-            .with_state(shared);
+            .route("/metrics", get(metrics));
+        #[cfg(feature = "openai-responses")]
+        let router = router.route("/v1/responses", post(responses));
+        let router = router.with_state(shared);
         match cors {
             Some(cors) => router.layer(cors),
             None => router,

@@ -11,8 +11,8 @@
 //! - `ResponseStore` (feature `server`): the conversations a Responses API
 //!   client continues by `previous_response_id`, in memory by default;
 //! - `Gateway` (feature `server`): stacks by model name, served over HTTP in
-//!   the OpenAI Chat Completions and Anthropic Messages formats, as an axum
-//!   router;
+//!   the OpenAI Chat Completions, OpenAI Responses (feature
+//!   `openai-responses`) and Anthropic Messages formats, as an axum router;
 //! - `serve` (feature `server`): a router served on a listener within
 //!   [`ConnectionLimits`]: timeouts on request heads and idle connections, and
 //!   a cap on open connections.
@@ -37,6 +37,8 @@ mod guard;
 mod metrics;
 #[cfg(feature = "server")]
 mod response_store;
+#[cfg(all(feature = "server", feature = "openai-responses"))]
+mod responses;
 pub mod sealed_ids;
 mod status;
 

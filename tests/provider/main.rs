@@ -34,6 +34,7 @@ mod openai_responses {
     mod http;
     mod lift;
     mod lower;
+    mod serve;
 }
 
 mod openai_chat {

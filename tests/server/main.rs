@@ -23,4 +23,6 @@ mod limits;
 mod mounted;
 #[cfg(feature = "http")]
 mod reply_extras;
+#[cfg(feature = "http")]
+mod responses;
 mod structured;

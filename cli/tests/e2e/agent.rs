@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use common::cli::Serving;
 use common::server::Server;
-use serde_json::Value;
 use tempfile::TempDir;
 
 use crate::upstream::Wire;
@@ -82,28 +81,4 @@ pub fn gateway(dir: &TempDir, model: &str, wire: Wire, upstream: &Server, token:
     let mut command = common::cli::serve_command(&["--config", &config], Some(token));
     command.env("LMSTACK_E2E_UPSTREAM_KEY", "upstream-key");
     common::cli::start(command)
-}
-
-/// `value` pretty-printed, with the temporary `home` and `work` directories
-/// (and `work` as a file name: its characters other than letters and digits as
-/// `-`, as agents name a project's folder) replaced by `/home/user` and
-/// `/home/user/project`.
-pub fn without_paths(value: &Value, home: &TempDir, work: &TempDir) -> String {
-    let (home, work) = (home.path().to_str().unwrap(), work.path().to_str().unwrap());
-    let slug: String = work
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
-    serde_json::to_string_pretty(value)
-        .unwrap()
-        .replace(work, "/home/user/project")
-        .replace(&slug, "-home-user-project")
-        .replace(home, "/home/user")
-}
-
-/// Writes `text` as the fixture `name` (under `tests/fixtures/`).
-pub fn write_fixture(name: &str, text: &str) {
-    let path = common::fixture_path(name);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, format!("{text}\n")).unwrap();
 }

@@ -251,6 +251,12 @@ async fn claude_code_completes_a_tool_turn_through_the_gateway_to_an_openai_upst
 /// Writes the direct run's requests as fixtures: ids and temporary paths
 /// replaced by fixed ones.
 fn write_fixtures(session: &Session, direct: &Server) {
+    let work = session.work.path().to_str().unwrap();
+    let home = session.home.path().to_str().unwrap();
+    let slug: String = work
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
     let names = ["first-request.json", "tool-result-request.json"];
     for ((_, body), name) in direct.requests().iter().zip(names) {
         let mut body = body.clone();
@@ -260,7 +266,13 @@ fn write_fixtures(session: &Session, direct: &Server) {
             id["device_id"] = json!("0".repeat(64));
             *user = json!(id.to_string());
         }
-        let text = agent::without_paths(&body, &session.home, &session.work);
-        agent::write_fixture(&format!("anthropic/claude-code/{name}"), &text);
+        let text = serde_json::to_string_pretty(&body)
+            .unwrap()
+            .replace(work, "/home/user/project")
+            .replace(&slug, "-home-user-project")
+            .replace(home, "/home/user");
+        let path = common::fixture_path(&format!("anthropic/claude-code/{name}"));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text + "\n").unwrap();
     }
 }

@@ -19,9 +19,9 @@
 //! scripts: the event sequences are those Codex accepted from a recording
 //! upstream), and through `lmstack serve` to an upstream of each wire. Each
 //! test runs its two scenarios at once; one Codex turn takes about a second.
-//!
-//! With `LMSTACK_CODEX_FIXTURES=1` the direct run writes its requests, paths
-//! and the installation id replaced, to `tests/fixtures/openai_responses/codex/`.
+//! Codex's requests as a recording upstream got them are fixtures
+//! (`tests/fixtures/openai_responses/codex/`), read by the served Responses
+//! format's own tests.
 
 use crate::common;
 
@@ -140,14 +140,6 @@ impl Workspace {
             .env_remove("OPENAI_BASE_URL");
         agent::headless(command, TURN)
     }
-
-    /// The installation id Codex wrote into HOME, if any.
-    fn installation_id(&self) -> Option<String> {
-        let path = self.home.path().join(".codex/installation_id");
-        std::fs::read_to_string(path)
-            .ok()
-            .map(|id| id.trim().to_owned())
-    }
 }
 
 /// Where Codex's requests go.
@@ -161,7 +153,6 @@ enum Route {
 
 /// One finished turn.
 struct Run {
-    workspace: Workspace,
     printed: String,
     /// What the upstream received: headers and body of each request.
     received: Vec<(HeaderMap, Value)>,
@@ -182,19 +173,13 @@ async fn cell(scenario: Scenario, wire: Wire, route: Route) -> Run {
     };
     let workspace = Workspace::new();
     let started = Instant::now();
-    let (workspace, printed) = finished(
-        tokio::task::spawn_blocking(move || {
-            let printed = workspace.turn(&base, scenario);
-            (workspace, printed)
-        })
-        .await,
-    );
+    let printed =
+        finished(tokio::task::spawn_blocking(move || workspace.turn(&base, scenario)).await);
     eprintln!(
         "codex, {scenario:?} against {wire:?} {route:?}: {:.1?}",
         started.elapsed()
     );
     let run = Run {
-        workspace,
         printed,
         received: upstream.requests(),
     };
@@ -268,9 +253,14 @@ async fn codex_runs_a_shell_and_an_image_turn_directly_against_a_responses_upstr
         .rfind(|item| item["type"] == "function_call_output")
         .unwrap()["output"];
     assert_eq!(output[0]["type"], "input_image", "{output}");
-    if std::env::var_os("LMSTACK_CODEX_FIXTURES").is_some() {
-        write_fixtures(&shell, &image);
-    }
+    // The command's output went back as its `function_call_output` string.
+    let last = shell.received[1].1["input"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap();
+    assert_eq!(last["type"], "function_call_output", "{last}");
+    assert!(last["output"].is_string(), "{last}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -295,28 +285,4 @@ async fn codex_runs_a_shell_and_an_image_turn_through_the_gateway_to_an_anthropi
 #[ignore = "needs Codex CLI: .ci/test installs it"]
 async fn codex_runs_a_shell_and_an_image_turn_through_the_gateway_to_a_gemini_upstream() {
     both(Wire::Gemini, Route::Gateway).await;
-}
-
-/// Writes the direct runs' requests as fixtures: temporary paths and the
-/// installation id replaced by fixed ones; turn 1's headers beside them,
-/// without those of the connection.
-fn write_fixtures(shell: &Run, image: &Run) {
-    let write = |run: &Run, name: &str, value: &Value| {
-        let Workspace { home, work } = &run.workspace;
-        let mut text = agent::without_paths(value, home, work);
-        if let Some(id) = run.workspace.installation_id() {
-            text = text.replace(&id, "00000000-0000-0000-0000-000000000000");
-        }
-        agent::write_fixture(&format!("openai_responses/codex/{name}"), &text);
-    };
-    let headers: serde_json::Map<String, Value> = shell.received[0]
-        .0
-        .iter()
-        .filter(|(name, _)| !["host", "content-length"].contains(&name.as_str()))
-        .map(|(name, value)| (name.to_string(), json!(value.to_str().unwrap())))
-        .collect();
-    write(shell, "headers.json", &Value::Object(headers));
-    write(shell, "turn1.json", &shell.received[0].1);
-    write(shell, "turn2.json", &shell.received[1].1);
-    write(image, "view_image_turn2.json", &image.received[1].1);
 }

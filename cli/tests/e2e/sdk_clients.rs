@@ -14,6 +14,9 @@
 //!   in `output_config`) through an upstream of each wire, which receives the
 //!   schema in its native form; a reply that breaks the schema makes the SDK
 //!   raise, whole and streamed;
+//! - the OpenAI SDK's Responses API (`responses.create`, the `responses.stream`
+//!   helper, `previous_response_id`, typed errors) served from a Responses,
+//!   an OpenAI Chat and an Anthropic upstream;
 //! - natural tools: llama.cpp's server (a text-only model) behind the gateway
 //!   gives the OpenAI SDK a native tool call.
 
@@ -206,8 +209,32 @@ fn says(wire: &str, text: &str) -> Answer {
             "model": "up", "stop_reason": "end_turn", "stop_sequence": null,
             "content": [{"type": "text", "text": text}],
             "usage": {"input_tokens": 20, "output_tokens": 9}}),
+        "openai-responses" => json!({"id": "resp_up", "object": "response", "created_at": 1,
+            "status": "completed", "model": "up", "output": [{"type": "message", "id": "msg_up",
+            "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": text, "annotations": []}]}]}),
         _ => json!({"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
             "finishReason": "STOP", "index": 0}]}),
+    })
+}
+
+/// An upstream of `wire` calling `get_weather` for Paris.
+fn calls_weather(wire: &str) -> Answer {
+    let arguments = r#"{"city": "Paris"}"#;
+    json_answer(match wire {
+        "openai" => json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1,
+            "model": "up", "choices": [{"index": 0, "finish_reason": "tool_calls",
+            "message": {"role": "assistant", "content": null, "tool_calls": [{"id": "call_01",
+                "type": "function", "function": {"name": "get_weather", "arguments": arguments}}]}}]}),
+        "anthropic" => json!({"id": "msg_1", "type": "message", "role": "assistant",
+            "model": "up", "stop_reason": "tool_use", "stop_sequence": null,
+            "content": [{"type": "tool_use", "id": "call_01", "name": "get_weather",
+                         "input": {"city": "Paris"}}],
+            "usage": {"input_tokens": 20, "output_tokens": 9}}),
+        _ => json!({"id": "resp_up", "object": "response", "created_at": 1,
+            "status": "completed", "model": "up", "output": [{"type": "function_call",
+            "id": "fc_up", "call_id": "call_01", "name": "get_weather", "arguments": arguments,
+            "status": "completed"}]}),
     })
 }
 
@@ -318,6 +345,88 @@ async fn each_sdks_structured_output_reaches_each_upstream_natively_and_is_held_
                 assert_eq!((name, strict), (expected_name, expected_strict), "{at}");
             }
         }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the official SDKs: .ci/test installs them"]
+async fn the_openai_sdks_responses_api_works_on_each_upstream_wire() {
+    const WIRES: [&str; 3] = ["openai-responses", "openai", "anthropic"];
+    let mut upstreams = Vec::new();
+    for wire in WIRES {
+        let answers = vec![
+            calls_weather(wire),
+            says(wire, "Paris: 18°C and sunny."),
+            says(wire, "Hello!"),
+            says(wire, "Noted."),
+            says(wire, "The code is 42."),
+        ];
+        upstreams.push(Server::start(answers).await);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("lmstack.toml");
+    let tables: String = WIRES
+        .iter()
+        .zip(&upstreams)
+        .map(|(wire, upstream)| {
+            let base = upstream.base_url();
+            format!(
+                "[models.{wire}]\nprovider = \"{wire}\"\nbase_url = \"{base}\"\nmodel = \"up\"\nretry = false\n\n"
+            )
+        })
+        .collect();
+    std::fs::write(&config, tables).unwrap();
+    let serving = serve(&["--config", config.to_str().unwrap()]);
+    for (wire, upstream) in WIRES.iter().zip(&upstreams) {
+        let (gateway, model) = (serving.base.clone(), wire.to_string());
+        let seen = tokio::task::spawn_blocking(move || {
+            sdk("openai_client.py", "responses", &gateway, Some(&model))
+        })
+        .await
+        .unwrap();
+        let case = format!("through {wire}: {seen}");
+        assert_eq!(
+            seen["call"],
+            json!({"name": "get_weather", "arguments": {"city": "Paris"}}),
+            "{case}"
+        );
+        assert_eq!(seen["answer"], "Paris: 18°C and sunny.", "{case}");
+        assert_eq!(
+            seen["streamed"],
+            json!(["Hello!", "Hello!", "completed"]),
+            "{case}"
+        );
+        assert_eq!(seen["recalled"], "The code is 42.", "{case}");
+        assert_eq!(
+            seen["unknown_model"],
+            json!(["NotFoundError", 404]),
+            "{case}"
+        );
+        assert_eq!(
+            seen["unknown_previous"],
+            json!(["BadRequestError", 400, "previous_response_not_found"]),
+            "{case}"
+        );
+        // The upstream got the tool's result in its own shape, and the
+        // remembered turn before the question that recalls it.
+        let sent = upstream.requests();
+        assert_eq!(sent.len(), 5, "{case}");
+        let result = sent[1].1.to_string();
+        assert!(
+            result.contains("18°C and sunny in Paris"),
+            "{wire}: {result}"
+        );
+        let shape = match *wire {
+            "openai" => r#""role":"tool""#,
+            "anthropic" => r#""type":"tool_result""#,
+            _ => r#""type":"function_call_output""#,
+        };
+        assert!(result.contains(shape), "{wire}: {result}");
+        let recall = sent[4].1.to_string();
+        assert!(
+            recall.contains("the code is 42") && recall.contains("Noted."),
+            "{wire}: {recall}"
+        );
     }
 }
 

@@ -17,11 +17,12 @@ use super::types::{
     ChatCompletionRequest, ChatMessage, ChatRole, ContentPart, FileData, MessageContent,
     ToolChoice as WireToolChoice,
 };
-use crate::message::{InvalidCall, InvalidCallKind, Metadata, ReasoningMessage};
+use crate::message::{Metadata, ReasoningMessage};
+use crate::provider::openai_shared::{data_uri, invalid, read_body, read_call};
 use crate::provider::wire_extra;
 use crate::{
-    ChatOptions, ChatRequest, ContentBlock, Error, Media, Message, Role, ToolCall, ToolChoice,
-    ToolResult, ToolSpec,
+    ChatOptions, ChatRequest, ContentBlock, Error, Media, Message, Role, ToolChoice, ToolResult,
+    ToolSpec,
 };
 
 /// Reads a client's Chat Completions request body into a canonical request.
@@ -69,34 +70,7 @@ use crate::{
 /// assert_eq!(message, "messages[0].content[0].image_url: missing field `url`");
 /// ```
 pub fn decode_request(body: &[u8]) -> Result<ChatRequest, Error> {
-    let mut deserializer = serde_json::Deserializer::from_slice(body);
-    let wire: ChatCompletionRequest =
-        serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
-            let path = error.path().to_string();
-            invalid(&path, &without_position(error.inner()))
-        })?;
-    deserializer
-        .end()
-        .map_err(|error| invalid(".", &without_position(&error)))?;
-    request_from_wire(wire)
-}
-
-/// A serde_json error's message without its ` at line L column C` (the path
-/// names the place).
-fn without_position(error: &serde_json::Error) -> String {
-    let text = error.to_string();
-    match text.rfind(" at line ") {
-        Some(at) => text[..at].to_owned(),
-        None => text,
-    }
-}
-
-fn invalid(path: &str, message: &str) -> Error {
-    if path == "." || path.is_empty() {
-        Error::InvalidRequest(message.to_owned())
-    } else {
-        Error::InvalidRequest(format!("{path}: {message}"))
-    }
+    request_from_wire(read_body(body)?)
 }
 
 fn request_from_wire(wire: ChatCompletionRequest) -> Result<ChatRequest, Error> {
@@ -379,26 +353,6 @@ impl History {
     }
 }
 
-/// A call whose arguments are JSON text: parsed, or kept raw and marked invalid
-/// (as the joiner does with a model's malformed arguments), so that lowering
-/// writes it back as it came.
-fn read_call(id: String, name: String, arguments: String) -> ToolCall {
-    if arguments.trim().is_empty() {
-        return ToolCall::new(id, name, Value::Object(Map::new()));
-    }
-    match serde_json::from_str(&arguments) {
-        Ok(value) => ToolCall::new(id, name, value),
-        Err(error) => ToolCall {
-            invalid: Some(InvalidCall {
-                kind: InvalidCallKind::MalformedArguments,
-                message: format!("the arguments are not valid JSON: {error}"),
-                raw: Some(arguments),
-            }),
-            ..ToolCall::new(id, name, Value::Null)
-        },
-    }
-}
-
 /// The text of a message that takes text only (a string, or text parts).
 fn text_only(content: Option<MessageContent>, at: &str, what: &str) -> Result<String, Error> {
     match content {
@@ -501,24 +455,4 @@ fn document(file: FileData, at: &str) -> Result<Media, Error> {
         Some(name) => media.with_name(name),
         None => media,
     })
-}
-
-/// A base64 `data:` URI's media type and data (copied once, into the media's
-/// shared string); `None` when `url` is not a `data:` URI at all.
-fn data_uri<'a>(url: &'a str, at: &str) -> Result<Option<(&'a str, &'a str)>, Error> {
-    let Some(rest) = url
-        .get(..5)
-        .filter(|scheme| scheme.eq_ignore_ascii_case("data:"))
-        .map(|_| &url[5..])
-    else {
-        return Ok(None);
-    };
-    let (header, data) = rest
-        .split_once(',')
-        .ok_or_else(|| invalid(at, "a `data:` URI needs a comma before its data"))?;
-    let media_type = header
-        .strip_suffix(";base64")
-        .filter(|media_type| !media_type.is_empty())
-        .ok_or_else(|| invalid(at, "only base64 `data:` URIs with a media type are read"))?;
-    Ok(Some((media_type, data)))
 }

@@ -14,11 +14,11 @@ use super::annotation;
 use super::lower::{EXTRA_KEY, MESSAGE_KEY, REFUSAL_KEY, lower_call};
 use super::types::{
     ChatCompletion, ChatMessage, ChatRole, Choice, ChunkChoice, CompletionTokensDetails,
-    CompletionUsage, ErrorBody, ErrorObject, FunctionCall, MessageContent, PromptTokensDetails,
-    ToolCall as WireToolCall,
+    CompletionUsage, FunctionCall, MessageContent, PromptTokensDetails, ToolCall as WireToolCall,
 };
 use crate::message::{Metadata, Usage};
 use crate::provider::EncodeReply;
+use crate::provider::openai_shared;
 use crate::provider::sse::encode_event;
 use crate::provider::wire_extra;
 use crate::service::Output;
@@ -647,28 +647,7 @@ pub fn include_usage(request: &ChatRequest) -> bool {
 /// }}));
 /// ```
 pub fn error_body(error: &Error) -> (u16, Value) {
-    let status = error.http_status();
-    let kind = match status {
-        400..=404 | 408 | 413 | 415 | 422 => "invalid_request_error",
-        429 => "rate_limit_error",
-        _ => "server_error",
-    };
-    let upstream = error.provider_error();
-    let message = match error {
-        Error::InvalidRequest(message) | Error::Refused { message, .. } => message.clone(),
-        other => other.client_message(),
-    };
-    let body = ErrorBody {
-        error: ErrorObject {
-            message,
-            kind: kind.into(),
-            param: upstream.and_then(|upstream| upstream.param.clone()),
-            code: upstream
-                .and_then(|upstream| upstream.code.clone())
-                .or_else(|| (status == 429).then(|| "rate_limit_exceeded".into())),
-        },
-    };
-    (status, serde_json::to_value(body).unwrap_or_default())
+    openai_shared::error_body(error)
 }
 
 /// The body of `GET /v1/models`: each model's id and creation time (seconds

@@ -5,7 +5,12 @@ use serde_json::{Map, Value};
 
 use crate::provider::portable::{Portable, PortableNames, read_common, write_common};
 
-const OPTIONS: [Portable; 3] = [Portable::Stop, Portable::TopP, Portable::Seed];
+const OPTIONS: [Portable; 4] = [
+    Portable::Stop,
+    Portable::TopP,
+    Portable::Seed,
+    Portable::EndUser,
+];
 
 /// Chat Completions' names for the portable options.
 pub(crate) const PORTABLE: PortableNames = PortableNames {
@@ -16,18 +21,9 @@ pub(crate) const PORTABLE: PortableNames = PortableNames {
 };
 
 fn read(key: &str, value: &Value) -> Option<(Portable, Value)> {
-    match key {
-        "user" => value
-            .is_string()
-            .then(|| (Portable::EndUser, value.clone())),
-        _ => read_common(key, value, &OPTIONS),
-    }
+    read_common(key, value, &OPTIONS)
 }
 
 fn write(option: Portable, value: Value, extra: &mut Map<String, Value>) -> bool {
-    if option != Portable::EndUser {
-        return write_common(option, value, extra, &OPTIONS);
-    }
-    extra.insert("user".into(), value);
-    true
+    write_common(option, value, extra, &OPTIONS)
 }

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::provider::openai_shared::json_schema_fields;
+use crate::provider::openai_shared::{json_schema_fields, read_json_format};
 use crate::{Error, ResponseFormat};
 
 /// The wire's `response_format` for `format`.
@@ -27,25 +27,12 @@ pub(super) fn lower(format: &ResponseFormat) -> Value {
 /// kept as it came. A `json_schema` without its schema is
 /// [`Error::InvalidRequest`].
 pub(super) fn decode(value: Value) -> Result<Result<ResponseFormat, Value>, Error> {
-    let format = match value.get("type").and_then(Value::as_str) {
-        Some("json_object") => ResponseFormat::JsonObject,
-        Some("json_schema") => {
-            let json_schema = value.get("json_schema");
-            let field = |key: &str| json_schema.and_then(|object| object.get(key));
-            let Some(schema) = field("schema").filter(|schema| schema.is_object()) else {
-                return Err(Error::InvalidRequest(
-                    "response_format.json_schema.schema: a JSON Schema object is needed".into(),
-                ));
-            };
-            ResponseFormat::JsonSchema {
-                name: field("name").and_then(Value::as_str).map(str::to_owned),
-                schema: schema.clone(),
-                strict: field("strict").and_then(Value::as_bool),
-            }
-        }
-        _ => return Ok(Err(value)),
-    };
-    Ok(Ok(format))
+    let kind = value.get("type").and_then(Value::as_str);
+    let at = "response_format.json_schema";
+    match read_json_format(kind, value.get("json_schema"), at)? {
+        Some(format) => Ok(Ok(format)),
+        None => Ok(Err(value)),
+    }
 }
 
 #[cfg(test)]

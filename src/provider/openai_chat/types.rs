@@ -478,25 +478,6 @@ pub struct Tool {
     pub extra: Map<String, Value>,
 }
 
-/// A function tool's name, description and parameters.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct FunctionDefinition {
-    /// The tool's name.
-    pub name: String,
-    /// What the tool does.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// The JSON Schema of the arguments.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parameters: Option<Value>,
-    /// Structured outputs: the arguments must match the schema exactly.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub strict: Option<bool>,
-    /// Every other field, verbatim.
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
-}
-
 /// `tool_choice`: a mode (`auto`, `none`, `required`) or one function.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -665,42 +646,11 @@ impl CompletionUsage {
     }
 }
 
-/// `usage.prompt_tokens_details` and `usage.completion_tokens_details`: the
-/// details the Responses wire reports too.
-pub use crate::provider::openai_shared::{CompletionTokensDetails, PromptTokensDetails};
-
-/// An error answer: `{"error": {"message", "type", "param", "code"}}`.
-///
-/// ```
-/// use lmstack::provider::openai_chat::types::{ErrorBody, ErrorObject};
-///
-/// let body = ErrorBody { error: ErrorObject {
-///     message: "Slow down".into(), kind: "rate_limit_error".into(), param: None, code: None,
-/// } };
-/// assert_eq!(
-///     serde_json::to_string(&body).unwrap(),
-///     r#"{"error":{"message":"Slow down","type":"rate_limit_error","param":null,"code":null}}"#
-/// );
-/// ```
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ErrorBody {
-    /// The error.
-    pub error: ErrorObject,
-}
-
-/// The object inside an [`ErrorBody`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ErrorObject {
-    /// What went wrong.
-    pub message: String,
-    /// `invalid_request_error`, `rate_limit_error`, `server_error`, …
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// The request field at fault.
-    pub param: Option<String>,
-    /// A machine-readable code.
-    pub code: Option<String>,
-}
+/// `usage.prompt_tokens_details` and `usage.completion_tokens_details`, the
+/// error body and a function tool's definition: the Responses wire's too.
+pub use crate::provider::openai_shared::{
+    CompletionTokensDetails, ErrorBody, ErrorObject, FunctionDefinition, PromptTokensDetails,
+};
 
 /// A response as a client reads it: a [`ChatCompletionChunk`], or a
 /// [`ChatCompletion`] (whose choices carry `message` instead of `delta`), read

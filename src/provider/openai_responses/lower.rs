@@ -25,16 +25,20 @@
 //! The fields an item came with and the canonical model has no place for
 //! ([`EXTRA_KEY`]: its `id`, an assistant message's `phase`…) go back on it.
 //! With `store: false` (in `options.extra`) the server keeps nothing, so no
-//! item `id` is sent (it would be refused as unknown), and reasoning goes back
-//! only with its encrypted content.
+//! item `id` a response gave is sent (it would be refused as unknown) — those a
+//! client sent go back, but for reasoning's —, and reasoning goes back only
+//! with its encrypted content. Custom tools,
+//! namespaces and custom tool calls a client of this wire sent go back as
+//! they came.
 
 use serde_json::{Map, Value};
 
 use super::server_tool;
+use super::tools::{self, CUSTOM_CALL, CUSTOM_CALL_OUTPUT, custom_input, is_custom};
 use super::types::{
-    ContentPart, FunctionCallItem, FunctionCallOutputItem, FunctionTool, Input, InputFile,
-    InputImage, Item, MessageContent, MessageItem, MessageRole, OutputText, ReasoningItem, Refusal,
-    ResponseRequest, SummaryPart, TextConfig, TextPart, Tool, ToolChoice as WireToolChoice,
+    ContentPart, FunctionCallItem, FunctionCallOutputItem, Input, InputFile, InputImage, Item,
+    MessageContent, MessageItem, MessageRole, OutputText, ReasoningItem, Refusal, ResponseRequest,
+    SummaryPart, TextConfig, TextPart, Tool, ToolChoice as WireToolChoice,
 };
 use crate::message::{Metadata, MultimodalMessage, ReasoningMessage, TextMessage};
 use crate::provider::Kind;
@@ -47,7 +51,7 @@ use crate::provider::server_tool::function_choice;
 use crate::provider::wire_extra;
 use crate::{
     ChatRequest, ContentBlock, Error, Media, MediaSource, ResponseFormat, Role, ToolCall,
-    ToolChoice, ToolResult, ToolSpec,
+    ToolChoice, ToolResult,
 };
 
 /// The name errors from this provider carry.
@@ -58,7 +62,7 @@ pub(crate) const PROVIDER: &str = Kind::OpenAiResponses.name();
 /// `fc_…`, `rs_…`), an assistant message's `phase`, a call's `namespace` —
 /// on the message, call, result or reasoning the item became; the lowering
 /// writes them back on the item (the `id` only when `store` is not `false`).
-/// Other wires leave it out. On a [`ToolSpec`]'s `extra`, the tool's fields
+/// Other wires leave it out. On a [`ToolSpec`](crate::ToolSpec)'s `extra`, the tool's fields
 /// (`strict` among them).
 ///
 /// ```
@@ -85,6 +89,15 @@ pub const ITEM_KEY: &str = "openai_responses_item";
 /// part of a message or a function call's output that it has no place for,
 /// one object per content block, in order (an image's `detail` among them).
 pub const PARTS_KEY: &str = "openai_responses_parts";
+
+/// The field of an item's kept fields ([`EXTRA_KEY`]) that holds the `id` a
+/// client sent with it (Codex sends its own, with `store: false` too), which
+/// goes back even when nothing is stored.
+pub(crate) const CLIENT_ID: &str = "client_id";
+
+/// The field of a call's kept fields ([`EXTRA_KEY`]) that holds its
+/// arguments' text as a client wrote it, when not compact JSON.
+pub(crate) const ARGUMENTS: &str = "arguments";
 
 /// The metadata key that marks system text as the request's `instructions`
 /// (`true`) rather than a system message of the input.
@@ -167,7 +180,7 @@ pub fn lower_request(
     history.walk(&request.messages)?;
     history.close_injected();
 
-    let mut tools: Vec<Tool> = chat.tools.iter().map(lower_tool).collect();
+    let mut tools: Vec<Tool> = tools::lower(&chat.tools);
     for tool in &chat.server_tools {
         tools.push(server_tool::lower(tool)?);
     }
@@ -239,22 +252,6 @@ fn lower_format(format: &ResponseFormat) -> Value {
     }
 }
 
-/// A function tool, flat, with the fields this wire kept ([`EXTRA_KEY`]).
-fn lower_tool(tool: &ToolSpec) -> Tool {
-    let mut extra = match tool.extra.get(EXTRA_KEY) {
-        Some(Value::Object(fields)) => fields.clone(),
-        _ => Map::new(),
-    };
-    let strict = extra.remove("strict").and_then(|strict| strict.as_bool());
-    Tool::Function(FunctionTool {
-        name: tool.name.clone(),
-        description: Some(tool.description.clone()).filter(|text| !text.is_empty()),
-        parameters: Some(tool.parameters.clone()),
-        strict,
-        extra,
-    })
-}
-
 fn lower_tool_choice(choice: &ToolChoice) -> WireToolChoice {
     let mode = |mode: &str| WireToolChoice::Mode(mode.into());
     match choice {
@@ -294,11 +291,12 @@ impl History {
     }
 
     /// The item's id and other fields kept in `metadata` ([`EXTRA_KEY`]):
-    /// no id without a store.
+    /// the id a client sent, or, unless nothing is stored, a response's.
     fn kept(&self, metadata: &Metadata) -> (Option<String>, Map<String, Value>) {
         let mut fields = wire_extra::kept(metadata, EXTRA_KEY);
-        let id = match fields.remove("id") {
-            Some(Value::String(id)) if !self.store_false => Some(id),
+        let lifted = fields.remove("id").filter(|_| !self.store_false);
+        let id = match fields.remove(CLIENT_ID).or(lifted) {
+            Some(Value::String(id)) => Some(id),
             _ => None,
         };
         (id, fields)
@@ -395,6 +393,16 @@ impl LowerHistory for History {
                 let content = MessageContent::Parts(parts(&message.content, &message.metadata)?);
                 self.message(MessageRole::User, content, &message.metadata);
             }
+            Role::System
+                if message
+                    .content
+                    .iter()
+                    .all(|block| block.as_text().is_some()) =>
+            {
+                let content = MessageContent::Parts(parts(&message.content, &message.metadata)?);
+                let role = system_role(&message.metadata);
+                self.message(role, content, &message.metadata);
+            }
             Role::System | Role::Assistant => {
                 let what = "the Responses API takes images and files";
                 let text = history::text_only(PROVIDER, what, message)?;
@@ -416,6 +424,8 @@ impl LowerHistory for History {
             return;
         }
         let (id, extra) = self.kept(&message.metadata);
+        // Not kept, the server could not find it by its id.
+        let id = id.filter(|_| !self.store_false);
         let encrypted_content = message.signature.clone();
         if id.is_none() && encrypted_content.is_none() {
             return; // nothing the server could read it by
@@ -436,9 +446,28 @@ impl LowerHistory for History {
     fn calls(&mut self, calls: &[ToolCall]) {
         // The server ran these itself; it expects no output for them.
         for call in calls.iter().filter(|call| !call.provider_executed) {
-            let (id, extra) = self.kept(&call.metadata);
+            let (id, mut extra) = self.kept(&call.metadata);
+            if is_custom(&extra, CUSTOM_CALL) {
+                if let Some(id) = id {
+                    extra.insert("id".into(), id.into());
+                }
+                extra.insert("call_id".into(), call.id.clone().into());
+                extra.insert("name".into(), call.name.clone().into());
+                extra.insert("input".into(), custom_input(&call.arguments).into());
+                self.push(Item::Other(extra));
+                continue;
+            }
+            // The arguments' text as it came, unless a stage changed them.
+            let written = match extra.remove(ARGUMENTS) {
+                Some(Value::String(text)) => Some(text),
+                _ => None,
+            };
+            let written = written.filter(|text| {
+                serde_json::from_str::<Value>(text).is_ok_and(|read| read == call.arguments)
+            });
             // A call that could not be read goes back as the model wrote it.
             let arguments = match (&call.invalid, &call.arguments) {
+                _ if written.is_some() => written.unwrap_or_default(),
                 (Some(invalid), _) if invalid.raw.is_some() => {
                     invalid.raw.clone().unwrap_or_default()
                 }
@@ -469,7 +498,17 @@ impl LowerHistory for History {
                 }
                 Placement::Injected(text) => MessageContent::Text(text),
             };
-            let (id, extra) = self.kept(&result.metadata);
+            let (id, mut extra) = self.kept(&result.metadata);
+            if is_custom(&extra, CUSTOM_CALL_OUTPUT) {
+                if let Some(id) = id {
+                    extra.insert("id".into(), id.into());
+                }
+                extra.insert("call_id".into(), result.call_id.clone().into());
+                let output = serde_json::to_value(&output).unwrap_or_default();
+                extra.insert("output".into(), output);
+                self.items.push(Item::Other(extra));
+                continue;
+            }
             self.items
                 .push(Item::FunctionCallOutput(FunctionCallOutputItem {
                     id,

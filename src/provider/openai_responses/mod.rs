@@ -34,15 +34,20 @@
 //! # Ok(()) }
 //! ```
 
+mod decode;
+mod encode;
 mod lift;
 mod lower;
 #[cfg(feature = "server")]
 pub(crate) mod portable;
 mod server_tool;
+pub(crate) mod tools;
 pub mod types;
 
 pub use super::media::ToolResultMedia;
 pub use super::openai_shared::{DEVELOPER_KEY, REFUSAL_KEY};
+pub use decode::{decode_request, request_from_wire};
+pub use encode::{ReplyEncoder, error_body};
 pub use lift::Lifter;
 pub use lower::{
     EXTRA_KEY, INSTRUCTIONS_KEY, ITEM_KEY, LowerOptions, PARTS_KEY, lower, lower_request,

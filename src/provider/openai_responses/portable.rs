@@ -5,28 +5,20 @@ use serde_json::{Map, Value};
 
 use crate::provider::portable::{Portable, PortableNames, read_common, write_common};
 
-const OPTIONS: [Portable; 1] = [Portable::TopP];
+const OPTIONS: [Portable; 2] = [Portable::TopP, Portable::EndUser];
 
 /// The Responses API's names for the portable options.
 pub(crate) const PORTABLE: PortableNames = PortableNames {
     read,
     write,
-    own: &[],
+    // The client's conversation with the gateway itself.
+    own: &["previous_response_id", "store", "include"],
 };
 
 fn read(key: &str, value: &Value) -> Option<(Portable, Value)> {
-    match key {
-        "user" => value
-            .is_string()
-            .then(|| (Portable::EndUser, value.clone())),
-        _ => read_common(key, value, &OPTIONS),
-    }
+    read_common(key, value, &OPTIONS)
 }
 
 fn write(option: Portable, value: Value, extra: &mut Map<String, Value>) -> bool {
-    if option != Portable::EndUser {
-        return write_common(option, value, extra, &OPTIONS);
-    }
-    extra.insert("user".into(), value);
-    true
+    write_common(option, value, extra, &OPTIONS)
 }

@@ -29,7 +29,9 @@ use serde_json::{Map, Value};
 use crate::provider::body::token_count;
 use crate::provider::text_or_list;
 
-pub use crate::provider::openai_shared::{CompletionTokensDetails, PromptTokensDetails};
+pub use crate::provider::openai_shared::{
+    CompletionTokensDetails, FunctionDefinition, PromptTokensDetails,
+};
 
 /// A Responses request body (`POST /responses`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -147,7 +149,8 @@ pub struct TextConfig {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Tool {
     /// A function the client runs.
-    Function(FunctionTool),
+    /// Flat: `{"type":"function","name","description","parameters","strict"}`.
+    Function(FunctionDefinition),
     /// A built-in tool (`web_search`, `file_search`…) or a custom
     /// (free-form) one, whole.
     #[serde(untagged)]
@@ -162,25 +165,6 @@ impl<'de> Deserialize<'de> for Tool {
             _ => Tool::Other(fields),
         })
     }
-}
-
-/// A function tool, flat: `{"type":"function","name","description","parameters","strict"}`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct FunctionTool {
-    /// The tool's name.
-    pub name: String,
-    /// What the tool does.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// The JSON Schema of the arguments.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parameters: Option<Value>,
-    /// Whether the arguments must match the schema exactly.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub strict: Option<bool>,
-    /// Every other field, verbatim.
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
 }
 
 /// `tool_choice`: a mode (`auto`, `none`, `required`), one function

@@ -116,6 +116,39 @@ elif scenario == "structured":
     except openai.APIError as error:
         seen["broken_stream"] = [type(error).__name__, error.message]
     print(json.dumps(seen))
+elif scenario == "responses":
+    # The Responses API: a tool round trip, the streaming helper, a
+    # conversation continued by `previous_response_id`, and typed errors.
+    seen = {}
+    tool = {"type": "function", "name": "get_weather", "description": "The weather in a city",
+            "parameters": weather["function"]["parameters"]}
+    question = "What is the weather in Paris?"
+    first = client.responses.create(model=model, input=question, tools=[tool])
+    call = next(item for item in first.output if item.type == "function_call")
+    result = {"type": "function_call_output", "call_id": call.call_id,
+              "output": "18°C and sunny in " + json.loads(call.arguments)["city"]}
+    second = client.responses.create(model=model, tools=[tool], input=[
+        {"role": "user", "content": question},
+        *[item.model_dump(exclude_none=True) for item in first.output], result])
+    seen["call"] = {"name": call.name, "arguments": json.loads(call.arguments)}
+    seen["answer"] = second.output_text
+    with client.responses.stream(model=model, input="Say hello.") as stream:
+        deltas = [event.delta for event in stream if event.type == "response.output_text.delta"]
+        final = stream.get_final_response()
+    seen["streamed"] = ["".join(deltas), final.output_text, final.status]
+    remember = client.responses.create(model=model, input="Remember: the code is 42.")
+    recall = client.responses.create(model=model, input="What is the code?",
+                                     previous_response_id=remember.id)
+    seen["recalled"] = recall.output_text
+    try:
+        client.responses.create(model="no-such-model", input="Hi")
+    except openai.NotFoundError as error:
+        seen["unknown_model"] = [type(error).__name__, error.status_code]
+    try:
+        client.responses.create(model=model, input="Hi", previous_response_id="resp_unknown")
+    except openai.BadRequestError as error:
+        seen["unknown_previous"] = [type(error).__name__, error.status_code, error.code]
+    print(json.dumps(seen))
 elif scenario == "errors":
     seen = {}
     try:
