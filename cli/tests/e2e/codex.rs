@@ -28,7 +28,6 @@ use crate::common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use axum::http::HeaderMap;
 use base64::Engine;
 use common::server::Server;
 use serde_json::{Value, json};
@@ -154,8 +153,8 @@ enum Route {
 /// One finished turn.
 struct Run {
     printed: String,
-    /// What the upstream received: headers and body of each request.
-    received: Vec<(HeaderMap, Value)>,
+    /// The body of each request the upstream received.
+    received: Vec<Value>,
 }
 
 /// Codex does `scenario` against a scripted upstream of `wire`, by `route`;
@@ -181,7 +180,11 @@ async fn cell(scenario: Scenario, wire: Wire, route: Route) -> Run {
     );
     let run = Run {
         printed,
-        received: upstream.requests(),
+        received: upstream
+            .requests()
+            .into_iter()
+            .map(|(_, body)| body)
+            .collect(),
     };
     check(scenario, wire, &run);
     run
@@ -199,7 +202,7 @@ fn check(scenario: Scenario, wire: Wire, run: &Run) {
     );
     assert_eq!(run.received.len(), 2, "{case}: the call, then its result");
     let (tool, _) = scenario.call();
-    let (first, second) = (&run.received[0].1, &run.received[1].1);
+    let (first, second) = (&run.received[0], &run.received[1]);
     assert!(
         first.to_string().contains(&format!("\"{tool}\"")),
         "{case}: Codex's tool `{tool}` was offered: {first}"
@@ -246,7 +249,7 @@ fn finished<T>(task: Result<T, tokio::task::JoinError>) -> T {
 async fn codex_runs_a_shell_and_an_image_turn_directly_against_a_responses_upstream() {
     let (shell, image) = both(Wire::Responses, Route::Direct).await;
     // The image went back as Codex's `input_image` in `function_call_output`.
-    let output = &image.received[1].1["input"]
+    let output = &image.received[1]["input"]
         .as_array()
         .unwrap()
         .iter()
@@ -254,7 +257,7 @@ async fn codex_runs_a_shell_and_an_image_turn_directly_against_a_responses_upstr
         .unwrap()["output"];
     assert_eq!(output[0]["type"], "input_image", "{output}");
     // The command's output went back as its `function_call_output` string.
-    let last = shell.received[1].1["input"]
+    let last = shell.received[1]["input"]
         .as_array()
         .unwrap()
         .last()
