@@ -1,9 +1,12 @@
 //! The portable options as Chat Completions names them: `stop`, `top_p`,
-//! `seed`, and the end user as `user`.
+//! `seed`, the end user as `user`, and `reasoning_effort` (`none` to
+//! `xhigh`).
 
 use serde_json::{Map, Value};
 
-use crate::provider::portable::{Portable, PortableNames, read_common, write_common};
+use crate::provider::portable::{
+    EFFORTS, Portable, PortableNames, effort_within, read_common, write_common,
+};
 
 const OPTIONS: [Portable; 4] = [
     Portable::Stop,
@@ -21,9 +24,17 @@ pub(crate) const PORTABLE: PortableNames = PortableNames {
 };
 
 fn read(key: &str, value: &Value) -> Option<(Portable, Value)> {
-    read_common(key, value, &OPTIONS)
+    match key {
+        "reasoning_effort" => Some((Portable::ReasoningEffort, value.clone())),
+        _ => read_common(key, value, &OPTIONS),
+    }
 }
 
 fn write(option: Portable, value: Value, extra: &mut Map<String, Value>) -> bool {
-    write_common(option, value, extra, &OPTIONS)
+    if option != Portable::ReasoningEffort {
+        return write_common(option, value, extra, &OPTIONS);
+    }
+    let effort = effort_within(value, &EFFORTS[..6]);
+    extra.insert("reasoning_effort".into(), effort);
+    true
 }
