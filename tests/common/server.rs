@@ -1,6 +1,8 @@
 //! A scripted HTTP server on loopback: each POST (to any path, such as
 //! `/v1/chat/completions`) takes the next scripted answer, whose body is written
-//! in the given pieces (or made of the request: an echo).
+//! in the given pieces (or made of the request: an echo) — but a POST to a path
+//! holding a standing answer's fragment (such as `:countTokens`) gets that one,
+//! as often as asked.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -95,6 +97,8 @@ impl Answer {
 #[derive(Default)]
 struct Script {
     answers: VecDeque<Answer>,
+    /// Answers for the paths holding their fragment, never used up.
+    standing: Vec<(&'static str, Answer)>,
     requests: Vec<(HeaderMap, Value)>,
     /// The path and query of each request.
     uris: Vec<String>,
@@ -112,8 +116,19 @@ pub struct Server {
 impl Server {
     /// Starts a server that plays `answers` in order.
     pub async fn start(answers: Vec<Answer>) -> Server {
+        Server::start_with_standing(answers, Vec::new()).await
+    }
+
+    /// Starts a server that plays `answers` in order to every request but
+    /// those to a path holding the fragment of one of `standing`, which get
+    /// that answer, every time.
+    pub async fn start_with_standing(
+        answers: Vec<Answer>,
+        standing: Vec<(&'static str, Answer)>,
+    ) -> Server {
         let script = Arc::new(Mutex::new(Script {
             answers: answers.into(),
+            standing,
             requests: Vec::new(),
             uris: Vec::new(),
             abandoned: 0,
@@ -161,12 +176,21 @@ async fn answer(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let mut answer = script
-        .lock()
-        .unwrap()
-        .answers
-        .pop_front()
-        .expect("a scripted answer for every request");
+    let mut answer = {
+        let mut script = script.lock().unwrap();
+        let path = uri.path();
+        let standing = script.standing.iter().find(|(part, _)| path.contains(part));
+        match standing {
+            Some((_, answer)) => answer.clone(),
+            None => match script.answers.pop_front() {
+                Some(answer) => answer,
+                None => {
+                    drop(script);
+                    panic!("a scripted answer for every request: none for {uri}");
+                }
+            },
+        }
+    };
     if let Some(echo) = answer.echo {
         answer.pieces = vec![echo(&headers, &uri.to_string())];
     }

@@ -1,10 +1,8 @@
 //! The real Claude Code (`@anthropic-ai/claude-code@2.1.328`, installed by
 //! `.ci/test`, its executable in `LMSTACK_CLAUDE_CODE`) as a client of
 //! `lmstack serve`, headless (`claude -p`), offline: loopback servers play the
-//! upstream. Each turn reads a file with Claude Code's own `Read` tool: the
-//! upstream's first answer calls `Read` on it, its second is a text made of the
-//! tool's result, which Claude Code prints — the file's secret on stdout proves
-//! the round trip.
+//! upstream. Its text and image turns read the file with Claude Code's own
+//! `Read` tool (the cells of [`agent`](crate::agent)).
 //!
 //! - Directly and through the gateway to an Anthropic upstream, the upstream
 //!   must get the same requests: every body field, block, `cache_control`,
@@ -16,33 +14,24 @@
 //!   reads the flags from `anthropic-beta`); the order of an object's keys; the
 //!   headers in `NOT_FORWARDED` and `x-stainless-*`. The model's name is the same
 //!   on both sides (no rewrite), so it is compared too.
-//! - Through the gateway to an OpenAI Chat upstream, the turn completes.
+//! - Through the gateway to an upstream of each wire and a text-only one, the
+//!   text and the image turn complete, and what another wire cannot take is
+//!   dropped with a warning.
 //!
 //! With `LMSTACK_CLAUDE_CODE_FIXTURES=1` the direct run writes its requests,
 //! ids and temporary paths stripped, to `tests/fixtures/anthropic/claude-code/`.
 
 use crate::common;
 
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
-use std::time::Duration;
 
-use common::server::{Answer, Server};
+use common::server::Server;
 use serde_json::{Value, json};
-use tempfile::TempDir;
 
-use crate::agent;
+use crate::agent::{self, Agent, Route, Scenario, TOKEN, Workspace};
 use crate::upstream::{CHAT_CALL_ID, Wire};
-
-/// The model's name, the same to the client and to the upstream: the gateway
-/// has no name to rewrite, so the bodies compare whole.
-const MODEL: &str = "claude-e2e";
-/// What only the file holds.
-const SECRET: &str = "lighthouse-7c3e";
-/// The gateway's token, which Claude Code sends as its API key.
-const TOKEN: &str = "e2e-token";
-/// How long one headless turn may take.
-const TURN: Duration = Duration::from_secs(120);
 
 /// The headers each run sends on that the Messages API does not read (the
 /// client's identity: its SDK's `x-stainless-*`, its user agent, `x-app`, the
@@ -62,65 +51,36 @@ const NOT_FORWARDED: &[&str] = &[
     "x-claude-code-session-id",
 ];
 
-fn claude_code() -> String {
-    std::env::var("LMSTACK_CLAUDE_CODE")
-        .expect("LMSTACK_CLAUDE_CODE: the claude executable of @anthropic-ai/claude-code (.ci/test installs it)")
-}
+struct ClaudeCode;
 
-/// One HOME and one working directory for all runs of a test: Claude Code
-/// writes both into its prompt, so its requests compare between runs.
-struct Session {
-    home: TempDir,
-    work: TempDir,
-    file: String,
-}
+impl Agent for ClaudeCode {
+    const NAME: &'static str = "Claude Code";
+    /// The same to the client and to the upstream: the gateway has no name to
+    /// rewrite, so the bodies compare whole.
+    const MODEL: &'static str = "claude-e2e";
 
-impl Session {
-    fn new() -> Session {
-        let home = tempfile::tempdir().unwrap();
-        let work = tempfile::tempdir().unwrap();
-        let file = work.path().join("note.txt");
-        std::fs::write(&file, format!("The secret is {SECRET}.\n")).unwrap();
-        Session {
-            home,
-            work,
-            file: file.to_str().unwrap().to_owned(),
-        }
+    /// `Read` takes an absolute path.
+    fn call(scenario: Scenario, work: &Path) -> (&'static str, Value) {
+        let path = work.join(scenario.file());
+        ("Read", json!({"file_path": path.to_str().unwrap()}))
     }
 
-    /// Runs one headless turn against `base` (an Anthropic base URL, without
-    /// `/v1`); what Claude Code printed.
-    fn turn(&self, base: &str) -> String {
-        let mut command = Command::new(claude_code());
+    fn command(home: &Path, work: &Path, base: &str, prompt: &str) -> Command {
+        let executable = std::env::var("LMSTACK_CLAUDE_CODE")
+            .expect("LMSTACK_CLAUDE_CODE: the claude executable of @anthropic-ai/claude-code (.ci/test installs it)");
+        let mut command = Command::new(executable);
         command
-            .args([
-                "-p",
-                &format!("Read the file {} and tell me what it says.", self.file),
-            ])
-            .args(["--model", MODEL, "--allowedTools", "Read"])
-            .current_dir(self.work.path())
-            .env("HOME", self.home.path())
+            .args(["-p", prompt])
+            .args(["--model", Self::MODEL, "--allowedTools", "Read"])
+            .current_dir(work)
+            .env("HOME", home)
             .env("ANTHROPIC_BASE_URL", base)
             .env("ANTHROPIC_API_KEY", TOKEN)
             .env("DISABLE_TELEMETRY", "1")
             .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
             .env_remove("ANTHROPIC_AUTH_TOKEN")
             .env_remove("ANTHROPIC_MODEL");
-        agent::headless(command, TURN)
-    }
-
-    /// An upstream's answers of `wire`: `Read` on the file, then a text made
-    /// of its result.
-    fn turns(&self, wire: Wire) -> Vec<Answer> {
-        wire.turns("Read", &json!({"file_path": self.file}))
-    }
-
-    /// `turn` on a blocking thread, beside the loopback servers.
-    async fn turn_on(self: &Arc<Self>, base: String) -> String {
-        let session = self.clone();
-        tokio::task::spawn_blocking(move || session.turn(&base))
-            .await
-            .unwrap()
+        command
     }
 }
 
@@ -178,23 +138,23 @@ fn received(upstream: &Server) -> Vec<Value> {
         .collect()
 }
 
+/// One turn of the text scenario in `workspace` (the same HOME and working
+/// directory for both runs: Claude Code writes both into its prompt) against
+/// a scripted Anthropic upstream, by `route`; the upstream.
+async fn text_turn(workspace: &Arc<Workspace>, route: Route) -> Server {
+    let run = agent::cell::<ClaudeCode>(workspace.clone(), Scenario::Text, Wire::Anthropic, route);
+    run.await.upstream
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Claude Code: .ci/test installs it"]
 async fn claude_code_sends_the_same_requests_through_the_gateway_as_directly() {
-    let session = Arc::new(Session::new());
-
-    let direct = Server::start(session.turns(Wire::Anthropic)).await;
-    let printed = session.turn_on(format!("http://{}", direct.addr)).await;
-    assert!(printed.contains(SECRET), "directly: {printed}");
-
-    let upstream = Server::start(session.turns(Wire::Anthropic)).await;
-    let dir = tempfile::tempdir().unwrap();
-    let serving = agent::gateway(&dir, MODEL, Wire::Anthropic, &upstream, TOKEN);
-    let printed = session.turn_on(serving.base.clone()).await;
-    assert!(printed.contains(SECRET), "through the gateway: {printed}");
+    let workspace = Arc::new(Workspace::new());
+    let direct = text_turn(&workspace, Route::Direct).await;
+    let upstream = text_turn(&workspace, Route::Gateway).await;
 
     if std::env::var_os("LMSTACK_CLAUDE_CODE_FIXTURES").is_some() {
-        write_fixtures(&session, &direct);
+        write_fixtures(&workspace, &direct);
     }
     let (direct, via) = (received(&direct), received(&upstream));
     assert_eq!(direct.len(), 2, "the call, then its result");
@@ -213,46 +173,80 @@ async fn claude_code_sends_the_same_requests_through_the_gateway_as_directly() {
     assert!(first["tools"].to_string().contains("defer_loading"));
     assert!(first["system"].to_string().contains("cache_control"));
     assert!(direct[0]["headers"]["anthropic-beta"].is_string());
-    assert!(direct[1]["body"].to_string().contains(SECRET));
+    assert!(direct[1]["body"].to_string().contains(agent::SECRET));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Claude Code: .ci/test installs it"]
-async fn claude_code_completes_a_tool_turn_through_the_gateway_to_an_openai_upstream() {
-    let session = Arc::new(Session::new());
-    let upstream = Server::start(session.turns(Wire::Chat)).await;
-    let dir = tempfile::tempdir().unwrap();
-    let serving = agent::gateway(&dir, MODEL, Wire::Chat, &upstream, TOKEN);
-    let printed = session.turn_on(serving.base.clone()).await;
-    assert!(printed.contains(SECRET), "{printed}");
-    let sent = upstream.requests();
-    assert_eq!(sent.len(), 2, "the call, then its result");
-    let last = sent[1].1["messages"].as_array().unwrap().last().unwrap();
+async fn claude_code_reads_a_text_and_an_image_directly_from_an_anthropic_upstream() {
+    let (_, image) = agent::both::<ClaudeCode>(Wire::Anthropic, Route::Direct).await;
+    // `Read` answered with an image block inside its `tool_result`.
+    let result = image.received[1]["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rfind(|block| block["type"] == "tool_result")
+        .unwrap()
+        .clone();
+    assert!(result["content"].to_string().contains("\"image\""), "{result}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Claude Code: .ci/test installs it"]
+async fn claude_code_reads_a_text_and_an_image_through_the_gateway_to_an_anthropic_upstream() {
+    agent::both::<ClaudeCode>(Wire::Anthropic, Route::Gateway).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Claude Code: .ci/test installs it"]
+async fn claude_code_reads_a_text_and_an_image_through_the_gateway_to_an_openai_chat_upstream() {
+    let (text, image) = agent::both::<ClaudeCode>(Wire::Chat, Route::Gateway).await;
+    let last = text.received[1]["messages"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["role"], "tool");
     assert_eq!(last["tool_call_id"], CHAT_CALL_ID);
     // What Claude Code sends that an OpenAI upstream cannot take is dropped,
     // and the log says so.
-    for (headers, body) in &sent {
-        assert!(!headers.contains_key("anthropic-beta"));
-        let body = body.to_string();
-        assert!(
-            !body.contains("cache_control") && !body.contains("defer_loading"),
-            "{body}"
-        );
+    for run in [&text, &image] {
+        for (headers, body) in run.upstream.requests() {
+            assert!(!headers.contains_key("anthropic-beta"));
+            let body = body.to_string();
+            assert!(
+                !body.contains("cache_control") && !body.contains("defer_loading"),
+                "{body}"
+            );
+        }
+        run.gateway.as_ref().unwrap().log_containing(&[
+            "does not take were dropped",
+            "anthropic-beta",
+            "cache_control breakpoints",
+            "tool field `defer_loading`",
+        ]);
     }
-    serving.log_containing(&[
-        "does not take were dropped",
-        "anthropic-beta",
-        "cache_control breakpoints",
-        "tool field `defer_loading`",
-    ]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Claude Code: .ci/test installs it"]
+async fn claude_code_reads_a_text_and_an_image_through_the_gateway_to_a_gemini_upstream() {
+    agent::both::<ClaudeCode>(Wire::Gemini, Route::Gateway).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Claude Code: .ci/test installs it"]
+async fn claude_code_reads_a_text_and_an_image_through_the_gateway_to_a_responses_upstream() {
+    agent::both::<ClaudeCode>(Wire::Responses, Route::Gateway).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Claude Code: .ci/test installs it"]
+async fn claude_code_reads_a_text_and_an_image_through_the_gateway_to_a_text_only_upstream() {
+    agent::both::<ClaudeCode>(Wire::TextOnly, Route::Gateway).await;
 }
 
 /// Writes the direct run's requests as fixtures: ids and temporary paths
 /// replaced by fixed ones.
-fn write_fixtures(session: &Session, direct: &Server) {
-    let work = session.work.path().to_str().unwrap();
-    let home = session.home.path().to_str().unwrap();
+fn write_fixtures(workspace: &Workspace, direct: &Server) {
+    let work = workspace.work.path().to_str().unwrap();
+    let home = workspace.home.path().to_str().unwrap();
     let slug: String = work
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })

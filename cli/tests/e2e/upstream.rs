@@ -4,14 +4,13 @@
 //! the result came through). Both answers are streamed, as the agents ask.
 //!
 //! ```ignore
-//! let answers = Wire::Anthropic.turns("Read", &json!({"file_path": "/tmp/a.txt"}));
-//! let upstream = Server::start(answers).await;
+//! let upstream = Wire::Anthropic.upstream("Read", &json!({"file_path": "/tmp/a.txt"})).await;
 //! ```
 
 use crate::common;
 
 use base64::Engine;
-use common::server::Answer;
+use common::server::{Answer, Server};
 use lmstack::config::ModelConfig;
 use lmstack::provider::{ApiKey, Kind};
 use lmstack::{ChatRequest, ContentBlock, Message, ToolCall, ToolResult};
@@ -28,6 +27,10 @@ pub enum Wire {
     Gemini,
     /// OpenAI Responses.
     Responses,
+    /// OpenAI Chat Completions from a model without native tool calls: it
+    /// writes its calls in its text, in the Hermes form, and reads the tools
+    /// and their results as text (served with `natural_tools = "hermes"`).
+    TextOnly,
 }
 
 /// The model name the scripted answers carry.
@@ -38,17 +41,60 @@ pub const CHAT_CALL_ID: &str = "call_e2e";
 const ANTHROPIC_CALL_ID: &str = "toolu_e2e";
 
 impl Wire {
-    /// Every wire.
+    /// Every wire with native tool calls.
     pub const ALL: [Wire; 4] = [Wire::Chat, Wire::Anthropic, Wire::Gemini, Wire::Responses];
 
     /// Its name as `lmstack serve`'s `provider`.
     pub fn provider(self) -> &'static str {
         match self {
-            Wire::Chat => "openai",
+            Wire::Chat | Wire::TextOnly => "openai",
             Wire::Anthropic => "anthropic",
             Wire::Gemini => "gemini",
             Wire::Responses => "openai-responses",
         }
+    }
+
+    /// The `natural_tools` dialect the gateway serves it with, if it has no
+    /// native tool calls.
+    pub fn natural_tools(self) -> Option<&'static str> {
+        (self == Wire::TextOnly).then_some("hermes")
+    }
+
+    /// Whether the request `body` offers the model the tool named `tool`: in
+    /// the wire's own `tools`, or for a text-only model as a section of the
+    /// system prompt (and no native tools).
+    pub fn offers(self, body: &Value, tool: &str) -> bool {
+        match self {
+            Wire::TextOnly => {
+                let system = last(&body["messages"], |m| m["role"] == "system")
+                    .map(|m| text_of(&m["content"]))
+                    .unwrap_or_default();
+                body.get("tools").is_none() && system.contains(&format!("\n## {tool}\n"))
+            }
+            _ => body["tools"].to_string().contains(&format!("\"{tool}\"")),
+        }
+    }
+
+    /// A scripted upstream of this wire whose model calls `tool` with
+    /// `arguments`, then answers from the result ([`Wire::turns`]), and
+    /// which counts tokens where the wire can ([`Wire::counting`]).
+    pub async fn upstream(self, tool: &str, arguments: &Value) -> Server {
+        let standing = self.counting().map(|(path, answer)| vec![(path, answer)]);
+        Server::start_with_standing(self.turns(tool, arguments), standing.unwrap_or_default())
+            .await
+    }
+
+    /// The fragment of the wire's token count path, and the answer to it (ten
+    /// tokens): Gemini's `:countTokens` (which Gemini CLI asks before it sends
+    /// a file's content), Anthropic's `/count_tokens`.
+    pub fn counting(self) -> Option<(&'static str, Answer)> {
+        let (path, body) = match self {
+            Wire::Gemini => (":countTokens", json!({"totalTokens": 10})),
+            Wire::Anthropic => ("/count_tokens", json!({"input_tokens": 10})),
+            _ => return None,
+        };
+        let answer = Answer::ok("application/json", body.to_string().as_bytes(), &[usize::MAX]);
+        Some((path, answer))
     }
 
     /// The two answers of a turn: a call of `tool` with `arguments`, then a
@@ -56,6 +102,7 @@ impl Wire {
     pub fn turns(self, tool: &str, arguments: &Value) -> Vec<Answer> {
         let reply: fn(&Value) -> Vec<u8> = match self {
             Wire::Chat => |body| Wire::Chat.reply_to(body),
+            Wire::TextOnly => |body| Wire::TextOnly.reply_to(body),
             Wire::Anthropic => |body| Wire::Anthropic.reply_to(body),
             Wire::Gemini => |body| Wire::Gemini.reply_to(body),
             Wire::Responses => |body| Wire::Responses.reply_to(body),
@@ -84,6 +131,17 @@ impl Wire {
     pub fn call(self, tool: &str, arguments: &Value) -> Vec<u8> {
         let arguments_text = arguments.to_string();
         match self {
+            Wire::TextOnly => {
+                // As a Qwen model writes it, cut inside the markup.
+                let call = json!({"name": tool, "arguments": arguments});
+                let text = format!("Let me look.\n<tool_call>\n{call}\n</tool_call>");
+                let (head, tail) = text.split_at(text.find("ool_call>").unwrap());
+                common::sse(&[
+                    chat_chunk(json!({"role": "assistant", "content": head}), Value::Null),
+                    chat_chunk(json!({"content": tail}), Value::Null),
+                    chat_chunk(json!({}), json!("stop")),
+                ])
+            }
             Wire::Chat => common::sse(&[
                 chat_chunk(
                     json!({"role": "assistant", "tool_calls": [{"index": 0, "id": CHAT_CALL_ID,
@@ -125,7 +183,7 @@ impl Wire {
     /// A stream that says `text`.
     pub fn says(self, text: &str) -> Vec<u8> {
         match self {
-            Wire::Chat => common::sse(&[
+            Wire::Chat | Wire::TextOnly => common::sse(&[
                 chat_chunk(json!({"role": "assistant", "content": text}), Value::Null),
                 chat_chunk(json!({}), json!("stop")),
             ]),
@@ -173,20 +231,19 @@ impl Wire {
                 .and_then(|m| last(&m["content"], |b| b["type"] == "tool_result"))
                 .map(|block| &block["content"]),
             Wire::Gemini => gemini_responses(body).last().map(|response| {
+                // The gateway's `result`, Gemini CLI's `output`.
                 let response = &response["response"];
-                response.get("result").unwrap_or(response)
+                (response.get("result"))
+                    .or(response.get("output"))
+                    .unwrap_or(response)
             }),
             Wire::Responses => last(&body["input"], |item| {
                 item["type"] == "function_call_output"
             })
             .map(|item| &item["output"]),
+            Wire::TextOnly => return hermes_response(body).unwrap_or_default(),
         };
-        match result {
-            Some(Value::String(text)) => text.clone(),
-            Some(Value::Array(parts)) => parts.iter().filter_map(|p| p["text"].as_str()).collect(),
-            Some(other) => other.to_string(),
-            None => String::new(),
-        }
+        result.map(text_of).unwrap_or_default()
     }
 
     /// The images of the request's last tool result, each its media type and
@@ -194,7 +251,9 @@ impl Wire {
     /// block inside the `tool_result`; OpenAI Chat, `image_url` parts of user
     /// messages after the results (its tool messages hold text); Gemini,
     /// `inlineData` in the function response's `parts` or after it;
-    /// Responses, `input_image` parts of the `function_call_output`.
+    /// Responses, `input_image` parts of the `function_call_output`; a
+    /// text-only model, `image_url` parts of the user messages after the
+    /// last assistant message, each after a placeholder line in the text.
     pub fn result_images(self, body: &Value) -> Vec<(String, Vec<u8>)> {
         let parts: Vec<&Value> = match self {
             Wire::Chat => {
@@ -207,6 +266,32 @@ impl Wire {
                     .iter()
                     .filter(|m| m["role"] == "user")
                     .flat_map(|m| items(&m["content"]))
+                    .collect()
+            }
+            Wire::TextOnly => {
+                let messages = body["messages"]
+                    .as_array()
+                    .map(Vec::as_slice)
+                    .unwrap_or(&[]);
+                let answer = messages.iter().rposition(|m| m["role"] == "assistant");
+                let results = &messages[answer.map_or(messages.len(), |i| i + 1)..];
+                let parts: Vec<&Value> = results
+                    .iter()
+                    .filter(|m| m["role"] == "user")
+                    .flat_map(|m| items(&m["content"]))
+                    .collect();
+                // The n-th image follows its placeholder `[image n: TYPE]`.
+                let mut images = 0;
+                parts
+                    .into_iter()
+                    .filter(|part| {
+                        if part["type"] != "image_url" {
+                            return false;
+                        }
+                        images += 1;
+                        let placeholder = format!("[image {images}: ");
+                        results.iter().any(|m| text_of(&m["content"]).contains(&placeholder))
+                    })
                     .collect()
             }
             Wire::Anthropic => last(&body["messages"], |m| m["role"] == "user")
@@ -242,7 +327,9 @@ impl Wire {
         parts
             .into_iter()
             .filter_map(|part| match self {
-                Wire::Chat if part["type"] == "image_url" => data_url(&part["image_url"]["url"]),
+                Wire::Chat | Wire::TextOnly if part["type"] == "image_url" => {
+                    data_url(&part["image_url"]["url"])
+                }
                 Wire::Responses if part["type"] == "input_image" => data_url(&part["image_url"]),
                 Wire::Anthropic if part["type"] == "image" => {
                     let source = &part["source"];
@@ -261,6 +348,27 @@ impl Wire {
 /// How a reply names an image it was shown.
 pub fn seen(media_type: &str, data: &[u8]) -> String {
     format!("{media_type} of {} bytes", data.len())
+}
+
+/// The text of a message's content or a tool's result: a string, the text
+/// parts of an array, or any other value's JSON.
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// The content of the last Hermes `<tool_response>` in the request's last
+/// user message.
+fn hermes_response(body: &Value) -> Option<String> {
+    let text = text_of(&last(&body["messages"], |m| m["role"] == "user")?["content"]);
+    let (_, after) = text.rsplit_once("<tool_response>")?;
+    let (inside, _) = after.split_once("</tool_response>")?;
+    let response: Value = serde_json::from_str(inside.trim()).ok()?;
+    Some(text_of(&response["content"]))
 }
 
 /// The elements of an array, none for anything else.
