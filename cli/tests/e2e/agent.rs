@@ -201,29 +201,42 @@ fn check(case: &str, scenario: Scenario, wire: Wire, tool: &str, run: &Run) {
     let (first, second) = (&run.received[0], &run.received[1]);
     assert!(
         wire.offers(first, tool),
-        "{case}: the agent's tool `{tool}` was not offered: {first}"
+        "{case}: the agent's tool `{tool}` was not offered: {}",
+        shortened(first)
     );
     let images = wire.result_images(second);
     match scenario {
         Scenario::Text => {
             let result = wire.result_text(second);
             assert!(result.contains(SECRET), "{case}: the result: {result:?}");
-            assert!(images.is_empty(), "{case}: {second}");
+            assert!(images.is_empty(), "{case}: {}", shortened(second));
         }
         Scenario::Image => {
             assert_eq!(
                 images,
                 [("image/png".to_owned(), png())],
-                "{case}: the image, in the wire's own shape, in {second}"
+                "{case}: the image, in the wire's own shape, in {}",
+                shortened(second)
             );
             // Once, where the wire puts images: never also as text.
             let copies = second
                 .to_string()
                 .matches(PNG.trim_end_matches('='))
                 .count();
-            assert_eq!(copies, 1, "{case}: the image's base64 in {second}");
+            assert_eq!(copies, 1, "{case}: the image's base64 in {}", shortened(second));
         }
     }
+}
+
+/// `body`'s JSON, its middle left out past a few thousand characters.
+fn shortened(body: &Value) -> String {
+    let text = body.to_string();
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() <= 6000 {
+        return text;
+    }
+    let (head, tail) = (&chars[..3000], &chars[chars.len() - 3000..]);
+    format!("{} … {}", String::from_iter(head), String::from_iter(tail))
 }
 
 /// Both scenarios of `A` at once against `wire` by `route`. Each ends before

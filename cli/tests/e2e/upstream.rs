@@ -62,14 +62,15 @@ impl Wire {
 
     /// Whether the request `body` offers the model the tool named `tool`: in
     /// the wire's own `tools`, or for a text-only model as a section of the
-    /// system prompt (and no native tools).
+    /// system (or developer) messages, and no native tools.
     pub fn offers(self, body: &Value, tool: &str) -> bool {
         match self {
             Wire::TextOnly => {
-                let system = last(&body["messages"], |m| m["role"] == "system")
-                    .map(|m| text_of(&m["content"]))
-                    .unwrap_or_default();
-                body.get("tools").is_none() && system.contains(&format!("\n## {tool}\n"))
+                let heading = format!("\n## {tool}\n");
+                let described = items(&body["messages"])
+                    .filter(|m| m["role"] == "system" || m["role"] == "developer")
+                    .any(|m| text_of(&m["content"]).contains(&heading));
+                body.get("tools").is_none() && described
             }
             _ => body["tools"].to_string().contains(&format!("\"{tool}\"")),
         }
