@@ -12,6 +12,7 @@ use crate::common;
 use base64::Engine;
 use common::server::{Answer, Server};
 use lmstack::config::ModelConfig;
+use lmstack::natural::{Dialect, NaturalToolUseParser, NaturalToolUseTransformer};
 use lmstack::provider::{ApiKey, Kind};
 use lmstack::{ChatRequest, ContentBlock, Message, ToolCall, ToolResult};
 use serde_json::{Value, json};
@@ -476,9 +477,23 @@ fn each_wires_scripted_streams_lift_to_the_call_and_the_text_they_script() {
 }
 
 #[test]
+fn the_text_only_models_call_is_text_that_its_dialect_reads_as_the_call() {
+    let arguments = json!({"file_path": "/tmp/work/secret.txt"});
+    let text = lifted(Wire::TextOnly, &Wire::TextOnly.call("read_file", &arguments));
+    assert_eq!(text.len(), 1, "{text:?}");
+    assert_eq!(text[0]["text"].as_str().map(|t| t.contains("<tool_call>")), Some(true));
+    let dialect: Dialect = Wire::TextOnly.natural_tools().unwrap().parse().unwrap();
+    let parser = NaturalToolUseParser::new().dialect(dialect);
+    let read = parser.parse(text[0]["text"].as_str().unwrap(), &[]).unwrap();
+    let calls: Vec<&ToolCall> = read.iter().flat_map(Message::calls).collect();
+    assert_eq!(calls.len(), 1, "{read:?}");
+    assert_eq!((calls[0].name.as_str(), &calls[0].arguments), ("read_file", &arguments));
+}
+
+#[test]
 fn each_wire_finds_a_tool_result_where_the_gateways_lowering_puts_it() {
     let image = vec![0x89, b'P', b'N', b'G', 13, 10, 26, 10, 0, 1, 2, 3];
-    for wire in Wire::ALL {
+    for wire in Wire::ALL.into_iter().chain([Wire::TextOnly]) {
         let body = lowered(
             wire,
             ToolResult::text("call_1", "exec_command", "Output:\nsecret\n"),
@@ -525,14 +540,19 @@ fn lifted(wire: Wire, stream: &[u8]) -> Vec<Value> {
 }
 
 /// The body the gateway sends an upstream of `wire` for a call answered by
-/// `result`.
+/// `result` (written as text first where the wire has no native tools).
 fn lowered(wire: Wire, result: ToolResult) -> Value {
     let call = ToolCall::new(result.call_id.clone(), result.name.clone(), json!({}));
-    let request = ChatRequest::new(vec![
+    let mut messages = vec![
         Message::user("Go"),
         Message::tool_calls(vec![call]),
         Message::tool_results(vec![result]),
-    ]);
+    ];
+    if let Some(dialect) = wire.natural_tools() {
+        let transformer = NaturalToolUseTransformer::new().dialect(dialect.parse().unwrap());
+        messages = transformer.render(messages).unwrap();
+    }
+    let request = ChatRequest::new(messages);
     let kind: Kind = wire.provider().parse().unwrap();
     let config = ModelConfig::new(kind)
         .base_url("http://127.0.0.1:9/v1")
