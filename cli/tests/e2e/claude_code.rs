@@ -181,14 +181,21 @@ async fn claude_code_sends_the_same_requests_through_the_gateway_as_directly() {
 async fn claude_code_reads_a_text_and_an_image_directly_from_an_anthropic_upstream() {
     let (_, image) = agent::both::<ClaudeCode>(Wire::Anthropic, Route::Direct).await;
     // `Read` answered with an image block inside its `tool_result`.
-    let result = image.received[1]["messages"].as_array().unwrap().last().unwrap()["content"]
+    let result = image.received[1]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"]
         .as_array()
         .unwrap()
         .iter()
         .rfind(|block| block["type"] == "tool_result")
         .unwrap()
         .clone();
-    assert!(result["content"].to_string().contains("\"image\""), "{result}");
+    assert!(
+        result["content"].to_string().contains("\"image\""),
+        "{result}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -201,7 +208,12 @@ async fn claude_code_reads_a_text_and_an_image_through_the_gateway_to_an_anthrop
 #[ignore = "needs Claude Code: .ci/test installs it"]
 async fn claude_code_reads_a_text_and_an_image_through_the_gateway_to_an_openai_chat_upstream() {
     let (text, image) = agent::both::<ClaudeCode>(Wire::Chat, Route::Gateway).await;
-    let last = text.received[1]["messages"].as_array().unwrap().last().unwrap().clone();
+    let last = text.received[1]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
     assert_eq!(last["role"], "tool");
     assert_eq!(last["tool_call_id"], CHAT_CALL_ID);
     // What Claude Code sends that an OpenAI upstream cannot take is dropped,

@@ -67,7 +67,10 @@ async fn gemini_cli_reads_a_text_and_an_image_directly_from_a_gemini_upstream() 
     // It asked on its streaming route, with the key in `x-goog-api-key`.
     let uri = &text.upstream.uris()[0];
     assert!(
-        uri.contains(&format!("/models/{}:streamGenerateContent", GeminiCli::MODEL)),
+        uri.contains(&format!(
+            "/models/{}:streamGenerateContent",
+            GeminiCli::MODEL
+        )),
         "{uri}"
     );
     let (headers, _) = &text.upstream.requests()[0];

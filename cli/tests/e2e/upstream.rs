@@ -82,8 +82,7 @@ impl Wire {
     /// which counts tokens where the wire can ([`Wire::counting`]).
     pub async fn upstream(self, tool: &str, arguments: &Value) -> Server {
         let standing = self.counting().map(|(path, answer)| vec![(path, answer)]);
-        Server::start_with_standing(self.turns(tool, arguments), standing.unwrap_or_default())
-            .await
+        Server::start_with_standing(self.turns(tool, arguments), standing.unwrap_or_default()).await
     }
 
     /// The fragment of the wire's token count path, and the answer to it (ten
@@ -95,7 +94,11 @@ impl Wire {
             Wire::Anthropic => ("/count_tokens", json!({"input_tokens": 10})),
             _ => return None,
         };
-        let answer = Answer::ok("application/json", body.to_string().as_bytes(), &[usize::MAX]);
+        let answer = Answer::ok(
+            "application/json",
+            body.to_string().as_bytes(),
+            &[usize::MAX],
+        );
         Some((path, answer))
     }
 
@@ -292,7 +295,9 @@ impl Wire {
                         }
                         images += 1;
                         let placeholder = format!("[image {images}: ");
-                        results.iter().any(|m| text_of(&m["content"]).contains(&placeholder))
+                        results
+                            .iter()
+                            .any(|m| text_of(&m["content"]).contains(&placeholder))
                     })
                     .collect()
             }
@@ -479,15 +484,26 @@ fn each_wires_scripted_streams_lift_to_the_call_and_the_text_they_script() {
 #[test]
 fn the_text_only_models_call_is_text_that_its_dialect_reads_as_the_call() {
     let arguments = json!({"file_path": "/tmp/work/secret.txt"});
-    let text = lifted(Wire::TextOnly, &Wire::TextOnly.call("read_file", &arguments));
+    let text = lifted(
+        Wire::TextOnly,
+        &Wire::TextOnly.call("read_file", &arguments),
+    );
     assert_eq!(text.len(), 1, "{text:?}");
-    assert_eq!(text[0]["text"].as_str().map(|t| t.contains("<tool_call>")), Some(true));
+    assert_eq!(
+        text[0]["text"].as_str().map(|t| t.contains("<tool_call>")),
+        Some(true)
+    );
     let dialect: Dialect = Wire::TextOnly.natural_tools().unwrap().parse().unwrap();
     let parser = NaturalToolUseParser::new().dialect(dialect);
-    let read = parser.parse(text[0]["text"].as_str().unwrap(), &[]).unwrap();
+    let read = parser
+        .parse(text[0]["text"].as_str().unwrap(), &[])
+        .unwrap();
     let calls: Vec<&ToolCall> = read.iter().flat_map(Message::calls).collect();
     assert_eq!(calls.len(), 1, "{read:?}");
-    assert_eq!((calls[0].name.as_str(), &calls[0].arguments), ("read_file", &arguments));
+    assert_eq!(
+        (calls[0].name.as_str(), &calls[0].arguments),
+        ("read_file", &arguments)
+    );
 }
 
 #[test]
