@@ -57,7 +57,7 @@ pub mod media;
 #[cfg(feature = "server")]
 pub(crate) mod portable;
 mod redact;
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 mod reply_encoding;
 pub mod sse;
 
@@ -121,7 +121,7 @@ pub use key::ApiKey;
 pub use kind::Kind;
 pub use media::ToolResultMedia;
 pub use redact::{REDACTED, Secrets, redact_url};
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 pub use reply_encoding::EncodeReply;
 #[cfg(feature = "http")]
 pub use {
