@@ -18,9 +18,9 @@ use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 use tracing::Instrument;
 
 use super::admit::refused;
-use super::admit::{Admitted, admit};
+use super::admit::{Admitted, Named, admit_to};
 use super::answer::{Answer, Refusal, answer, json_response, record};
-use super::format::{ChatCompletions, Format, Messages, MessagesCount};
+use super::format::{ChatCompletions, Decode, Format, Messages, MessagesCount};
 use super::guard::{Guard, Route};
 use super::{BearerToken, Metrics};
 use crate::ChatRequest;
@@ -377,8 +377,10 @@ impl Gateway {
             .route("/v1/models", get(models))
             .route("/v1/models/{*id}", get(model))
             .route("/health", get(|| async { "ok" }))
-            .route("/metrics", get(metrics))
-            .with_state(shared);
+            .route("/metrics", get(metrics));
+        #[cfg(feature = "gemini")]
+        let router = super::gemini_routes::route(router);
+        let router = router.with_state(shared);
         match cors {
             Some(cors) => router.layer(cors),
             None => router,
@@ -449,9 +451,20 @@ async fn chat<F: Format>(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    chat_named::<F>(shared, headers, body, None).await
+}
+
+/// A chat request in format `F`, whose model and mode its path may name
+/// (`named`).
+pub(super) async fn chat_named<F: Format>(
+    shared: Arc<Shared>,
+    headers: HeaderMap,
+    body: Body,
+    named: Option<Named>,
+) -> Response {
     let started = std::time::Instant::now();
     let encoder = |request: &ChatRequest, name: &str| F::encoder(request, name, SystemTime::now());
-    match admit::<F, _>(&shared, &headers, body, encoder).await {
+    match admit_to::<F, _>(&shared, &headers, body, named, encoder).await {
         Ok(Admitted {
             request,
             name,
@@ -477,11 +490,25 @@ async fn count_tokens(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let answer = |tokens| serde_json::json!({ "input_tokens": tokens });
+    count::<MessagesCount, Messages>(&shared, &headers, body, None, answer).await
+}
+
+/// A token count read as `D` reads it (its model maybe `named` by its path),
+/// counted by the model's upstream and answered in format `F` (`answer`
+/// writes the count), or why not.
+pub(super) async fn count<D: Decode, F: Format>(
+    shared: &Shared,
+    headers: &HeaderMap,
+    body: Body,
+    named: Option<Named>,
+    answer: impl FnOnce(u64) -> serde_json::Value,
+) -> Response {
     let started = std::time::Instant::now();
     let gateway = &shared.gateway;
-    let admitted = match admit::<MessagesCount, _>(&shared, &headers, body, |_, _| ()).await {
+    let admitted = match admit_to::<D, _>(shared, headers, body, named, |_, _| ()).await {
         Ok(admitted) => admitted,
-        Err(refusal) => return refusal.respond::<Messages>(gateway, started),
+        Err(refusal) => return refusal.respond::<F>(gateway, started),
     };
     let Admitted {
         request,
@@ -501,13 +528,11 @@ async fn count_tokens(
     match counted {
         Ok(tokens) => {
             let upstream = Some((name, served.provider.clone()));
-            record::<Messages>(gateway, upstream, 200, started, None);
-            let body = serde_json::json!({ "input_tokens": tokens }).to_string();
+            record::<F>(gateway, upstream, 200, started, None);
+            let body = answer(tokens).to_string();
             json_response(200, body.into(), "application/json")
         }
-        Err(error) => {
-            Refusal::for_model(&name, &served, error).respond::<Messages>(gateway, started)
-        }
+        Err(error) => Refusal::for_model(&name, &served, error).respond::<F>(gateway, started),
     }
 }
 

@@ -32,6 +32,8 @@ mod extras;
 mod format;
 #[cfg(feature = "server")]
 mod gateway;
+#[cfg(all(feature = "server", feature = "gemini"))]
+mod gemini_routes;
 #[cfg(feature = "server")]
 mod guard;
 mod metrics;
