@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 use super::lower::{
     BLOCKS_KEY, CONTENT_KEY, EXTRA_KEY, GENERATED_ID_KEY, PART_KEY, THOUGHT_SIGNATURE_KEY,
-    content_part, response_object,
+    TOOL_KEY, content_part, response_object,
 };
 use super::server_tool;
 use super::types::{
@@ -91,13 +91,27 @@ use crate::{
 /// assert!(error.to_string().starts_with("contents[0].parts[0].text: invalid type"), "{error}");
 /// ```
 pub fn decode_request(body: &[u8], model: &str) -> Result<ChatRequest, Error> {
-    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let body: Value = serde_json::from_slice(body).map_err(|error| invalid(error.to_string()))?;
+    decode_value(body, model)
+}
+
+/// Decodes a body read as JSON; its typed fields sent as `null` are kept so.
+fn decode_value(body: Value, model: &str) -> Result<ChatRequest, Error> {
+    let nulls: Vec<String> = match &body {
+        Value::Object(fields) => fields
+            .iter()
+            .filter(|(_, value)| value.is_null())
+            .map(|(key, _)| key.clone())
+            .collect(),
+        _ => Vec::new(),
+    };
     let request: GenerateContentRequest =
-        serde_path_to_error::deserialize(&mut deserializer).map_err(described)?;
-    deserializer
-        .end()
-        .map_err(|error| invalid(error.to_string()))?;
-    decode(request, model)
+        serde_path_to_error::deserialize(body).map_err(described)?;
+    let mut request = decode(request, model)?;
+    for key in nulls {
+        request.options.extra.entry(key).or_insert(Value::Null);
+    }
+    Ok(request)
 }
 
 /// Reads a client's `countTokens` body into a canonical request: its
@@ -116,17 +130,16 @@ pub fn decode_request(body: &[u8], model: &str) -> Result<ChatRequest, Error> {
 pub fn decode_count_request(body: &[u8], model: &str) -> Result<ChatRequest, Error> {
     let mut fields: Map<String, Value> =
         serde_json::from_slice(body).map_err(|error| invalid(error.to_string()))?;
-    let Some(inner) = fields.remove("generateContentRequest") else {
-        let request = serde_path_to_error::deserialize(Value::Object(fields)).map_err(described)?;
-        return decode(request, model);
+    let Some(mut inner) = fields.remove("generateContentRequest") else {
+        return decode_value(Value::Object(fields), model);
     };
-    let mut inner = inner;
     if let Value::Object(inner) = &mut inner {
         inner.remove("model");
     }
-    let request = serde_path_to_error::deserialize(inner)
-        .map_err(|error| invalid(format!("generateContentRequest.{}", described_text(&error))))?;
-    decode(request, model)
+    decode_value(inner, model).map_err(|error| match error {
+        Error::InvalidRequest(message) => invalid(format!("generateContentRequest.{message}")),
+        other => other,
+    })
 }
 
 fn decode(request: GenerateContentRequest, model: &str) -> Result<ChatRequest, Error> {
@@ -155,9 +168,16 @@ fn decode(request: GenerateContentRequest, model: &str) -> Result<ChatRequest, E
             options.server_tools.push(server_tool::decode(tool.extra));
             continue;
         };
-        if !tool.extra.is_empty() {
-            options.server_tools.push(server_tool::decode(tool.extra));
+        // Beside the declarations, a tool named with no value stays with them,
+        // any other is a tool of its own.
+        let (unset, tools): (Map<String, Value>, Map<String, Value>) = tool
+            .extra
+            .into_iter()
+            .partition(|(_, value)| value.is_null());
+        if !tools.is_empty() {
+            options.server_tools.push(server_tool::decode(tools));
         }
+        let mut unset = Some(unset).filter(|unset| !unset.is_empty());
         for (inner, declaration) in declarations.into_iter().enumerate() {
             if declaration.name.is_empty() {
                 return Err(invalid(format!(
@@ -176,6 +196,9 @@ fn decode(request: GenerateContentRequest, model: &str) -> Result<ChatRequest, E
                 spec.extra
                     .insert(EXTRA_KEY.into(), Value::Object(mem::take(&mut kept)));
             }
+            if let Some(unset) = unset.take() {
+                spec.extra.insert(TOOL_KEY.into(), Value::Object(unset));
+            }
             options.tools.push(spec);
         }
     }
@@ -191,7 +214,11 @@ fn decode(request: GenerateContentRequest, model: &str) -> Result<ChatRequest, E
         options.max_tokens = config.max_output_tokens;
         let (format, rest) = generation(config)?;
         options.response_format = format;
-        if !rest.is_empty() {
+        // An empty config is sent back as it came.
+        let nothing = options.temperature.is_none()
+            && options.max_tokens.is_none()
+            && options.response_format.is_none();
+        if !rest.is_empty() || nothing {
             extra.insert("generationConfig".into(), Value::Object(rest));
         }
     }
@@ -201,17 +228,12 @@ fn decode(request: GenerateContentRequest, model: &str) -> Result<ChatRequest, E
 
 /// A body's mistake, named by the path of the field at fault.
 fn described<E: std::fmt::Display>(error: serde_path_to_error::Error<E>) -> Error {
-    invalid(described_text(&error))
-}
-
-fn described_text<E: std::fmt::Display>(error: &serde_path_to_error::Error<E>) -> String {
     let path = error.path().to_string();
     let message = error.inner().to_string();
-    if path == "." {
-        message
-    } else {
-        format!("{path}: {message}")
-    }
+    invalid(match path.as_str() {
+        "." => message,
+        path => format!("{path}: {message}"),
+    })
 }
 
 fn invalid(message: String) -> Error {
@@ -231,7 +253,8 @@ fn content_role(role: Option<&str>, at: usize) -> Result<Role, Error> {
 }
 
 /// `toolConfig` → the tool choice, and the fields it does not say (the
-/// whole `functionCallingConfig` when it is no choice of those).
+/// names of `ANY` of several functions; the whole `functionCallingConfig`
+/// when it is no choice of those).
 fn tool_choice(config: ToolConfig) -> (Option<ToolChoice>, Map<String, Value>) {
     let mut rest = config.extra;
     let Some(calling) = config.function_calling_config else {
@@ -247,11 +270,19 @@ fn tool_choice(config: ToolConfig) -> (Option<ToolChoice>, Map<String, Value>) {
         (Some("NONE"), None) => Some(ToolChoice::None),
         (Some("ANY"), None) => Some(ToolChoice::Required),
         (Some("ANY"), Some([name])) => Some(ToolChoice::Tool(name.clone())),
+        (Some("ANY"), Some([_, _, ..])) => Some(ToolChoice::Required),
         _ => None,
     };
-    let fields = match choice {
-        Some(_) => extra,
-        None => match serde_json::to_value(calling) {
+    let fields = match (choice.as_ref(), allowed_function_names) {
+        // Required of some functions: the names go as they came.
+        (Some(ToolChoice::Required), Some(names)) => {
+            let mut fields = Map::new();
+            fields.insert("allowedFunctionNames".into(), names.into());
+            fields.extend(extra);
+            fields
+        }
+        (Some(_), _) => extra,
+        (None, _) => match serde_json::to_value(calling) {
             Ok(Value::Object(fields)) => fields,
             _ => Map::new(),
         },
@@ -347,19 +378,22 @@ impl Decoder {
         for (index, part) in system.parts.unwrap_or_default().into_iter().enumerate() {
             let Part {
                 text: Some(text),
-                thought: None,
+                thought: thought @ (None | Some(false)),
                 inline_data: None,
                 file_data: None,
                 function_call: None,
                 function_response: None,
                 thought_signature: None,
-                extra,
+                mut extra,
             } = part
             else {
                 return Err(invalid(format!(
                     "systemInstruction.parts[{index}]: a system instruction holds text parts only"
                 )));
             };
+            if thought.is_some() {
+                extra.insert("thought".into(), false.into());
+            }
             let mut metadata = Metadata::new();
             wire_extra::keep(&mut metadata, EXTRA_KEY, extra);
             self.messages
@@ -516,10 +550,13 @@ impl Decoder {
                     metadata,
                 })
             }
-            Some(text) if reasoning && part.thought.is_none() => {
+            Some(text) if reasoning && part.thought != Some(true) => {
                 let mut metadata = self.item();
                 if let Some(signature) = part.thought_signature {
                     metadata.insert(THOUGHT_SIGNATURE_KEY, signature.into());
+                }
+                if let Some(thought) = part.thought {
+                    part.extra.insert("thought".into(), thought.into());
                 }
                 wire_extra::keep(&mut metadata, EXTRA_KEY, part.extra);
                 Message::assistant(text).with_metadata(metadata)
@@ -542,6 +579,7 @@ impl Decoder {
         let Part {
             function_call: Some(call),
             thought_signature,
+            thought,
             extra,
             ..
         } = part
@@ -550,6 +588,9 @@ impl Decoder {
         };
         let mut metadata = self.item();
         let mut kept = extra;
+        if let Some(thought) = thought {
+            kept.insert("thought".into(), thought.into());
+        }
         let mut inner = Map::new();
         if let Some(will_continue) = call.will_continue {
             inner.insert("willContinue".into(), will_continue.into());
@@ -615,6 +656,7 @@ impl Decoder {
             function_response: Some(response),
             extra,
             thought_signature,
+            thought,
             ..
         } = part
         else {
@@ -632,6 +674,9 @@ impl Decoder {
         let mut kept = extra;
         if let Some(signature) = thought_signature {
             kept.insert("thoughtSignature".into(), signature.into());
+        }
+        if let Some(thought) = thought {
+            kept.insert("thought".into(), thought.into());
         }
         let mut inner = inner_extra;
         let known = id
@@ -713,10 +758,13 @@ fn user_block(mut part: Part) -> Result<(ContentBlock, Map<String, Value>), Part
         &part.inline_data.is_some(),
         &part.file_data.is_some(),
     ];
-    if kinds.into_iter().filter(|kind| **kind).count() != 1 || part.thought.is_some() {
+    if kinds.into_iter().filter(|kind| **kind).count() != 1 || part.thought == Some(true) {
         return Err(part);
     }
     let mut fields = mem::take(&mut part.extra);
+    if let Some(thought) = part.thought.take() {
+        fields.insert("thought".into(), thought.into());
+    }
     if let Some(signature) = part.thought_signature.take() {
         fields.insert("thoughtSignature".into(), signature.into());
     }

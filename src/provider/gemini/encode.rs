@@ -407,8 +407,12 @@ fn joinable(last: &Part, part: &Part) -> bool {
             && part.inline_data.is_none()
             && part.extra.is_empty()
     };
+    // An empty signed text marks the end of a turn: a part of its own.
+    let marker = |part: &Part| part.text.as_deref() == Some("") && part.thought_signature.is_some();
     plain(last)
         && plain(part)
+        && !marker(last)
+        && !marker(part)
         && last.thought == part.thought
         && (last.thought_signature.is_none() || part.thought_signature.is_none())
 }

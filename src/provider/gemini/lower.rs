@@ -60,6 +60,10 @@ pub const GENERATED_ID_KEY: &str = "generated_id";
 /// `behavior`) the same way.
 pub const EXTRA_KEY: &str = "gemini_extra";
 
+/// The key, in the first function tool's `extra`, of the fields of the tool
+/// object its declarations came in (`"codeExecution": null` beside them).
+pub const TOOL_KEY: &str = "gemini_tool";
+
 /// The metadata key of a user message's parts' fields, one object per content
 /// block in order (see [`EXTRA_KEY`]).
 pub const BLOCKS_KEY: &str = "gemini_blocks";
@@ -171,9 +175,13 @@ pub fn lower_request(
     let mut tools = if chat.tools.is_empty() {
         Vec::new()
     } else {
+        let extra = match chat.tools[0].extra.get(TOOL_KEY) {
+            Some(Value::Object(fields)) => fields.clone(),
+            _ => Map::new(),
+        };
         vec![Tool {
             function_declarations: Some(chat.tools.iter().map(lower_tool).collect()),
-            extra: Map::new(),
+            extra,
         }]
     };
     for tool in &chat.server_tools {

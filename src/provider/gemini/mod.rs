@@ -44,7 +44,7 @@ pub use encode::{ReplyEncoder, StreamMode, error_body, models_body};
 pub use lift::Lifter;
 pub use lower::{
     BLOCKS_KEY, CONTENT_KEY, EXTRA_KEY, GENERATED_ID_KEY, LowerOptions, PART_KEY, SYSTEM_NOTE_END,
-    SYSTEM_NOTE_START, THOUGHT_SIGNATURE_KEY, lower, lower_request,
+    SYSTEM_NOTE_START, THOUGHT_SIGNATURE_KEY, TOOL_KEY, lower, lower_request,
 };
 
 use serde_json::Value;
