@@ -469,7 +469,7 @@ impl Decoder {
                     }
                     Err(part) => {
                         self.flush_all();
-                        let message = self.raw_part(role, part);
+                        let message = self.raw_part(role, *part);
                         self.messages.push(message);
                     }
                 },
@@ -752,14 +752,14 @@ impl Decoder {
 
 /// A user's part of text or a file as a content block, with the part's
 /// fields the block has no place for; any other part given back.
-fn user_block(mut part: Part) -> Result<(ContentBlock, Map<String, Value>), Part> {
+fn user_block(mut part: Part) -> Result<(ContentBlock, Map<String, Value>), Box<Part>> {
     let kinds = [
         &part.text.is_some(),
         &part.inline_data.is_some(),
         &part.file_data.is_some(),
     ];
     if kinds.into_iter().filter(|kind| **kind).count() != 1 || part.thought == Some(true) {
-        return Err(part);
+        return Err(Box::new(part));
     }
     let mut fields = mem::take(&mut part.extra);
     if let Some(thought) = part.thought.take() {
@@ -779,7 +779,7 @@ fn user_block(mut part: Part) -> Result<(ContentBlock, Map<String, Value>), Part
     }
     match file_block(&part) {
         Some(block) => Ok((block, fields)),
-        None => Err(part),
+        None => Err(Box::new(part)),
     }
 }
 
