@@ -88,7 +88,7 @@ use crate::{
 ///
 /// let error = decode_request(br#"{"contents": [{"role": "user", "parts": [{"text": 1}]}]}"#, "m")
 ///     .unwrap_err();
-/// assert!(error.to_string().starts_with("contents[0].parts[0].text: invalid type"), "{error}");
+/// assert!(error.to_string().contains("contents[0].parts[0].text: invalid type"), "{error}");
 /// ```
 pub fn decode_request(body: &[u8], model: &str) -> Result<ChatRequest, Error> {
     let body: Value = serde_json::from_slice(body).map_err(|error| invalid(error.to_string()))?;
