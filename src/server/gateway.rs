@@ -30,7 +30,9 @@ use crate::service::{BoxChatService, ChatService};
 /// Serves stacks by model name: `POST /v1/chat/completions` (OpenAI), `POST
 /// /v1/messages` and `POST /v1/messages/count_tokens` (Anthropic), `GET
 /// /v1/models` and `GET /v1/models/{id}` (in the client's format), `GET
-/// /health` and `GET /metrics`, as an axum [`Router`] to serve or to mount in an application's
+/// /health` and `GET /metrics`; with the feature `gemini`, Gemini's `POST
+/// /v1beta/models/{model}:generateContent`, `:streamGenerateContent` and
+/// `:countTokens` and `GET /v1beta/models`; as an axum [`Router`] to serve or to mount in an application's
 /// own (with `Router::nest` or `merge`, whatever the application's state: the
 /// gateway's is its own; see [`router`](Self::router)).
 ///
@@ -42,7 +44,8 @@ use crate::service::{BoxChatService, ChatService};
 /// tool use for a text-only model) serve every client.
 ///
 /// - **Access**: with a [`token`](Self::token), every route but `/health`
-///   requires it (`Authorization: Bearer` or `x-api-key`), else 401. Without
+///   requires it (`Authorization: Bearer`, `x-api-key`, or a Gemini client's
+///   `x-goog-api-key` or `?key=`), else 401. Without
 ///   one — fit only for loopback — a request must not be one a web page could
 ///   send: its `Host` must be a loopback name (or one of
 ///   [`allowed_hosts`](Self::allowed_hosts)), a browser `Origin` one of

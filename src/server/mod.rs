@@ -11,8 +11,8 @@
 //! - `ResponseStore` (feature `server`): the conversations a Responses API
 //!   client continues by `previous_response_id`, in memory by default;
 //! - `Gateway` (feature `server`): stacks by model name, served over HTTP in
-//!   the OpenAI Chat Completions and Anthropic Messages formats, as an axum
-//!   router;
+//!   the OpenAI Chat Completions, Anthropic Messages and (feature `gemini`)
+//!   Gemini `generateContent` formats, as an axum router;
 //! - `serve` (feature `server`): a router served on a listener within
 //!   [`ConnectionLimits`]: timeouts on request heads and idle connections, and
 //!   a cap on open connections.
