@@ -184,6 +184,10 @@ async fn a_tool_round_trip_reaches_an_anthropic_upstream_with_the_image_in_its_t
     let requests = upstream.requests();
     let first = &requests[0].1;
     assert_eq!(first["system"], "You are Gemini CLI.");
+    assert_eq!(
+        (&first["top_p"], &first["top_k"]),
+        (&json!(0.95), &json!(64))
+    );
     assert_eq!(first["tools"][0]["name"], "read_file");
     assert_eq!(
         first["tools"][0]["input_schema"]["required"],
