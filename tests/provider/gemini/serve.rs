@@ -421,3 +421,43 @@ fn signatures_and_ids_of_calls_reach_the_client() {
     assert_eq!(body["candidates"][0]["finishReason"], "STOP");
     assert_eq!(body["responseId"], "r");
 }
+
+proptest! {
+    #![proptest_config(crate::regressions::beside(ProptestConfig::with_cases(128)))]
+
+    #[test]
+    fn any_bytes_decode_to_a_request_or_an_invalid_request(
+        bytes in proptest::collection::vec(any::<u8>(), 0..256),
+    ) {
+        match decode_request(&bytes, "m") {
+            Ok(_) | Err(Error::InvalidRequest(_)) => {}
+            Err(other) => prop_assert!(false, "{other:?}"),
+        }
+    }
+
+    /// A recorded request with bytes changed and cut decodes or is refused,
+    /// and what decodes lowers (or is refused) without a panic.
+    #[test]
+    fn damaged_recorded_requests_never_panic(
+        pick in any::<prop::sample::Index>(),
+        flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let mut bodies = recorded_requests();
+        bodies.push(("gemini cli".into(), "gemini-3-pro-preview", gemini_cli_request()));
+        let (_, model, body) = bodies.swap_remove(pick.index(bodies.len()));
+        let mut bytes = body.to_string().into_bytes();
+        for (at, byte) in flips {
+            let at = at.index(bytes.len());
+            bytes[at] = byte;
+        }
+        bytes.truncate(cut.index(bytes.len() + 1).max(bytes.len() / 2));
+        match decode_request(&bytes, model) {
+            Ok(request) => {
+                let _ = lower(&request, &LowerOptions::default());
+            }
+            Err(Error::InvalidRequest(_)) => {}
+            Err(other) => prop_assert!(false, "{other:?}"),
+        }
+    }
+}
