@@ -188,7 +188,7 @@ impl MediaPolicy {
     /// base64.
     pub fn block(&self, bytes: &[u8], claimed: Option<&str>) -> Result<ContentBlock, MediaError> {
         let media_type = self.check(bytes, claimed)?;
-        Ok(typed_block(Media::from_bytes(media_type, bytes)))
+        Ok(ContentBlock::of_media(Media::from_bytes(media_type, bytes)))
     }
 
     /// Checks a content block a tool built itself as [`block`](Self::block)
@@ -223,7 +223,7 @@ impl MediaPolicy {
             .decode(data.as_bytes())
             .map_err(|error| MediaError::InvalidBase64(error.to_string()))?;
         let actual = self.check(&bytes, Some(media_type))?;
-        Ok(typed_block(Media {
+        Ok(ContentBlock::of_media(Media {
             name: media.name.clone(),
             cache_control: media.cache_control,
             ..Media::base64(actual, data.clone())
@@ -342,16 +342,6 @@ fn open_without_blocking(path: &Path) -> io::Result<File> {
         libc::O_NONBLOCK | libc::O_NOFOLLOW,
     );
     options.open(path)
-}
-
-/// An image block for `image/*` media, an audio block for `audio/*` media, a
-/// document block otherwise.
-fn typed_block(media: Media) -> ContentBlock {
-    match media.media_type() {
-        Some(t) if t.starts_with("image/") => ContentBlock::Image(media),
-        Some(t) if t.starts_with("audio/") => ContentBlock::Audio(media),
-        _ => ContentBlock::Document(media),
-    }
 }
 
 /// Why media was refused.

@@ -130,6 +130,22 @@ impl ContentBlock {
         self
     }
 
+    /// The block for `media` by its media type: an image for `image/*`, audio
+    /// for `audio/*`, else a document.
+    ///
+    /// ```
+    /// use lmstack::{ContentBlock, Media};
+    /// let block = ContentBlock::of_media(Media::base64("audio/wav", "UklG"));
+    /// assert!(matches!(block, ContentBlock::Audio(_)));
+    /// ```
+    pub fn of_media(media: Media) -> Self {
+        match media.media_type() {
+            Some(t) if t.starts_with("image/") => ContentBlock::Image(media),
+            Some(t) if t.starts_with("audio/") => ContentBlock::Audio(media),
+            _ => ContentBlock::Document(media),
+        }
+    }
+
     /// The media of an image, document or audio block.
     pub fn as_media(&self) -> Option<&Media> {
         match self {

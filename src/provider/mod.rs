@@ -60,7 +60,8 @@ mod redact;
 #[cfg(any(
     feature = "openai",
     feature = "openai-responses",
-    feature = "anthropic"
+    feature = "anthropic",
+    feature = "gemini"
 ))]
 mod reply_encoding;
 pub mod sse;
@@ -128,7 +129,8 @@ pub use redact::{REDACTED, Secrets, redact_url};
 #[cfg(any(
     feature = "openai",
     feature = "openai-responses",
-    feature = "anthropic"
+    feature = "anthropic",
+    feature = "gemini"
 ))]
 pub use reply_encoding::EncodeReply;
 #[cfg(feature = "http")]

@@ -31,15 +31,27 @@ pub(super) struct Admitted<T> {
     pub(super) prepared: T,
 }
 
-/// Checks the access, reads the body, finds the model, takes one of its
-/// places and decodes the body; else the refusal to answer. `prepare` reads
+/// What a route's path says of its request (Gemini's
+/// `/v1beta/models/{model}:streamGenerateContent`): the model, and whether
+/// the reply streams.
+#[derive(Clone, Debug)]
+pub(super) struct Named {
+    pub(super) model: String,
+    pub(super) stream: bool,
+}
+
+/// Checks the access, reads the body, finds the model (the one the path
+/// names, else the body's), takes one of its places and decodes the body;
+/// else the refusal to answer; a model `named` by the path is the decoded
+/// request's, with its mode. `prepare` reads
 /// the request as the client sent it (with the model's name), before the
 /// options the upstream does not take are dropped — the reply's encoder needs
 /// the client's own (OpenAI's `stream_options`).
-pub(super) async fn admit<F: Decode, T>(
+pub(super) async fn admit_to<F: Decode, T>(
     shared: &Shared,
     headers: &HeaderMap,
     body: Body,
+    named: Option<Named>,
     prepare: impl FnOnce(&ChatRequest, &str) -> T,
 ) -> Result<Admitted<T>, Refusal> {
     let gateway = &shared.gateway;
@@ -54,7 +66,8 @@ pub(super) async fn admit<F: Decode, T>(
         .map_err(early)?;
     // The model is read first, without decoding the rest; a body it cannot be
     // read from is decoded whole, for the error that names the field at fault.
-    let (name, mut decoded) = match F::model(&bytes) {
+    let from_path = named.as_ref().map(|named| named.model.clone());
+    let (name, mut decoded) = match from_path.or_else(|| F::model(&bytes)) {
         Some(name) => (name, None),
         None => {
             let request = F::decode(&bytes).map_err(early)?;
@@ -85,6 +98,10 @@ pub(super) async fn admit<F: Decode, T>(
         None => F::decode(&bytes).map_err(refusal)?,
     };
     drop((bytes, reading));
+    if let Some(named) = named {
+        request.options.model = Some(named.model);
+        request.options.stream = named.stream;
+    }
     F::decode_headers(headers, &mut request);
     let prepared = prepare(&request, &name);
     let upstream = served.provider.parse().ok();

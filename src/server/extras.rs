@@ -23,6 +23,11 @@ pub(crate) fn carry(extra: &mut Map<String, Value>, from: Kind, to: Option<Kind>
     if Some(from) == to || extra.is_empty() {
         return Vec::new();
     }
+    // A Gemini client's options sit in its `generationConfig`.
+    #[cfg(feature = "gemini")]
+    if from == Kind::Gemini {
+        crate::provider::gemini::portable::spread(extra);
+    }
     let mut dropped = Vec::new();
     let mut carried = Map::new();
     for (key, value) in std::mem::take(extra) {
@@ -130,6 +135,23 @@ mod tests {
             json!({"generationConfig": {"stopSequences": ["END"], "topK": 5}})
         );
         assert_eq!(dropped, ["metadata", "thinking"]);
+    }
+
+    #[cfg(feature = "gemini")]
+    #[test]
+    fn a_gemini_clients_options_come_out_of_its_generation_config() {
+        let extra = json!({"generationConfig": {"topP": 0.9, "topK": 64, "stopSequences": ["END"],
+                           "thinkingConfig": {"includeThoughts": true}}, "safetySettings": []});
+        let (anthropic, dropped) = carried(extra.clone(), "gemini", "anthropic");
+        assert_eq!(
+            anthropic,
+            json!({"top_p": 0.9, "top_k": 64, "stop": ["END"]})
+        );
+        assert_eq!(dropped, ["generationConfig", "safetySettings"]);
+        let (openai, dropped) = carried(extra.clone(), "gemini", "openai");
+        assert_eq!(openai, json!({"top_p": 0.9, "stop": ["END"]}));
+        assert_eq!(dropped, ["generationConfig", "safetySettings", "topK"]);
+        assert_eq!(carried(extra.clone(), "gemini", "gemini"), (extra, vec![]));
     }
 
     #[test]

@@ -191,3 +191,100 @@ impl Format for Responses {
         openai_responses::error_body(error)
     }
 }
+
+/// Gemini's `generateContent` (`POST /v1beta/models/{model}:generateContent`,
+/// and `:streamGenerateContent?alt=sse`): the model and the mode come from
+/// the path, the body is read by [`gemini::decode_request`]. Its keep-alive
+/// is an empty response (`data: {}`), which clients skip as one without
+/// candidates: Google's SDKs read an SSE comment as the start of an event
+/// that never ends.
+#[cfg(feature = "gemini")]
+pub(crate) struct GenerateContent;
+
+/// [`GenerateContent`] streamed as a JSON array (`:streamGenerateContent`
+/// without `alt=sse`), kept alive with whitespace between its elements.
+#[cfg(feature = "gemini")]
+pub(crate) struct GenerateContentArray;
+
+/// Gemini's token count (`POST /v1beta/models/{model}:countTokens`), read by
+/// [`gemini::decode_count_request`]; answered in Gemini's format.
+#[cfg(feature = "gemini")]
+pub(crate) struct CountTokens;
+
+#[cfg(feature = "gemini")]
+mod gemini_formats {
+    use super::*;
+    use crate::provider::gemini::{self, ReplyEncoder, StreamMode};
+
+    /// A Gemini route's model is its path's: the body names none.
+    macro_rules! gemini_decode {
+        ($format:ty, $decode:path) => {
+            impl Decode for $format {
+                const KIND: Kind = Kind::Gemini;
+
+                fn decode(body: &[u8]) -> Result<ChatRequest, Error> {
+                    $decode(body, "")
+                }
+
+                fn model(_body: &[u8]) -> Option<String> {
+                    None
+                }
+            }
+        };
+    }
+
+    gemini_decode!(GenerateContent, gemini::decode_request);
+    gemini_decode!(GenerateContentArray, gemini::decode_request);
+    gemini_decode!(CountTokens, gemini::decode_count_request);
+
+    /// A response id, as Gemini's look.
+    fn response_id() -> String {
+        format!("{:016x}{:08x}", fastrand::u64(..), fastrand::u32(..))
+    }
+
+    impl Format for GenerateContent {
+        const KEEP_ALIVE: &'static [u8] = b"data: {}\n\n";
+        type Encoder = ReplyEncoder;
+
+        fn encoder(request: &ChatRequest, model: &str, _now: SystemTime) -> ReplyEncoder {
+            let mode = match request.options.stream {
+                true => StreamMode::Sse,
+                false => StreamMode::Whole,
+            };
+            ReplyEncoder::new(response_id(), model, mode)
+        }
+
+        fn status(encoder: &ReplyEncoder) -> u16 {
+            encoder.status()
+        }
+
+        fn content_type(encoder: &ReplyEncoder) -> &'static str {
+            encoder.content_type()
+        }
+
+        fn error(error: &Error) -> (u16, Value) {
+            gemini::error_body(error)
+        }
+    }
+
+    impl Format for GenerateContentArray {
+        const KEEP_ALIVE: &'static [u8] = b"\n";
+        type Encoder = ReplyEncoder;
+
+        fn encoder(_request: &ChatRequest, model: &str, _now: SystemTime) -> ReplyEncoder {
+            ReplyEncoder::new(response_id(), model, StreamMode::JsonArray)
+        }
+
+        fn status(encoder: &ReplyEncoder) -> u16 {
+            encoder.status()
+        }
+
+        fn content_type(encoder: &ReplyEncoder) -> &'static str {
+            encoder.content_type()
+        }
+
+        fn error(error: &Error) -> (u16, Value) {
+            gemini::error_body(error)
+        }
+    }
+}

@@ -18,9 +18,9 @@ use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 use tracing::Instrument;
 
 use super::admit::refused;
-use super::admit::{Admitted, admit};
+use super::admit::{Admitted, Named, admit_to};
 use super::answer::{Answer, Refusal, answer, json_response, record};
-use super::format::{ChatCompletions, Format, Messages, MessagesCount};
+use super::format::{ChatCompletions, Decode, Format, Messages, MessagesCount};
 use super::guard::{Guard, Route};
 use super::response_store::{MemoryResponseStore, ResponseStore};
 #[cfg(feature = "openai-responses")]
@@ -34,7 +34,9 @@ use crate::service::{BoxChatService, ChatService};
 /// /v1/responses` (OpenAI Responses, feature `openai-responses`), `POST
 /// /v1/messages` and `POST /v1/messages/count_tokens` (Anthropic), `GET
 /// /v1/models` and `GET /v1/models/{id}` (in the client's format), `GET
-/// /health` and `GET /metrics`, as an axum [`Router`] to serve or to mount in an application's
+/// /health` and `GET /metrics`; with the feature `gemini`, Gemini's `POST
+/// /v1beta/models/{model}:generateContent`, `:streamGenerateContent` and
+/// `:countTokens` and `GET /v1beta/models`; as an axum [`Router`] to serve or to mount in an application's
 /// own (with `Router::nest` or `merge`, whatever the application's state: the
 /// gateway's is its own; see [`router`](Self::router)).
 ///
@@ -46,7 +48,8 @@ use crate::service::{BoxChatService, ChatService};
 /// tool use for a text-only model) serve every client.
 ///
 /// - **Access**: with a [`token`](Self::token), every route but `/health`
-///   requires it (`Authorization: Bearer` or `x-api-key`), else 401. Without
+///   requires it (`Authorization: Bearer`, `x-api-key`, or a Gemini client's
+///   `x-goog-api-key` or `?key=`), else 401. Without
 ///   one — fit only for loopback — a request must not be one a web page could
 ///   send: its `Host` must be a loopback name (or one of
 ///   [`allowed_hosts`](Self::allowed_hosts)), a browser `Origin` one of
@@ -420,6 +423,8 @@ impl Gateway {
             .route("/metrics", get(metrics));
         #[cfg(feature = "openai-responses")]
         let router = router.route("/v1/responses", post(responses));
+        #[cfg(feature = "gemini")]
+        let router = super::gemini_routes::route(router);
         let router = router.with_state(shared);
         match cors {
             Some(cors) => router.layer(cors),
@@ -491,9 +496,20 @@ async fn chat<F: Format>(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    chat_named::<F>(shared, headers, body, None).await
+}
+
+/// A chat request in format `F`, whose model and mode its path may name
+/// (`named`).
+pub(super) async fn chat_named<F: Format>(
+    shared: Arc<Shared>,
+    headers: HeaderMap,
+    body: Body,
+    named: Option<Named>,
+) -> Response {
     let started = std::time::Instant::now();
     let encoder = |request: &ChatRequest, name: &str| F::encoder(request, name, SystemTime::now());
-    match admit::<F, _>(&shared, &headers, body, encoder).await {
+    match admit_to::<F, _>(&shared, &headers, body, named, encoder).await {
         Ok(Admitted {
             request,
             name,
@@ -519,11 +535,25 @@ async fn count_tokens(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let answer = |tokens| serde_json::json!({ "input_tokens": tokens });
+    count::<MessagesCount, Messages>(&shared, &headers, body, None, answer).await
+}
+
+/// A token count read as `D` reads it (its model maybe `named` by its path),
+/// counted by the model's upstream and answered in format `F` (`answer`
+/// writes the count), or why not.
+pub(super) async fn count<D: Decode, F: Format>(
+    shared: &Shared,
+    headers: &HeaderMap,
+    body: Body,
+    named: Option<Named>,
+    answer: impl FnOnce(u64) -> serde_json::Value,
+) -> Response {
     let started = std::time::Instant::now();
     let gateway = &shared.gateway;
-    let admitted = match admit::<MessagesCount, _>(&shared, &headers, body, |_, _| ()).await {
+    let admitted = match admit_to::<D, _>(shared, headers, body, named, |_, _| ()).await {
         Ok(admitted) => admitted,
-        Err(refusal) => return refusal.respond::<Messages>(gateway, started),
+        Err(refusal) => return refusal.respond::<F>(gateway, started),
     };
     let Admitted {
         request,
@@ -543,13 +573,11 @@ async fn count_tokens(
     match counted {
         Ok(tokens) => {
             let upstream = Some((name, served.provider.clone()));
-            record::<Messages>(gateway, upstream, 200, started, None);
-            let body = serde_json::json!({ "input_tokens": tokens }).to_string();
+            record::<F>(gateway, upstream, 200, started, None);
+            let body = answer(tokens).to_string();
             json_response(200, body.into(), "application/json")
         }
-        Err(error) => {
-            Refusal::for_model(&name, &served, error).respond::<Messages>(gateway, started)
-        }
+        Err(error) => Refusal::for_model(&name, &served, error).respond::<F>(gateway, started),
     }
 }
 

@@ -34,7 +34,10 @@ impl Guard {
     pub(crate) fn check(&self, headers: &HeaderMap, route: Route) -> Result<(), Error> {
         let value = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
         if let Some(token) = &self.token {
-            if token.accepts(value("authorization"), value("x-api-key")) {
+            // Google's clients send their key as `x-goog-api-key` (or `?key=`,
+            // which the Gemini routes pass on as that header).
+            let key = value("x-api-key").or_else(|| value("x-goog-api-key"));
+            if token.accepts(value("authorization"), key) {
                 return Ok(());
             }
             return Err(refused(401, "a valid bearer token is required"));

@@ -12,7 +12,8 @@
 //!   client continues by `previous_response_id`, in memory by default;
 //! - `Gateway` (feature `server`): stacks by model name, served over HTTP in
 //!   the OpenAI Chat Completions, OpenAI Responses (feature
-//!   `openai-responses`) and Anthropic Messages formats, as an axum router;
+//!   `openai-responses`), Anthropic Messages and (feature `gemini`) Gemini
+//!   `generateContent` formats, as an axum router;
 //! - `serve` (feature `server`): a router served on a listener within
 //!   [`ConnectionLimits`]: timeouts on request heads and idle connections, and
 //!   a cap on open connections.
@@ -32,6 +33,8 @@ mod extras;
 mod format;
 #[cfg(feature = "server")]
 mod gateway;
+#[cfg(all(feature = "server", feature = "gemini"))]
+mod gemini_routes;
 #[cfg(feature = "server")]
 mod guard;
 mod metrics;

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 use tracing::Instrument;
 
-use super::admit::{Admitted, admit};
+use super::admit::{Admitted, admit_to};
 use super::answer::{Answer, Refusal, answer, json_response, record};
 use super::format::{Format, Responses};
 use super::gateway::Shared;
@@ -56,7 +56,7 @@ pub(super) async fn responses(
         let encoder = Responses::encoder(request, name, SystemTime::now());
         (encoder, Continuity::of(request))
     };
-    let admitted = match admit::<Responses, _>(&shared, &headers, body, prepare).await {
+    let admitted = match admit_to::<Responses, _>(&shared, &headers, body, None, prepare).await {
         Ok(admitted) => admitted,
         Err(refusal) => return refusal.respond::<Responses>(gateway, started),
     };

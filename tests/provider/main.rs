@@ -28,6 +28,7 @@ mod gemini {
     mod lift;
     mod llmock;
     mod lower;
+    mod serve;
 }
 
 mod openai_responses {

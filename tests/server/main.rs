@@ -17,6 +17,7 @@ mod anthropic_clients;
 mod caching;
 mod citations;
 mod gateway;
+mod gemini_clients;
 #[cfg(feature = "http")]
 mod interleaved;
 mod limits;

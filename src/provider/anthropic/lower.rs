@@ -206,6 +206,13 @@ fn lower_tool(tool: &ToolSpec) -> Tool {
     extra.shift_remove(crate::provider::openai_chat::EXTRA_KEY);
     #[cfg(feature = "openai-responses")]
     extra.shift_remove(crate::provider::openai_responses::EXTRA_KEY);
+    #[cfg(feature = "gemini")]
+    for key in [
+        crate::provider::gemini::EXTRA_KEY,
+        crate::provider::gemini::TOOL_KEY,
+    ] {
+        extra.shift_remove(key);
+    }
     Tool {
         kind: None,
         name: tool.name.clone(),

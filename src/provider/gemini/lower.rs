@@ -11,13 +11,14 @@
 
 use std::collections::HashSet;
 
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::server_tool;
 use super::types::{
-    Blob, Content, FunctionCall, FunctionCallingConfig, FunctionDeclaration, FunctionResponse,
-    GenerateContentRequest, GenerationConfig, Part, Tool, ToolConfig,
+    Blob, Content, FileData, FunctionCall, FunctionCallingConfig, FunctionDeclaration,
+    FunctionResponse, GenerateContentRequest, GenerationConfig, Part, Tool, ToolConfig,
 };
 
 use crate::message::{Metadata, MultimodalMessage, ReasoningMessage, TextMessage};
@@ -25,10 +26,11 @@ use crate::provider::Kind;
 use crate::provider::history::{self, LowerHistory};
 use crate::provider::media::{self, MediaPart, MediaPlan, Placement, ToolResultMedia};
 use crate::provider::redact::redact_url;
-use crate::provider::server_tool;
+use crate::provider::server_tool::function_choice;
+use crate::provider::wire_extra;
 use crate::{
-    ChatRequest, ContentBlock, Error, Media, MediaSource, Message, ResponseFormat, Role,
-    ServerTool, ToolCall, ToolChoice, ToolResult, ToolSpec,
+    ChatRequest, ContentBlock, Error, Media, MediaSource, Message, ResponseFormat, Role, ToolCall,
+    ToolChoice, ToolResult, ToolSpec,
 };
 
 /// What a system message after the conversation's start is wrapped in, as
@@ -48,6 +50,33 @@ pub const THOUGHT_SIGNATURE_KEY: &str = "thought_signature";
 /// model gave none, as before Gemini 3): lowering sends no `id` for it or its
 /// result, so Gemini pairs them by name.
 pub const GENERATED_ID_KEY: &str = "generated_id";
+
+/// The metadata key of a part's fields that its canonical item has no place
+/// for (a text's `videoMetadata`, a function response's own `response` or
+/// `id`…), as a partial part object, which lowering writes over the part it
+/// makes: a field of `functionCall` or `functionResponse` replaces the one
+/// there. Kept by [`decode_request`](super::decode_request) for this wire's
+/// lowering alone; on a tool, its declaration's fields (`parameters`,
+/// `behavior`) the same way.
+pub const EXTRA_KEY: &str = "gemini_extra";
+
+/// The key, in the first function tool's `extra`, of the fields of the tool
+/// object its declarations came in (`"codeExecution": null` beside them).
+pub const TOOL_KEY: &str = "gemini_tool";
+
+/// The metadata key of a user message's parts' fields, one object per content
+/// block in order (see [`EXTRA_KEY`]).
+pub const BLOCKS_KEY: &str = "gemini_blocks";
+
+/// The metadata key, on the first item decoded from a content, that has it
+/// start a content of its own (two contents of one role are not joined), and
+/// holds that content's fields other than `role` and `parts`.
+pub const CONTENT_KEY: &str = "gemini_content";
+
+/// The metadata key of an empty text standing for a part with no canonical
+/// form (`executableCode`, `codeExecutionResult`…): the part as it came,
+/// which lowering sends in the text's place.
+pub const PART_KEY: &str = "gemini_part";
 
 /// How the lowering writes what Gemini models take differently.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -146,31 +175,41 @@ pub fn lower_request(
     let mut tools = if chat.tools.is_empty() {
         Vec::new()
     } else {
+        let extra = match chat.tools[0].extra.get(TOOL_KEY) {
+            Some(Value::Object(fields)) => fields.clone(),
+            _ => Map::new(),
+        };
         vec![Tool {
             function_declarations: Some(chat.tools.iter().map(lower_tool).collect()),
-            extra: Map::new(),
+            extra,
         }]
     };
     for tool in &chat.server_tools {
-        tools.push(lower_server_tool(tool)?);
+        tools.push(server_tool::lower(tool)?);
     }
+    // A client's own `responseSchema` (the OpenAPI subset) goes in its place.
+    let own_schema = chat
+        .extra
+        .get("generationConfig")
+        .is_some_and(|config| config.get("responseSchema").is_some());
     let generation = GenerationConfig {
         temperature: chat.temperature,
         max_output_tokens: chat.max_tokens,
         extra: chat
             .response_format
             .as_ref()
-            .map(lower_response_format)
+            .map(|format| lower_response_format(format, own_schema))
             .unwrap_or_default(),
     };
     let mut body = GenerateContentRequest {
         system_instruction: (!history.system.is_empty()).then(|| Content {
             role: None,
             parts: Some(history.system),
+            extra: Map::new(),
         }),
         contents: history.contents,
         tools,
-        tool_config: server_tool::function_choice(chat).map(|choice| ToolConfig {
+        tool_config: function_choice(chat).map(|choice| ToolConfig {
             function_calling_config: Some(lower_tool_choice(choice)),
             extra: Map::new(),
         }),
@@ -251,41 +290,31 @@ fn merge(body: &mut Map<String, Value>, key: &str, value: &Value) {
 
 /// A response format's fields of `generationConfig`: JSON
 /// (`responseMimeType`), and the schema as JSON Schema (`responseJsonSchema`,
-/// not the OpenAPI subset of `responseSchema`).
-fn lower_response_format(format: &ResponseFormat) -> Map<String, Value> {
+/// not the OpenAPI subset of `responseSchema`), unless the client gave its
+/// own `responseSchema` (`own_schema`).
+fn lower_response_format(format: &ResponseFormat, own_schema: bool) -> Map<String, Value> {
     let mut fields = Map::new();
     fields.insert("responseMimeType".into(), "application/json".into());
-    if let Some(schema) = format.schema() {
+    if let Some(schema) = format.schema().filter(|_| !own_schema) {
         fields.insert("responseJsonSchema".into(), schema.clone());
     }
     fields
 }
 
+/// A function declaration, with the fields a Gemini client sent that the
+/// tool has no place for (its [`EXTRA_KEY`]): a client's own `parameters`
+/// (the OpenAPI subset) goes in place of `parametersJsonSchema`.
 fn lower_tool(tool: &ToolSpec) -> FunctionDeclaration {
+    let kept = match tool.extra.get(EXTRA_KEY) {
+        Some(Value::Object(kept)) => kept.clone(),
+        _ => Map::new(),
+    };
     FunctionDeclaration {
         name: tool.name.clone(),
         description: Some(tool.description.clone()).filter(|text| !text.is_empty()),
-        parameters_json_schema: Some(tool.parameters.clone()),
-        extra: Map::new(),
+        parameters_json_schema: (!kept.contains_key("parameters")).then(|| tool.parameters.clone()),
+        extra: kept,
     }
-}
-
-/// A server tool as a tool of its own: web search as `{"googleSearch": {}}`
-/// (none of its options: the Gemini API has no place for them), code
-/// execution as `{"codeExecution": {}}`, a tool a Gemini client wrote
-/// (`{"urlContext": {}}`) as it came; another wire's own tool is refused.
-fn lower_server_tool(tool: &ServerTool) -> Result<Tool, Error> {
-    let own = |key: &str| Map::from_iter([(key.to_owned(), Value::Object(Map::new()))]);
-    let extra = match (tool.native_of(Kind::Gemini.name()), tool) {
-        (Some(native), _) => native.tool.clone(),
-        (None, ServerTool::WebSearch(_)) => own("googleSearch"),
-        (None, ServerTool::CodeExecution(_)) => own("codeExecution"),
-        (None, ServerTool::Native(_)) => return Err(server_tool::lacking(Kind::Gemini, tool)),
-    };
-    Ok(Tool {
-        function_declarations: None,
-        extra,
-    })
 }
 
 fn lower_tool_choice(choice: &ToolChoice) -> FunctionCallingConfig {
@@ -311,6 +340,8 @@ struct History {
     /// Where tool results' files go; those injected follow the current run
     /// of function responses.
     media: MediaPlan<Part>,
+    /// The fields of a content the next part must start ([`CONTENT_KEY`]).
+    fresh: Option<Map<String, Value>>,
 }
 
 impl History {
@@ -320,6 +351,7 @@ impl History {
             contents: Vec::new(),
             generated_ids: HashSet::new(),
             media: MediaPlan::new(PROVIDER, policy),
+            fresh: None,
         }
     }
 
@@ -337,11 +369,20 @@ impl History {
         self.push_part(role, part);
     }
 
-    /// System text: into `systemInstruction` before the conversation starts,
-    /// else a `user` part marked as a system note, in its place.
-    fn system(&mut self, text: &str) {
+    /// Has the next part start a content of its own, if `metadata` says so
+    /// ([`CONTENT_KEY`]).
+    fn open(&mut self, metadata: &Metadata) {
+        if let Some(Value::Object(fields)) = metadata.get(CONTENT_KEY) {
+            self.fresh = Some(fields.clone());
+        }
+    }
+
+    /// System text: into `systemInstruction` before the conversation starts
+    /// (with the part's kept fields), else a `user` part marked as a system
+    /// note, in its place.
+    fn system(&mut self, text: &str, kept: Map<String, Value>) {
         if self.contents.is_empty() {
-            self.system.push(Part::text(text));
+            self.system.push(with_kept(Part::text(text), kept));
         } else {
             self.push(
                 "user",
@@ -351,33 +392,63 @@ impl History {
     }
 
     fn push_part(&mut self, role: &str, part: Part) {
+        let fresh = self.fresh.take();
         if let Some(last) = self.contents.last_mut()
+            && fresh.is_none()
             && last.role.as_deref() == Some(role)
             && let Some(parts) = &mut last.parts
         {
             parts.push(part);
             return;
         }
-        self.contents.push(Content::new(role, vec![part]));
+        let mut content = Content::new(role, vec![part]);
+        content.extra = fresh.unwrap_or_default();
+        self.contents.push(content);
     }
 
-    /// The call's id as the model saw it: a generated id never was.
+    /// The call's id as the model saw it: a generated id never was (nor was
+    /// one a client left out of its function response).
     fn shown_id<'a>(&self, result: &'a ToolResult) -> Option<&'a str> {
-        Some(result.call_id.as_str()).filter(|id| !self.generated_ids.contains(*id))
+        let generated =
+            is_generated(&result.metadata) || self.generated_ids.contains(&result.call_id);
+        Some(result.call_id.as_str()).filter(|_| !generated)
     }
 
     fn close_injected(&mut self) {
+        let fresh = self.fresh.take();
         for part in self.media.take_waiting().into_iter().flatten() {
             self.push_part("user", part);
         }
+        self.fresh = fresh;
     }
 }
 
 impl LowerHistory for History {
     fn text(&mut self, message: &TextMessage) -> Result<(), Error> {
-        let part = with_signature(Part::text(&message.text), &message.metadata);
+        let metadata = &message.metadata;
+        let kept = wire_extra::kept(metadata, EXTRA_KEY);
+        if let (Some(raw), Role::User | Role::Assistant) = (metadata.get(PART_KEY), message.role) {
+            let part = Part::deserialize(raw).map_err(|error| {
+                Error::InvalidRequest(format!("gemini: a kept part does not read back: {error}"))
+            })?;
+            self.open(metadata);
+            self.push(
+                if message.role == Role::User {
+                    "user"
+                } else {
+                    "model"
+                },
+                part,
+            );
+            return Ok(());
+        }
+        let part = with_kept(
+            with_signature(Part::text(&message.text), metadata),
+            kept.clone(),
+        );
+        self.open(metadata);
         match message.role {
-            Role::System => self.system(&message.text),
+            Role::System => self.system(&message.text, kept),
             Role::User => self.push("user", part),
             Role::Assistant => self.push("model", part),
             Role::Tool => return Err(history::tool_role(PROVIDER, "text")),
@@ -389,8 +460,13 @@ impl LowerHistory for History {
         let parts = message
             .content
             .iter()
-            .map(content_part)
+            .enumerate()
+            .map(|(index, block)| {
+                let kept = wire_extra::kept_block(&message.metadata, BLOCKS_KEY, index);
+                content_part(block).map(|part| with_kept(part, kept))
+            })
             .collect::<Result<Vec<_>, _>>()?;
+        self.open(&message.metadata);
         match message.role {
             Role::System => {
                 if parts.iter().any(|part| part.text.is_none()) {
@@ -400,7 +476,7 @@ impl LowerHistory for History {
                     ));
                 }
                 for part in parts {
-                    self.system(part.text.as_deref().unwrap_or_default());
+                    self.system(part.text.as_deref().unwrap_or_default(), Map::new());
                 }
             }
             Role::User | Role::Assistant => {
@@ -429,12 +505,14 @@ impl LowerHistory for History {
             thought_signature: message.signature.clone(),
             ..Part::text(&message.text)
         };
+        self.open(&message.metadata);
+        let part = with_kept(part, wire_extra::kept(&message.metadata, EXTRA_KEY));
         self.push("model", part);
     }
 
     fn calls(&mut self, calls: &[ToolCall]) {
         for call in calls.iter().filter(|call| !call.provider_executed) {
-            let generated = call.metadata.get(GENERATED_ID_KEY) == Some(&Value::Bool(true));
+            let generated = is_generated(&call.metadata);
             let arguments = match &call.arguments {
                 Value::Null => Value::Object(Map::new()),
                 arguments => arguments.clone(),
@@ -453,7 +531,11 @@ impl LowerHistory for History {
                 ..Part::default()
             };
             let part = with_signature(part, &call.metadata);
-            self.push("model", part);
+            self.open(&call.metadata);
+            self.push(
+                "model",
+                with_kept(part, wire_extra::kept(&call.metadata, EXTRA_KEY)),
+            );
         }
     }
 
@@ -491,7 +573,11 @@ impl LowerHistory for History {
                 function_response: Some(response),
                 ..Part::default()
             };
-            self.push("user", part);
+            self.open(&result.metadata);
+            self.push(
+                "user",
+                with_kept(part, wire_extra::kept(&result.metadata, EXTRA_KEY)),
+            );
         }
         Ok(())
     }
@@ -499,13 +585,39 @@ impl LowerHistory for History {
 
 /// `functionResponse.response`, an object: `{"result": …}`, or `{"error": …}`
 /// for an error result; text holding a JSON object or array goes as that value.
-fn response_object(text: &str, is_error: bool) -> Value {
+pub(super) fn response_object(text: &str, is_error: bool) -> Value {
     let value = match serde_json::from_str::<Value>(text) {
         Ok(value @ (Value::Object(_) | Value::Array(_))) => value,
         _ => Value::String(text.to_owned()),
     };
     let key = if is_error { "error" } else { "result" };
     Value::Object(Map::from_iter([(key.to_owned(), value)]))
+}
+
+/// Whether `metadata` marks an id as made up ([`GENERATED_ID_KEY`]).
+fn is_generated(metadata: &Metadata) -> bool {
+    metadata.get(GENERATED_ID_KEY) == Some(&Value::Bool(true))
+}
+
+/// `part` with `kept` ([`EXTRA_KEY`]) written over it: each field replaces
+/// the part's, but an object's fields (of `functionResponse`, `inlineData`…)
+/// each replace the one in that object.
+fn with_kept(part: Part, kept: Map<String, Value>) -> Part {
+    if kept.is_empty() {
+        return part;
+    }
+    let Ok(Value::Object(mut fields)) = serde_json::to_value(&part) else {
+        return part;
+    };
+    for (key, value) in kept {
+        match (fields.get_mut(&key), value) {
+            (Some(Value::Object(inner)), Value::Object(over)) => inner.extend(over),
+            (_, value) => {
+                fields.insert(key, value);
+            }
+        }
+    }
+    Part::deserialize(Value::Object(fields)).unwrap_or(part)
 }
 
 /// The part with the signature kept in `metadata`: a string as
@@ -539,7 +651,7 @@ impl MediaPart for Part {
     }
 }
 
-fn content_part(block: &ContentBlock) -> Result<Part, Error> {
+pub(super) fn content_part(block: &ContentBlock) -> Result<Part, Error> {
     match block {
         ContentBlock::Text { text, .. } => Ok(Part::text(text)),
         ContentBlock::Image(media) | ContentBlock::Document(media) | ContentBlock::Audio(media) => {
@@ -554,11 +666,24 @@ fn inline_data(media: &Media) -> Result<Part, Error> {
             inline_data: Some(Blob {
                 mime_type: Some(media_type.clone()),
                 data: Some(data.clone()),
+                extra: Map::new(),
+            }),
+            ..Part::default()
+        }),
+        MediaSource::Url {
+            url,
+            media_type: Some(media_type),
+        } => Ok(Part {
+            file_data: Some(FileData {
+                mime_type: Some(media_type.clone()),
+                file_uri: Some(url.clone()),
+                extra: Map::new(),
             }),
             ..Part::default()
         }),
         MediaSource::Url { url, .. } => Err(Error::InvalidRequest(format!(
-            "gemini: images, documents and audio are sent inline only, not by URL ({})",
+            "gemini: images, documents and audio are sent inline only, or by URL with a media \
+             type (as `fileData`), not by a URL alone ({})",
             redact_url(url)
         ))),
         MediaSource::Ref { reference, .. } => Err(media::unresolved(PROVIDER, reference)),

@@ -27,19 +27,24 @@
 //! ```
 
 mod count;
+mod decode;
+mod encode;
 pub mod grounding;
 mod lift;
 mod lower;
 #[cfg(feature = "server")]
 pub(crate) mod portable;
+pub mod server_tool;
 pub mod types;
 
 pub use super::media::ToolResultMedia;
 pub use count::{lift_count, lower_count};
+pub use decode::{decode_count_request, decode_request};
+pub use encode::{ReplyEncoder, StreamMode, error_body, models_body};
 pub use lift::Lifter;
 pub use lower::{
-    GENERATED_ID_KEY, LowerOptions, SYSTEM_NOTE_END, SYSTEM_NOTE_START, THOUGHT_SIGNATURE_KEY,
-    lower, lower_request,
+    BLOCKS_KEY, CONTENT_KEY, EXTRA_KEY, GENERATED_ID_KEY, LowerOptions, PART_KEY, SYSTEM_NOTE_END,
+    SYSTEM_NOTE_START, THOUGHT_SIGNATURE_KEY, TOOL_KEY, lower, lower_request,
 };
 
 use serde_json::Value;

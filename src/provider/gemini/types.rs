@@ -214,6 +214,9 @@ pub struct Content {
     /// The parts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parts: Option<Vec<Part>>,
+    /// Every other field, verbatim.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 impl Content {
@@ -222,6 +225,7 @@ impl Content {
         Content {
             role: Some(role.into()),
             parts: Some(parts),
+            extra: Map::new(),
         }
     }
 }
@@ -289,6 +293,9 @@ pub struct Blob {
     /// The bytes, base64.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<Arc<str>>,
+    /// Every other field (`displayName`), verbatim.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// A file by URI (`fileData`).
@@ -301,6 +308,9 @@ pub struct FileData {
     /// The URI.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_uri: Option<String>,
+    /// Every other field (`displayName`), verbatim.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// A function call, whole; or, with Vertex's streamed arguments, its start
