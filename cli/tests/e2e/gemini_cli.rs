@@ -82,7 +82,15 @@ async fn gemini_cli_reads_a_text_and_an_image_directly_from_a_gemini_upstream() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Gemini CLI: .ci/test installs it"]
 async fn gemini_cli_reads_a_text_and_an_image_through_the_gateway_to_a_gemini_upstream() {
-    agent::both::<GeminiCli>(Wire::Gemini, Route::Gateway).await;
+    let (_, image) = agent::both::<GeminiCli>(Wire::Gemini, Route::Gateway).await;
+    // Its count of the image's tokens (a body of the function response and
+    // the image alone, without the call) reached the upstream's count.
+    assert_eq!(
+        image.counted,
+        1,
+        "Gemini CLI's :countTokens before it sends the image was not counted by the upstream: {}",
+        image.gateway.as_ref().unwrap().stderr().concat()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
