@@ -442,6 +442,14 @@ impl LowerHistory for History {
             );
             return Ok(());
         }
+        let signed = metadata.get(THOUGHT_SIGNATURE_KEY).is_some();
+        if message.role == Role::Assistant && message.text.is_empty() && kept.is_empty() && !signed
+        {
+            // Another wire's block or item kept raw on an empty text (an
+            // Anthropic server tool's result, a Responses `web_search_call`):
+            // nothing for Gemini, which refuses an empty text part.
+            return Ok(());
+        }
         let part = with_kept(
             with_signature(Part::text(&message.text), metadata),
             kept.clone(),

@@ -653,3 +653,31 @@ fn user_audio_is_an_inline_data_part() {
     let error = lower(&by_url, &LowerOptions::default()).unwrap_err();
     assert!(error.to_string().contains("inline only"), "{error}");
 }
+
+#[test]
+fn another_wires_empty_text_is_left_out_and_a_signed_one_kept() {
+    // An empty assistant text holding another wire's raw item (a Responses
+    // `web_search_call`): Gemini refuses an empty text part.
+    let mut raw = Message::assistant("");
+    raw.metadata_mut().insert(
+        "openai_responses_item",
+        json!({"type": "web_search_call", "id": "ws_1"}),
+    );
+    // An empty text part that came from Gemini with a thought signature.
+    let mut signed = Message::assistant("");
+    signed
+        .metadata_mut()
+        .insert(THOUGHT_SIGNATURE_KEY, json!("c2lnbmF0dXJl"));
+    let request = ChatRequest::new(vec![
+        Message::user("Search the news"),
+        raw,
+        signed,
+        Message::assistant("Here is the news."),
+        Message::user("More"),
+    ]);
+    let body = lower(&request, &LowerOptions::default()).unwrap();
+    assert_eq!(
+        body["contents"][1]["parts"],
+        json!([{"text": "", "thoughtSignature": "c2lnbmF0dXJl"}, {"text": "Here is the news."}])
+    );
+}
