@@ -140,6 +140,12 @@ async fn serve(args: Args) -> Result<(), Error> {
         gateway = gateway
             .model(name, model.provider.name(), stack, model.max_concurrent)
             .token_counter(name, model.token_counter(name)?);
+        for alias in &model.aliases {
+            gateway = gateway.alias(alias, name);
+        }
+    }
+    if let Some(model) = &server.default_model {
+        gateway = gateway.default_model(model);
     }
     gateway = gateway.secrets(secrets);
     let listener = tokio::net::TcpListener::bind(listen)

@@ -51,6 +51,9 @@ pub struct Server {
     /// Browser origins that may call the gateway.
     #[serde(default)]
     pub allowed_origins: Vec<String>,
+    /// The model that answers a name not configured (nor an alias); none by
+    /// default: such a name is answered 404.
+    pub default_model: Option<String>,
 }
 
 impl Config {
@@ -59,7 +62,74 @@ impl Config {
         let text = std::fs::read_to_string(path).map_err(|error| {
             Error::InvalidRequest(format!("reading {}: {error}", path.display()))
         })?;
-        toml::from_str(&text)
-            .map_err(|error| Error::InvalidRequest(format!("{}: {error}", path.display())))
+        let config: Config = toml::from_str(&text)
+            .map_err(|error| Error::InvalidRequest(format!("{}: {error}", path.display())))?;
+        config
+            .check_names()
+            .map_err(|error| Error::InvalidRequest(format!("{}: {error}", path.display())))?;
+        Ok(config)
+    }
+
+    /// Every name a client may ask for names one model: an alias is no
+    /// model's name nor another model's alias, and the default model is
+    /// configured.
+    fn check_names(&self) -> Result<(), String> {
+        let mut aliased: BTreeMap<&str, &str> = BTreeMap::new();
+        for (name, model) in &self.models {
+            for alias in &model.aliases {
+                if self.models.contains_key(alias) {
+                    return Err(format!(
+                        "models.{name}.aliases: `{alias}` is the name of a model"
+                    ));
+                }
+                if let Some(first) = aliased.insert(alias, name) {
+                    return Err(format!(
+                        "models.{name}.aliases: `{alias}` is an alias of `{first}` already"
+                    ));
+                }
+            }
+        }
+        match &self.server.default_model {
+            Some(model) if !self.models.contains_key(model) => {
+                Err(format!("server.default_model: no model is named `{model}`"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn checked(text: &str) -> Result<(), String> {
+        toml::from_str::<Config>(text).unwrap().check_names()
+    }
+
+    #[test]
+    fn every_name_a_client_may_ask_for_names_one_model() {
+        let models = "[models.a]\nprovider = \"openai\"\naliases = [\"claude-haiku-4-5\"]\n\
+                      [models.b]\nprovider = \"anthropic\"\n";
+        assert_eq!(checked(models), Ok(()));
+        let with_default = format!("[server]\ndefault_model = \"b\"\n{models}");
+        assert_eq!(checked(&with_default), Ok(()));
+        let unknown = format!("[server]\ndefault_model = \"c\"\n{models}");
+        assert!(
+            checked(&unknown)
+                .unwrap_err()
+                .contains("no model is named `c`")
+        );
+        let a_model = models.replace("claude-haiku-4-5", "b");
+        assert!(
+            checked(&a_model)
+                .unwrap_err()
+                .contains("`b` is the name of a model")
+        );
+        let twice = format!("{models}aliases = [\"claude-haiku-4-5\"]\n");
+        assert!(
+            checked(&twice)
+                .unwrap_err()
+                .contains("`claude-haiku-4-5` is an alias of `a` already")
+        );
     }
 }

@@ -100,6 +100,11 @@ pub struct ModelConfig {
     /// default).
     #[serde(default = "default_concurrency")]
     pub max_concurrent: usize,
+    /// Other names a gateway answers for this model: those a client insists
+    /// on ([`Gateway::alias`](crate::server::Gateway::alias), feature
+    /// `server`).
+    #[serde(default)]
+    pub aliases: Vec<String>,
     /// Retry calls that fail before their first event (on by default; feature
     /// `retry`).
     #[cfg(feature = "retry")]
@@ -182,6 +187,7 @@ impl ModelConfig {
             natural_tools: None,
             native_response_format: yes(),
             max_concurrent: default_concurrency(),
+            aliases: Vec::new(),
             #[cfg(feature = "retry")]
             retry: yes(),
             read_timeout_secs: None,
@@ -249,6 +255,12 @@ impl ModelConfig {
     /// Sets the requests a gateway answers at once.
     pub fn max_concurrent(mut self, requests: usize) -> Self {
         self.max_concurrent = requests;
+        self
+    }
+
+    /// Adds a name a gateway answers for this model too.
+    pub fn alias(mut self, name: impl Into<String>) -> Self {
+        self.aliases.push(name.into());
         self
     }
 

@@ -78,13 +78,15 @@ pub(super) async fn admit_to<F: Decode, T>(
             (name, Some(request))
         }
     };
-    let Some(served) = gateway.models.get(&name) else {
+    let Some((served_name, served)) = gateway.served(&name) else {
         let message = format!(
             "the model `{}` is not served here (GET /v1/models lists those that are)",
             shortened(&name)
         );
         return Err(early(refused(404, message)));
     };
+    // Counted, logged and answered as the model served (a bounded label).
+    let name = served_name.to_owned();
     let refusal = |error| Refusal::for_model(&name, served, error);
     let Ok(permit) = served.limit.clone().try_acquire_owned() else {
         let message = format!(

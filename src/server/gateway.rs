@@ -116,6 +116,8 @@ use crate::service::{BoxChatService, ChatService};
 #[derive(Clone, Debug)]
 pub struct Gateway {
     pub(super) models: BTreeMap<String, Served>,
+    aliases: BTreeMap<String, String>,
+    default_model: Option<String>,
     pub(super) guard: Guard,
     pub(super) body_limit: usize,
     pub(super) body_timeout: Duration,
@@ -188,6 +190,8 @@ impl Gateway {
     pub fn new() -> Self {
         Gateway {
             models: BTreeMap::new(),
+            aliases: BTreeMap::new(),
+            default_model: None,
             guard: Guard::default(),
             body_limit: Self::DEFAULT_BODY_LIMIT,
             body_timeout: Self::DEFAULT_BODY_TIMEOUT,
@@ -372,6 +376,72 @@ impl Gateway {
     /// The names of the models served.
     pub fn model_names(&self) -> impl Iterator<Item = &str> {
         self.models.keys().map(String::as_str)
+    }
+
+    /// Serves the model `model` under a second name too, one a client insists
+    /// on (Claude Code's side model, a Gemini CLI flash model): requests for
+    /// `alias` are answered by `model`'s stack, counted and logged as
+    /// `model`'s; `GET /v1/models` lists the alias beside the models. An alias
+    /// of a model not served answers 404 as an unknown name does.
+    ///
+    /// ```
+    /// use lmstack::server::Gateway;
+    /// use lmstack::testing::ScriptedModel;
+    ///
+    /// let gateway = Gateway::new()
+    ///     .model("local", "scripted", ScriptedModel::new(), 8)
+    ///     .alias("claude-haiku-4-5", "local");
+    /// assert_eq!(gateway.resolve("claude-haiku-4-5"), Some("local"));
+    /// assert_eq!(gateway.resolve("gpt-5"), None);
+    /// ```
+    pub fn alias(mut self, alias: impl Into<String>, model: impl Into<String>) -> Self {
+        self.aliases.insert(alias.into(), model.into());
+        self
+    }
+
+    /// Answers requests for any name not served (nor an alias) with the model
+    /// `model`, instead of a 404. Off by default: a client that names a model
+    /// by mistake is then answered by another without a word, so set it only
+    /// for clients that insist on names of their own.
+    ///
+    /// ```
+    /// use lmstack::server::Gateway;
+    /// use lmstack::testing::ScriptedModel;
+    ///
+    /// let gateway = Gateway::new()
+    ///     .model("local", "scripted", ScriptedModel::new(), 8)
+    ///     .default_model("local");
+    /// assert_eq!(gateway.resolve("gemini-2.5-flash-lite"), Some("local"));
+    /// ```
+    pub fn default_model(mut self, model: impl Into<String>) -> Self {
+        self.default_model = Some(model.into());
+        self
+    }
+
+    /// The model served for a request that names `name`: itself, the model
+    /// it is an alias of, or the default model; `None` when none is served.
+    pub fn resolve(&self, name: &str) -> Option<&str> {
+        self.served(name).map(|(name, _)| name)
+    }
+
+    /// [`resolve`](Self::resolve), with the model served.
+    pub(super) fn served(&self, name: &str) -> Option<(&str, &Served)> {
+        let aliased = self.aliases.get(name).map(String::as_str);
+        [Some(name), aliased, self.default_model.as_deref()]
+            .into_iter()
+            .flatten()
+            .find_map(|name| self.models.get_key_value(name))
+            .map(|(name, served)| (name.as_str(), served))
+    }
+
+    /// The names clients may ask for by name: the models', then the aliases
+    /// of those served.
+    pub(super) fn listed_names(&self) -> impl Iterator<Item = &str> {
+        let aliases = self.aliases.iter();
+        let served_aliases = aliases
+            .filter(|(_, model)| self.models.contains_key(*model))
+            .map(|(alias, _)| alias.as_str());
+        self.model_names().chain(served_aliases)
     }
 
     /// The router, for an application of any state `S`: serve it as it is
@@ -615,7 +685,7 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
     }
     let models: Vec<(&str, u64)> = shared
         .gateway
-        .model_names()
+        .listed_names()
         .map(|name| (name, shared.created))
         .collect();
     let body = match from_anthropic_client(&headers) {
@@ -635,7 +705,7 @@ async fn model(
     if let Some(refused) = refuse_read(&shared, &headers) {
         return refused;
     }
-    if !shared.gateway.models.contains_key(&id) {
+    if !shared.gateway.listed_names().any(|name| name == id) {
         let error = refused(
             404,
             "no such model is served here (GET /v1/models lists those that are)",

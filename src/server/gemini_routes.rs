@@ -149,7 +149,7 @@ async fn models(
     if let Some(refused) = refuse_read(&shared, &headers) {
         return refused;
     }
-    let names: Vec<&str> = shared.gateway.model_names().collect();
+    let names: Vec<&str> = shared.gateway.listed_names().collect();
     let body = gemini::models_body(&names);
     json_response(200, body.to_string().into(), "application/json")
 }
@@ -166,7 +166,7 @@ async fn model(
         return refused;
     }
     let name = rest.strip_prefix("models/").unwrap_or(&rest);
-    if !shared.gateway.models.contains_key(name) {
+    if !shared.gateway.listed_names().any(|listed| listed == name) {
         let error = refused(
             404,
             "no such model is served here (GET /v1beta/models lists those that are)",

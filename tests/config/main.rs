@@ -258,6 +258,7 @@ fn the_model_tables_of_the_documented_configuration_read() {
     let gpt = &file.models["gpt"];
     assert_eq!(gpt.provider, Kind::OpenAiChat);
     assert_eq!(gpt.model.as_deref(), Some("gpt-4o"));
+    assert_eq!(gpt.aliases, ["gpt-4o-2024-08-06"]);
     let qwen = &file.models["local-qwen"];
     assert_eq!(
         qwen.natural_tools,

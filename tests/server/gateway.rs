@@ -308,6 +308,64 @@ async fn the_models_and_the_health_check() {
     assert_eq!(health.status(), 200);
 }
 
+#[tokio::test]
+async fn an_alias_and_the_default_model_answer_for_names_not_served() {
+    let chat = |model: &str| {
+        json!({"model": model, "messages": [{"role": "user", "content": "Hi"}]}).to_string()
+    };
+    // Two turns: the gateway's clone below shares the script.
+    let local = ScriptedModel::new().reply("from local").reply("from local");
+    // Without a default, a name not served is a 404; an alias is answered,
+    // listed, and reported as the model it stands for.
+    let gateway = Gateway::new()
+        .model("local", "openai", local, 4)
+        .model(
+            "other",
+            "openai",
+            ScriptedModel::new().reply("from other"),
+            4,
+        )
+        .alias("claude-haiku-4-5", "local")
+        .alias("orphan", "not-served");
+    let base = serve(gateway.clone()).await;
+    let (status, body) = post(
+        &base,
+        "/v1/chat/completions",
+        &[],
+        &chat("claude-haiku-4-5"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["choices"][0]["message"]["content"], "from local");
+    assert_eq!(body["model"], "local");
+    let (status, _) = post(&base, "/v1/chat/completions", &[], &chat("gpt-5")).await;
+    assert_eq!(status, 404);
+    let (status, _) = post(&base, "/v1/chat/completions", &[], &chat("orphan")).await;
+    assert_eq!(status, 404, "an alias of a model not served");
+    let models: Value = reqwest::get(format!("{base}/v1/models"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = (models["data"].as_array().unwrap().iter())
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["local", "other", "claude-haiku-4-5"]);
+    let alias = reqwest::get(format!("{base}/v1/models/claude-haiku-4-5"))
+        .await
+        .unwrap();
+    assert_eq!(alias.status(), 200);
+    // With a default, any other name is answered by it; a model's own name
+    // still reaches that model.
+    let base = serve(gateway.default_model("local")).await;
+    let (status, body) = post(&base, "/v1/chat/completions", &[], &chat("gpt-5")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["choices"][0]["message"]["content"], "from local");
+    let (_, body) = post(&base, "/v1/chat/completions", &[], &chat("other")).await;
+    assert_eq!(body["choices"][0]["message"]["content"], "from other");
+}
+
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 struct Add {
     a: i64,
