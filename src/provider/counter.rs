@@ -83,3 +83,32 @@ pub(super) fn unanswered_as_user(messages: Vec<Message>) -> Vec<Message> {
     }
     kept
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ContentBlock, ToolCall, ToolResult};
+
+    #[test]
+    fn results_that_answer_no_call_become_user_content_in_their_place() {
+        let call = ToolCall::new("a", "read", serde_json::json!({}));
+        let answered = ToolResult::new("a", "read", vec![ContentBlock::text("one")]);
+        let orphan = ToolResult::new("b", "read", vec![ContentBlock::text("two")]);
+        let empty = ToolResult::new("c", "read", Vec::new());
+        let messages = vec![
+            Message::tool_results(vec![orphan.clone()]),
+            Message::tool_calls(vec![call.clone()]),
+            Message::tool_results(vec![answered.clone(), orphan, empty]),
+        ];
+        let two = || Message::multimodal(Role::User, vec![ContentBlock::text("two")]);
+        assert_eq!(
+            unanswered_as_user(messages),
+            vec![
+                two(),
+                Message::tool_calls(vec![call]),
+                Message::tool_results(vec![answered]),
+                two(),
+            ]
+        );
+    }
+}
