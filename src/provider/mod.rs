@@ -110,7 +110,8 @@ pub mod wire;
 #[cfg(any(
     feature = "openai",
     feature = "openai-responses",
-    feature = "anthropic"
+    feature = "anthropic",
+    feature = "gemini"
 ))]
 mod wire_extra;
 

@@ -1,10 +1,15 @@
 //! What each wire makes of a [`ServerTool`]: the one table the lowerings
 //! refuse by and a gateway drops by ([`fit`]). Pure.
 
+use crate::ServerTool;
 use crate::provider::Kind;
-use crate::{ServerTool, WebSearch};
 
 /// What a wire makes of a server tool.
+#[cfg(any(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic"
+))]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Fit {
     /// The wire takes the tool, without the options named (it has no place
@@ -15,6 +20,11 @@ pub(crate) enum Fit {
 }
 
 /// The web search options each wire has a place for.
+#[cfg(any(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic"
+))]
 const fn web_search_options(kind: Kind) -> &'static [&'static str] {
     match kind {
         Kind::Anthropic => &[
@@ -33,12 +43,22 @@ const fn web_search_options(kind: Kind) -> &'static [&'static str] {
 
 /// Whether the wire has code execution (the Responses API's
 /// `code_interpreter`).
+#[cfg(any(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic"
+))]
 const fn runs_code(kind: Kind) -> bool {
     matches!(kind, Kind::Anthropic | Kind::Gemini | Kind::OpenAiResponses)
 }
 
 /// Whether the wire takes its own tools raw ([`ServerTool::Native`]):
 /// OpenAI Chat's only server tool is its typed `web_search_options`.
+#[cfg(any(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic"
+))]
 const fn takes_native(kind: Kind) -> bool {
     matches!(kind, Kind::Anthropic | Kind::Gemini | Kind::OpenAiResponses)
 }
@@ -46,6 +66,11 @@ const fn takes_native(kind: Kind) -> bool {
 /// What `kind` makes of `tool`: a tool its own wire wrote goes back whole;
 /// web search everywhere, with the options the wire has; code execution
 /// where the wire runs code; another wire's own tool nowhere.
+#[cfg(any(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic"
+))]
 pub(crate) fn fit(kind: Kind, tool: &ServerTool) -> Fit {
     if tool.native_of(kind.name()).is_some() {
         return match tool {
@@ -69,7 +94,12 @@ pub(crate) fn fit(kind: Kind, tool: &ServerTool) -> Fit {
 }
 
 /// The names of the options a web search sets.
-fn set_options(search: &WebSearch) -> Vec<&'static str> {
+#[cfg(any(
+    feature = "openai",
+    feature = "openai-responses",
+    feature = "anthropic"
+))]
+fn set_options(search: &crate::WebSearch) -> Vec<&'static str> {
     let set = [
         ("max_uses", search.max_uses.is_some()),
         ("allowed_domains", search.allowed_domains.is_some()),
@@ -197,7 +227,7 @@ pub(crate) fn drop_unfit(options: &mut crate::ChatOptions, kind: Kind) -> Vec<St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ChatOptions, CodeExecution, NativeTool, ToolChoice, UserLocation};
+    use crate::{ChatOptions, CodeExecution, NativeTool, ToolChoice, UserLocation, WebSearch};
     use serde_json::{Map, json};
 
     fn native(wire: &str, tool: serde_json::Value) -> NativeTool {

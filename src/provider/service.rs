@@ -13,6 +13,7 @@ use tower::{Service, ServiceExt};
 
 use super::body::BodyDecoder;
 use super::config::ProviderConfig;
+use super::counter::unanswered_as_user;
 use super::error::{TransportError, TransportErrorKind};
 use super::media;
 use super::redact::{Secrets, redact_url};
@@ -86,7 +87,7 @@ impl<W: Wire, T> Provider<W, T> {
         request: ChatRequest,
         now: SystemTime,
     ) -> Result<HttpRequest, Error> {
-        let request = self.sendable(request)?;
+        let request = self.sendable(request, Pairing::Checked)?;
         let wire = &self.config.wire;
         let body = wire.lower(&request)?;
         let mut http_request = self.post(&request, &wire.path(&request), &body, now)?;
@@ -106,7 +107,10 @@ impl<W: Wire, T> Provider<W, T> {
         now: SystemTime,
     ) -> Result<(HttpRequest, LiftCount), Error> {
         request.options.stream = false;
-        let request = self.sendable(request)?;
+        if !W::COUNTS_UNANSWERED_RESULTS {
+            request.messages = unanswered_as_user(request.messages);
+        }
+        let request = self.sendable(request, Pairing::Loose)?;
         let Some(count) = self.config.wire.lower_count(&request) else {
             return Err(Error::Refused {
                 status: 501,
@@ -124,8 +128,9 @@ impl<W: Wire, T> Provider<W, T> {
     }
 
     /// `request` made ready to lower: its model filled in from the
-    /// configuration, checked, its media by reference resolved.
-    fn sendable(&self, mut request: ChatRequest) -> Result<ChatRequest, Error> {
+    /// configuration, checked (its tool results as `pairing` says), its media
+    /// by reference resolved.
+    fn sendable(&self, mut request: ChatRequest, pairing: Pairing) -> Result<ChatRequest, Error> {
         let config = &self.config;
         if request.options.model.is_none() {
             request.options.model.clone_from(&config.model);
@@ -136,7 +141,7 @@ impl<W: Wire, T> Provider<W, T> {
                 W::KIND.name()
             )));
         }
-        check_sendable(W::KIND.name(), &request.messages)?;
+        check_sendable(W::KIND.name(), &request.messages, pairing)?;
         resolve_references(
             W::KIND.name(),
             &mut request.messages,
@@ -274,14 +279,32 @@ where
     }
 }
 
+/// Whether a request's tool results must each answer a call before them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pairing {
+    /// They must: a request to run.
+    Checked,
+    /// They need not: a fragment to count, for a wire that counts it so
+    /// ([`Wire::COUNTS_UNANSWERED_RESULTS`]; for another, the results that
+    /// answer nothing were made user messages: [`unanswered_as_user`]).
+    Loose,
+}
+
 /// What no wire takes, refused before a byte is sent: a request without
-/// messages, and a tool result that answers no call made before it
-/// ([`Error::ToolPairing`], naming the message and the call).
-fn check_sendable(provider: &'static str, messages: &[Message]) -> Result<(), Error> {
+/// messages, and (`Pairing::Checked`) a tool result that answers no call made
+/// before it ([`Error::ToolPairing`], naming the message and the call).
+fn check_sendable(
+    provider: &'static str,
+    messages: &[Message],
+    pairing: Pairing,
+) -> Result<(), Error> {
     if messages.is_empty() {
         return Err(Error::InvalidRequest(format!(
             "{provider}: the request holds no messages"
         )));
+    }
+    if pairing == Pairing::Loose {
+        return Ok(());
     }
     let mut calls = std::collections::HashSet::new();
     for (index, message) in messages.iter().enumerate() {

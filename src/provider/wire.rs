@@ -47,6 +47,14 @@ pub trait Wire: Clone + Default + fmt::Debug + Send + Sync + 'static {
     /// default: compatible servers that serve one model take none.
     const NEEDS_MODEL: bool = false;
 
+    /// Whether the wire's token count ([`lower_count`](Wire::lower_count))
+    /// takes a tool result whose call the request does not hold, as Gemini's
+    /// `countTokens` does (Gemini CLI counts a function response alone
+    /// before it sends it). `false` by default: a count for such a wire
+    /// counts that result as a user message of its content
+    /// ([`TokenCounter`](super::TokenCounter)).
+    const COUNTS_UNANSWERED_RESULTS: bool = false;
+
     /// Authorizes `request` with `key` at `now`: over the whole request
     /// (method, URL, headers, body), so that a key sent as a header
     /// ([`key_header`]) and a signature over the request (AWS SigV4) are each

@@ -23,7 +23,7 @@ pub(crate) fn carry(extra: &mut Map<String, Value>, from: Kind, to: Option<Kind>
     if Some(from) == to || extra.is_empty() {
         return Vec::new();
     }
-    // A Gemini client's options sit in its `generationConfig`.
+    // A Gemini client's options sit in its `generationConfig` and others.
     #[cfg(feature = "gemini")]
     if from == Kind::Gemini {
         crate::provider::gemini::portable::spread(extra);
@@ -141,16 +141,24 @@ mod tests {
     #[test]
     fn a_gemini_clients_options_come_out_of_its_generation_config() {
         let extra = json!({"generationConfig": {"topP": 0.9, "topK": 64, "stopSequences": ["END"],
-                           "thinkingConfig": {"includeThoughts": true}}, "safetySettings": []});
+                           "thinkingConfig": {"includeThoughts": true}}, "safetySettings": [],
+                           "systemInstruction": {"role": "user"}});
         let (anthropic, dropped) = carried(extra.clone(), "gemini", "anthropic");
         assert_eq!(
             anthropic,
             json!({"top_p": 0.9, "top_k": 64, "stop": ["END"]})
         );
-        assert_eq!(dropped, ["generationConfig", "safetySettings"]);
+        assert_eq!(
+            dropped,
+            ["safetySettings", "generationConfig.thinkingConfig"],
+            "what was dropped, by its own name: not the system instruction's role"
+        );
         let (openai, dropped) = carried(extra.clone(), "gemini", "openai");
         assert_eq!(openai, json!({"top_p": 0.9, "stop": ["END"]}));
-        assert_eq!(dropped, ["generationConfig", "safetySettings", "topK"]);
+        assert_eq!(
+            dropped,
+            ["safetySettings", "topK", "generationConfig.thinkingConfig"]
+        );
         assert_eq!(carried(extra.clone(), "gemini", "gemini"), (extra, vec![]));
     }
 

@@ -432,3 +432,83 @@ async fn token_counts_are_the_upstreams_own_or_unimplemented() {
         "UNIMPLEMENTED"
     );
 }
+
+/// Gemini CLI's count of a file its tool read, before it sends it: the
+/// function response and the image beside it, without the call.
+fn count_of_a_response_alone() -> Value {
+    json!({"contents": [{"role": "user", "parts": [
+        {"functionResponse": {"id": "read_file_1_0", "name": "read_file",
+            "response": {"output": "Binary content provided (1 item(s))."}}},
+        {"inlineData": {"mimeType": "image/png", "data": PNG}},
+    ]}]})
+}
+
+#[tokio::test]
+async fn a_count_of_a_response_without_its_call_reaches_a_gemini_upstream_as_it_came() {
+    let upstream = Server::start(vec![Answer::ok(
+        "application/json",
+        br#"{"totalTokens":270}"#,
+        &[64],
+    )])
+    .await;
+    let config = GeminiConfig::new(upstream.base_url())
+        .model("gemini-3-pro-preview")
+        .api_key(ApiKey::new("k"));
+    let gemini = Gemini::new(config).unwrap();
+    let gateway = Gateway::new()
+        .model("agent", "gemini", gemini.clone(), 4)
+        .token_counter("agent", gemini);
+    let base = serve(gateway).await;
+    let body = count_of_a_response_alone();
+    let url = format!("{base}/v1beta/models/agent:countTokens");
+    let (status, counted) = post(&url, &[], &body).await;
+    assert_eq!(status, 200, "{counted}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&counted).unwrap(),
+        json!({"totalTokens": 270})
+    );
+    let sent = &upstream.requests()[0].1;
+    assert_eq!(
+        sent["generateContentRequest"]["contents"], body["contents"],
+        "{sent}"
+    );
+}
+
+#[tokio::test]
+async fn a_count_of_a_response_without_its_call_reaches_an_anthropic_upstream_as_user_content() {
+    let upstream = Server::start(vec![Answer::ok(
+        "application/json",
+        br#"{"input_tokens":270}"#,
+        &[64],
+    )])
+    .await;
+    let config = AnthropicConfig::new(upstream.base_url())
+        .model("claude-sonnet-4-5")
+        .api_key(ApiKey::new("k"));
+    let anthropic = Anthropic::new(config).unwrap();
+    let gateway = Gateway::new()
+        .model("agent", "anthropic", anthropic.clone(), 4)
+        .token_counter("agent", anthropic);
+    let base = serve(gateway).await;
+    let url = format!("{base}/v1beta/models/agent:countTokens");
+    let (status, counted) = post(&url, &[], &count_of_a_response_alone()).await;
+    assert_eq!(status, 200, "{counted}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&counted).unwrap(),
+        json!({"totalTokens": 270})
+    );
+    assert!(
+        upstream.uris()[0].ends_with("/count_tokens"),
+        "{:?}",
+        upstream.uris()
+    );
+    let sent = &upstream.requests()[0].1;
+    assert_eq!(
+        sent["messages"],
+        json!([{"role": "user", "content": [
+            {"type": "text", "text": "Binary content provided (1 item(s))."},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
+        ]}]),
+        "the result without its call, as user content: {sent}"
+    );
+}

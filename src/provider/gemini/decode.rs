@@ -8,8 +8,8 @@ use std::mem;
 use serde_json::{Map, Value};
 
 use super::lower::{
-    BLOCKS_KEY, CONTENT_KEY, EXTRA_KEY, GENERATED_ID_KEY, PART_KEY, THOUGHT_SIGNATURE_KEY,
-    TOOL_KEY, content_part, response_object,
+    BLOCKS_KEY, CONTENT_KEY, EXTRA_KEY, FOLLOWING_KEY, GENERATED_ID_KEY, PART_KEY,
+    THOUGHT_SIGNATURE_KEY, TOOL_KEY, content_part, response_object,
 };
 use super::server_tool;
 use super::types::{
@@ -35,7 +35,10 @@ use crate::{
 ///   as its text, the files in its `parts` as its content; paired with the
 ///   call it answers by `id`, else with the first call of its `name` not yet
 ///   answered (Gemini CLI gives a response an `id` of its own for a call that
-///   had none);
+///   had none); the `inlineData` and `fileData` parts right after a
+///   function response, in the same content (as Gemini CLI sends the file
+///   its tool read), → the last of that response's result content, marked
+///   [`FOLLOWING_KEY`] so that lowering sends them back after it;
 /// - a `model` content: text → assistant text (its `thoughtSignature` in the
 ///   metadata under [`THOUGHT_SIGNATURE_KEY`]), `thought: true` text →
 ///   reasoning with its signature (a signature on an empty text too), each run
@@ -462,6 +465,11 @@ impl Decoder {
                     self.results.push(result);
                 }
                 (Role::User, part) => match user_block(part) {
+                    Ok((block, fields))
+                        if block.as_media().is_some() && !self.results.is_empty() =>
+                    {
+                        self.following(block, fields);
+                    }
                     Ok((block, fields)) => {
                         self.flush_results();
                         self.flush_calls();
@@ -733,6 +741,21 @@ impl Decoder {
         result.is_error = is_error;
         result.metadata = metadata;
         Ok(result)
+    }
+
+    /// A file right after a function response, as the last of its result's
+    /// content, marked so ([`FOLLOWING_KEY`]) with its part's `fields`.
+    fn following(&mut self, block: ContentBlock, fields: Map<String, Value>) {
+        let Some(result) = self.results.last_mut() else {
+            return;
+        };
+        result.content.push(block);
+        let mut marks = match result.metadata.remove(FOLLOWING_KEY) {
+            Some(Value::Array(marks)) => marks,
+            _ => Vec::new(),
+        };
+        marks.push(Value::Object(fields));
+        result.metadata.insert(FOLLOWING_KEY, Value::Array(marks));
     }
 
     fn flush_calls(&mut self) {

@@ -9,6 +9,7 @@
 //! the prompt's prefix cacheable. Cache breakpoints are left out (Gemini has
 //! none in the request).
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 use serde::de::DeserializeOwned;
@@ -72,6 +73,14 @@ pub const BLOCKS_KEY: &str = "gemini_blocks";
 /// start a content of its own (two contents of one role are not joined), and
 /// holds that content's fields other than `role` and `parts`.
 pub const CONTENT_KEY: &str = "gemini_content";
+
+/// The metadata key, on a tool result, of the files that came as parts of
+/// their own right after its function response, in the same content (as
+/// Gemini CLI sends a file its tool read), rather than in the response's
+/// `parts`: they are the last blocks of the result's content, and this holds
+/// one object per such block, in order, with its part's other fields (as
+/// [`EXTRA_KEY`]). Lowering sends them back after the response as they came.
+pub const FOLLOWING_KEY: &str = "gemini_following";
 
 /// The metadata key of an empty text standing for a part with no canonical
 /// form (`executableCode`, `codeExecutionResult`…): the part as it came,
@@ -549,6 +558,8 @@ impl LowerHistory for History {
 
     fn results(&mut self, results: &[ToolResult]) -> Result<(), Error> {
         for result in results {
+            let (result, following) = following_parts(result)?;
+            let result = result.as_ref();
             let shown_id = self.shown_id(result);
             let mut response = FunctionResponse {
                 name: Some(result.name.clone()),
@@ -586,9 +597,36 @@ impl LowerHistory for History {
                 "user",
                 with_kept(part, wire_extra::kept(&result.metadata, EXTRA_KEY)),
             );
+            for part in following {
+                self.push("user", part);
+            }
         }
         Ok(())
     }
+}
+
+/// A result without the files that came as parts after its function
+/// response ([`FOLLOWING_KEY`]), and those parts, as they came.
+fn following_parts(result: &ToolResult) -> Result<(Cow<'_, ToolResult>, Vec<Part>), Error> {
+    let Some(Value::Array(marks)) = result.metadata.get(FOLLOWING_KEY) else {
+        return Ok((Cow::Borrowed(result), Vec::new()));
+    };
+    let at = result.content.len().saturating_sub(marks.len());
+    let parts = result.content[at..]
+        .iter()
+        .zip(marks)
+        .map(|(block, fields)| {
+            let kept = match fields {
+                Value::Object(fields) => fields.clone(),
+                _ => Map::new(),
+            };
+            content_part(block).map(|part| with_kept(part, kept))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut rest = ToolResult::new(&result.call_id, &result.name, result.content[..at].to_vec());
+    rest.is_error = result.is_error;
+    rest.metadata = result.metadata.clone();
+    Ok((Cow::Owned(rest), parts))
 }
 
 /// `functionResponse.response`, an object: `{"result": …}`, or `{"error": …}`

@@ -43,8 +43,8 @@ pub use decode::{decode_count_request, decode_request};
 pub use encode::{ReplyEncoder, StreamMode, error_body, models_body};
 pub use lift::Lifter;
 pub use lower::{
-    BLOCKS_KEY, CONTENT_KEY, EXTRA_KEY, GENERATED_ID_KEY, LowerOptions, PART_KEY, SYSTEM_NOTE_END,
-    SYSTEM_NOTE_START, THOUGHT_SIGNATURE_KEY, TOOL_KEY, lower, lower_request,
+    BLOCKS_KEY, CONTENT_KEY, EXTRA_KEY, FOLLOWING_KEY, GENERATED_ID_KEY, LowerOptions, PART_KEY,
+    SYSTEM_NOTE_END, SYSTEM_NOTE_START, THOUGHT_SIGNATURE_KEY, TOOL_KEY, lower, lower_request,
 };
 
 use serde_json::Value;
@@ -72,6 +72,7 @@ impl Wire for GenerateContent {
     const DEFAULT_BASE_URL: &'static str = "https://generativelanguage.googleapis.com/v1beta";
     const KEY_HEADER: Option<&'static str> = Some("x-goog-api-key");
     const NEEDS_MODEL: bool = true;
+    const COUNTS_UNANSWERED_RESULTS: bool = true;
     type Lifter = Lifter;
 
     fn path(&self, request: &ChatRequest) -> String {

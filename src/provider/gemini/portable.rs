@@ -27,22 +27,29 @@ fn read(key: &str, value: &Value) -> Option<(Portable, Value)> {
     Some((*option, value.clone()))
 }
 
-/// Brings a Gemini client's portable options out of its `generationConfig`
-/// to the top of `extra`, under their names, for another wire to read
-/// (`generationConfig` goes when nothing else is left in it).
+/// Brings a Gemini client's options out of the objects they sit in to the
+/// top of `extra`, for another wire to read: the portable ones of
+/// `generationConfig` under their own names, every other field of
+/// `generationConfig`, `systemInstruction` and `toolConfig` under a dotted
+/// name (`generationConfig.thinkingConfig`), so that what is dropped is named
+/// as it is — all but the system instruction's `role`, which says nothing
+/// off Gemini (its text is the system prompt on every wire).
 pub(crate) fn spread(extra: &mut Map<String, Value>) {
-    let Some(Value::Object(config)) = extra.get_mut("generationConfig") else {
-        return;
-    };
-    let moved: Vec<(&str, Value)> = OPTIONS
-        .iter()
-        .filter_map(|(name, _)| Some((*name, config.shift_remove(*name)?)))
-        .collect();
-    if config.is_empty() {
-        extra.shift_remove("generationConfig");
-    }
-    for (name, value) in moved {
-        extra.insert(name.into(), value);
+    for object in ["systemInstruction", "generationConfig", "toolConfig"] {
+        let Some(Value::Object(fields)) = extra.get(object) else {
+            continue;
+        };
+        let fields = fields.clone();
+        extra.shift_remove(object);
+        for (key, value) in fields {
+            let portable = object == "generationConfig" && read(&key, &value).is_some();
+            let name = match portable {
+                true => key,
+                false if object == "systemInstruction" && key == "role" => continue,
+                false => format!("{object}.{key}"),
+            };
+            extra.insert(name, value);
+        }
     }
 }
 

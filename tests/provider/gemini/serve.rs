@@ -78,6 +78,7 @@ proptest! {
     ) {
         let mut bodies = recorded_requests();
         bodies.push(("gemini cli".into(), "gemini-3-pro-preview", gemini_cli_request()));
+        bodies.push(("gemini cli image".into(), "gemini-2.5-flash", gemini_cli_image_request()));
         let (name, model, body) = bodies.swap_remove(pick.index(bodies.len()));
         let places = object_places(&body, &OBJECTS);
         let sent = with_unknown_fields(body, &places, &fields);
@@ -177,6 +178,66 @@ fn a_gemini_cli_follow_up_pairs_responses_with_their_calls_and_lowers_back() {
     assert_eq!(options.temperature, Some(0.5));
     assert!(options.response_format.is_some());
     assert_eq!(options.extra["cachedContent"], "cachedContents/abc");
+}
+
+/// Gemini CLI's (0.61.0) follow-up after its `read_file` read an image: the
+/// file as an `inlineData` part beside the function response, in the same
+/// content, not in the response's `parts`; then a text of the user's.
+fn gemini_cli_image_request() -> Value {
+    json!({
+        "contents": [
+            {"role": "user", "parts": [{"text": "Describe red.png"}]},
+            {"role": "model", "parts": [
+                {"functionCall": {"id": "c1", "name": "read_file", "args": {"file_path": "notes.txt"}}},
+                {"functionCall": {"id": "c2", "name": "read_file", "args": {"file_path": "red.png"}}},
+            ]},
+            {"role": "user", "parts": [
+                {"functionResponse": {"id": "c1", "name": "read_file", "response": {"output": "notes"}}},
+                {"functionResponse": {"id": "c2", "name": "read_file",
+                    "response": {"output": "Binary content provided (1 item(s))."}}},
+                {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}},
+                {"fileData": {"mimeType": "application/pdf", "fileUri": "gs://b/a.pdf"}},
+                {"text": "Be brief."},
+                {"inlineData": {"mimeType": "image/png", "data": "AAAA"}},
+            ]},
+        ],
+    })
+}
+
+#[test]
+fn files_beside_a_function_response_are_its_results_and_go_back_beside_it() {
+    let body = gemini_cli_image_request();
+    let request = decode_request(body.to_string().as_bytes(), "gemini-2.5-flash").unwrap();
+    assert_eq!(
+        lower(&request, &LowerOptions::default()).unwrap(),
+        body,
+        "lowered back as it came"
+    );
+    let [.., Message::ToolResults(results), Message::Multimodal(user)] =
+        request.messages.as_slice()
+    else {
+        panic!("{:#?}", request.messages);
+    };
+    let [notes, image] = results.results.as_slice() else {
+        panic!("{results:#?}");
+    };
+    assert_eq!(notes.content, vec![ContentBlock::text("notes")]);
+    assert_eq!(image.call_id, "c2");
+    // The files right after the response are its result's, those after the
+    // text the user's.
+    assert_eq!(image.text_content(), "Binary content provided (1 item(s)).");
+    assert_eq!(
+        image.content[1],
+        ContentBlock::of_media(lmstack::Media::base64("image/png", "iVBORw0KGgo="))
+    );
+    assert!(
+        matches!(&image.content[2], ContentBlock::Document(media)
+            if media.media_type() == Some("application/pdf")),
+        "{:?}",
+        image.content
+    );
+    assert_eq!(image.content.len(), 3);
+    assert_eq!(user.content.len(), 2);
 }
 
 #[test]
@@ -445,6 +506,7 @@ proptest! {
     ) {
         let mut bodies = recorded_requests();
         bodies.push(("gemini cli".into(), "gemini-3-pro-preview", gemini_cli_request()));
+        bodies.push(("gemini cli image".into(), "gemini-2.5-flash", gemini_cli_image_request()));
         let (_, model, body) = bodies.swap_remove(pick.index(bodies.len()));
         let mut bytes = body.to_string().into_bytes();
         for (at, byte) in flips {
