@@ -64,6 +64,7 @@ mod redact;
     feature = "gemini"
 ))]
 mod reply_encoding;
+pub(crate) mod sealed;
 pub mod sse;
 
 #[cfg(feature = "anthropic")]
@@ -105,6 +106,8 @@ mod service;
 mod text_or_list;
 #[cfg(feature = "http")]
 pub mod transport;
+#[cfg(feature = "http")]
+mod unanswered;
 #[cfg(feature = "http")]
 pub mod wire;
 #[cfg(any(

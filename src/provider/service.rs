@@ -13,13 +13,13 @@ use tower::{Service, ServiceExt};
 
 use super::body::BodyDecoder;
 use super::config::ProviderConfig;
-use super::counter::unanswered_as_user;
 use super::error::{TransportError, TransportErrorKind};
 use super::media;
 use super::redact::{Secrets, redact_url};
 use super::transport::{
     ByteStream, HttpRequest, HttpResponse, HttpTransport, Streaming, move_url_credentials,
 };
+use super::unanswered::unanswered_as_user;
 use super::wire::{LiftCount, Wire};
 use crate::service::{IntoEvents, MachineStream, OutputCheck, ReplyFuture};
 use crate::store::{self, MediaStore};

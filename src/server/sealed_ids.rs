@@ -29,19 +29,16 @@
 //! take the next one. An id that is not sealed, or does not open, is left as it
 //! is.
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 
-use crate::message::{CallDetails, ReasoningMessage, ToolCallsMessage};
+use crate::message::{CallDetails, ToolCallsMessage};
+use crate::provider::sealed::{MAX_SEALED, open, seal};
+pub use crate::provider::sealed::{SEALED_REASONING_PREFIX, open_reasoning, seal_reasoning};
 use crate::service::{Machine, Output};
 use crate::{ChatRequest, Error, Event, Message, Metadata, ToolCall};
 
 /// The start of a sealed call id.
 pub const SEALED_PREFIX: &str = "lmc_";
-
-/// The longest sealed id opened; a longer one is left as it is.
-const MAX_SEALED: usize = 256 << 10;
 
 /// The metadata key under which a client's call carries the gateway's own tool
 /// rounds of the same reply (its `tool_aggregate` messages).
@@ -85,58 +82,6 @@ pub fn seal_id(id: &str, metadata: &Metadata) -> String {
 pub fn open_id(id: &str) -> Option<(String, Metadata)> {
     let Sealed { id, metadata } = open(SEALED_PREFIX, id)?;
     Some((id, metadata))
-}
-
-/// The start of sealed reasoning.
-pub const SEALED_REASONING_PREFIX: &str = "lmr_";
-
-/// Reasoning sealed into one opaque string, for a client whose wire carries
-/// reasoning between turns only as such a string (a Responses `reasoning`
-/// item's `encrypted_content`): [`SEALED_REASONING_PREFIX`] and the base64url
-/// of the canonical message — its text, its signature (Anthropic's, Gemini's),
-/// whether it is redacted, its metadata —, which [`open_reasoning`] gives back
-/// whole when the client sends it on its next turn.
-///
-/// ```
-/// use lmstack::message::ReasoningMessage;
-/// use lmstack::server::sealed_ids::{open_reasoning, seal_reasoning};
-///
-/// let thinking = ReasoningMessage {
-///     text: "2 + 3 is 5.".into(),
-///     signature: Some("EqQBCkYIBxgCKkD...".into()),
-///     redacted: false,
-///     metadata: Default::default(),
-/// };
-/// let sealed = seal_reasoning(&thinking);
-/// assert!(sealed.starts_with("lmr_"));
-/// assert_eq!(open_reasoning(&sealed), Some(thinking));
-/// assert_eq!(open_reasoning("gAAAAABo..."), None, "another server's encrypted content");
-/// ```
-pub fn seal_reasoning(reasoning: &ReasoningMessage) -> String {
-    seal(SEALED_REASONING_PREFIX, reasoning)
-}
-
-/// The reasoning a [`seal_reasoning`] string carries; `None` for a string that
-/// is not sealed reasoning or does not open.
-pub fn open_reasoning(sealed: &str) -> Option<ReasoningMessage> {
-    open(SEALED_REASONING_PREFIX, sealed)
-}
-
-/// `prefix` and the base64url (no padding) of `value`'s JSON.
-fn seal(prefix: &str, value: &impl Serialize) -> String {
-    let json = serde_json::to_vec(value).expect("canonical messages are JSON");
-    format!("{prefix}{}", URL_SAFE_NO_PAD.encode(json))
-}
-
-/// What [`seal`] sealed with `prefix` in `text`; `None` when `text` is not
-/// such a seal, or is longer than [`MAX_SEALED`].
-fn open<T: serde::de::DeserializeOwned>(prefix: &str, text: &str) -> Option<T> {
-    let sealed = text.strip_prefix(prefix)?;
-    if sealed.len() > MAX_SEALED {
-        return None;
-    }
-    let json = URL_SAFE_NO_PAD.decode(sealed).ok()?;
-    serde_json::from_slice(&json).ok()
 }
 
 /// Restores the sealed ids of `request`: each call gets its id and metadata back

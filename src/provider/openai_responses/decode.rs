@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::lower::{ARGUMENTS, CLIENT_ID, EXTRA_KEY, INSTRUCTIONS_KEY, ITEM_KEY, PARTS_KEY};
+use super::keys::{ARGUMENTS, CLIENT_ID, EXTRA_KEY, INSTRUCTIONS_KEY, ITEM_KEY, PARTS_KEY};
 use super::server_tool;
 use super::tools::{self, CUSTOM_CALL, CUSTOM_CALL_OUTPUT};
 use super::types::{
@@ -21,8 +21,8 @@ use crate::provider::openai_shared::{
     DEVELOPER_KEY, REFUSAL_KEY, data_uri, invalid, lift_url_citation, read_body, read_call,
     read_json_format,
 };
+use crate::provider::sealed::open_reasoning;
 use crate::provider::wire_extra;
-use crate::server::sealed_ids::open_reasoning;
 use crate::{
     ChatOptions, ChatRequest, ContentBlock, Error, Media, Message, Role, ToolCall, ToolChoice,
     ToolResult,

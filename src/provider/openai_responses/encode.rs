@@ -10,7 +10,7 @@ use bytes::Bytes;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::lower::{EXTRA_KEY, ITEM_KEY};
+use super::keys::{EXTRA_KEY, ITEM_KEY};
 use super::tools::ClientTools;
 use super::types::{
     ContentPart, FunctionCallItem, Item, MessageContent, MessageItem, MessageRole, OutputText,
@@ -21,9 +21,9 @@ use crate::provider::EncodeReply;
 use crate::provider::openai_shared::{
     self, CompletionTokensDetails, PromptTokensDetails, REFUSAL_KEY, lower_url_citation,
 };
+use crate::provider::sealed::seal_reasoning;
 use crate::provider::sse::encode_event;
 use crate::provider::wire_extra;
-use crate::server::sealed_ids::seal_reasoning;
 use crate::service::Output;
 use crate::{
     ChatRequest, ContentBlock, Error, Event, FinishReason, Message, Role, ToolCall, ToolCallDelta,
@@ -244,7 +244,7 @@ impl ReplyEncoder {
     fn item_fields(&mut self, metadata: &Metadata, prefix: &str) -> (String, Map<String, Value>) {
         let mut fields = wire_extra::kept(metadata, EXTRA_KEY);
         fields.remove("status");
-        fields.remove(super::lower::ARGUMENTS);
+        fields.remove(super::keys::ARGUMENTS);
         let id = match fields.remove("id") {
             Some(Value::String(id)) => id,
             _ => self.next_id(prefix),

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use super::lower::{EXTRA_KEY, ITEM_KEY, PROVIDER};
+use super::keys::{EXTRA_KEY, ITEM_KEY, PROVIDER};
 use super::types::{
     ContentPart, DeltaEvent, DoneEvent, FunctionCallItem, Item, ItemEvent, MessageContent,
     MessageItem, ReasoningItem, Response, ResponseUsage, StreamEvent,

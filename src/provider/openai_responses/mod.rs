@@ -36,6 +36,7 @@
 
 mod decode;
 mod encode;
+mod keys;
 mod lift;
 mod lower;
 #[cfg(feature = "server")]
@@ -48,10 +49,9 @@ pub use super::media::ToolResultMedia;
 pub use super::openai_shared::{DEVELOPER_KEY, REFUSAL_KEY};
 pub use decode::{decode_request, request_from_wire};
 pub use encode::{ReplyEncoder, error_body};
+pub use keys::{EXTRA_KEY, INSTRUCTIONS_KEY, ITEM_KEY, PARTS_KEY};
 pub use lift::Lifter;
-pub use lower::{
-    EXTRA_KEY, INSTRUCTIONS_KEY, ITEM_KEY, LowerOptions, PARTS_KEY, lower, lower_request,
-};
+pub use lower::{LowerOptions, lower, lower_request};
 
 use serde_json::Value;
 

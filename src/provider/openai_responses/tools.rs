@@ -23,7 +23,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
-use super::lower::{CLIENT_ID, EXTRA_KEY};
+use super::keys::{CLIENT_ID, EXTRA_KEY};
 use super::types::{FunctionDefinition, Tool};
 use crate::provider::openai_shared::invalid;
 use crate::provider::wire_extra;
