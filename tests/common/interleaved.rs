@@ -124,7 +124,7 @@ impl Interleaved {
 
     /// The Anthropic stream: a `tool_use` block per call at its index, started
     /// at its first fragment and stopped after its last, deltas interleaved.
-    pub fn anthropic_sse(&self) -> Vec<u8> {
+    pub fn typed_sse(&self) -> Vec<u8> {
         let mut events = vec![json!({"type": "message_start", "message": {"id": "msg_i",
             "type": "message", "role": "assistant", "content": [], "model": "m",
             "usage": {"input_tokens": 5, "output_tokens": 1}}})];
@@ -145,7 +145,7 @@ impl Interleaved {
                            "usage": {"output_tokens": 9}}),
         );
         events.push(json!({"type": "message_stop"}));
-        super::anthropic_sse(&events)
+        super::typed_sse(&events)
     }
 }
 

@@ -120,9 +120,9 @@ pub fn sse(chunks: &[Value]) -> Vec<u8> {
     body.into_bytes()
 }
 
-/// Frames Anthropic stream events as an SSE body: each as `event: TYPE` and its
-/// `data:`.
-pub fn anthropic_sse(events: &[Value]) -> Vec<u8> {
+/// Frames stream events as Anthropic and the Responses API do: each as
+/// `event: TYPE` (its `type` field) and its `data:`.
+pub fn typed_sse(events: &[Value]) -> Vec<u8> {
     events
         .iter()
         .map(|event| {

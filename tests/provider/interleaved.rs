@@ -92,7 +92,7 @@ proptest! {
         sent in interleaved(),
         sizes in prop::collection::vec(1usize..64, 1..8),
     ) {
-        let events = lifted(BodyDecoder::sse(anthropic::Lifter::new()), &sent.anthropic_sse(), &sizes);
+        let events = lifted(BodyDecoder::sse(anthropic::Lifter::new()), &sent.typed_sse(), &sizes);
         assert_contiguous(&events);
         assert_whole(&calls_of(&Joiner::join(events)), &sent);
     }
@@ -170,7 +170,7 @@ async fn over_loopback_cut_at_random_bytes_both_wires_both_modes_give_every_call
             let server = Server::start(vec![
                 Answer::ok("text/event-stream", &sent.openai_sse(), &sizes),
                 Answer::ok("application/json", &sent.openai_json(), &sizes),
-                Answer::ok("text/event-stream", &sent.anthropic_sse(), &sizes),
+                Answer::ok("text/event-stream", &sent.typed_sse(), &sizes),
             ])
             .await;
             let openai = OpenAi::new(OpenAiConfig::new(server.base_url()).model("m")).unwrap();

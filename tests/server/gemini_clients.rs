@@ -124,8 +124,8 @@ async fn round_trip(base: &str) -> (Value, String) {
     (call, text)
 }
 
-fn anthropic_sse(events: &[Value]) -> Vec<u8> {
-    common::anthropic_sse(events)
+fn typed_sse(events: &[Value]) -> Vec<u8> {
+    common::typed_sse(events)
 }
 
 fn anthropic_answer(content: Value, stop: &str) -> Vec<u8> {
@@ -152,7 +152,7 @@ fn anthropic_answer(content: Value, stop: &str) -> Vec<u8> {
         "usage": {"output_tokens": 5}}),
     );
     events.push(json!({"type": "message_stop"}));
-    anthropic_sse(&events)
+    typed_sse(&events)
 }
 
 #[tokio::test]

@@ -276,7 +276,7 @@ proptest! {
     #[test]
     fn an_anthropic_upstreams_unknown_fields_reach_an_anthropic_client_only(sizes in cuts()) {
         let stream = anthropic_stream();
-        let sse = common::anthropic_sse(&stream);
+        let sse = common::typed_sse(&stream);
         let start = probes(stream[0].get("message"));
         let delta = probes(stream[4].get("delta"));
         let top = probes(stream.get(4));

@@ -14,7 +14,7 @@
 use crate::common;
 
 use common::server::{Answer, Server};
-use common::{anthropic_sse, body_objects, sse};
+use common::{body_objects, sse, typed_sse};
 use lmstack::provider::anthropic::{Anthropic, AnthropicConfig};
 use lmstack::provider::openai_chat::{OpenAi, OpenAiConfig};
 use lmstack::server::Gateway;
@@ -115,7 +115,7 @@ fn anthropic_events(blocks: &[Value], stop: &str) -> Vec<u8> {
     }
     events.push(json!({"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": 9}}));
     events.push(json!({"type": "message_stop"}));
-    anthropic_sse(&events)
+    typed_sse(&events)
 }
 
 /// The `response.completed` response of a stream.

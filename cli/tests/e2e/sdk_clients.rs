@@ -269,6 +269,24 @@ fn schema_sent(wire: &str, body: &Value) -> (Value, Value, Value) {
     }
 }
 
+/// `lmstack serve` with a model named after each wire, served by the
+/// upstream of that wire (its upstream model `up`).
+fn serve_each(wires: &[&str], upstreams: &[Server]) -> Serving {
+    let tables: String = wires
+        .iter()
+        .zip(upstreams)
+        .map(|(wire, upstream)| {
+            let base = upstream.base_url();
+            format!(
+                "[models.{wire}]\nprovider = \"{wire}\"\nbase_url = \"{base}\"\nmodel = \"up\"\nretry = false\n\n"
+            )
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::cli::write_config(&dir, &tables);
+    serve(&["--config", &config])
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the official SDKs: .ci/test installs them"]
 async fn each_sdks_structured_output_reaches_each_upstream_natively_and_is_held_to() {
@@ -285,20 +303,7 @@ async fn each_sdks_structured_output_reaches_each_upstream_natively_and_is_held_
             .collect();
         upstreams.push(Server::start(answers).await);
     }
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("lmstack.toml");
-    let tables: String = WIRES
-        .iter()
-        .zip(&upstreams)
-        .map(|(wire, upstream)| {
-            let base = upstream.base_url();
-            format!(
-                "[models.{wire}]\nprovider = \"{wire}\"\nbase_url = \"{base}\"\nmodel = \"up\"\nretry = false\n\n"
-            )
-        })
-        .collect();
-    std::fs::write(&config, tables).unwrap();
-    let serving = serve(&["--config", config.to_str().unwrap()]);
+    let serving = serve_each(&WIRES, &upstreams);
     let city = json!({"name": "Paris", "country": "France", "population": 2102650});
     for (wire, upstream) in WIRES.iter().zip(&upstreams) {
         for script in ["openai_client.py", "anthropic_client.py"] {
@@ -363,20 +368,7 @@ async fn the_openai_sdks_responses_api_works_on_each_upstream_wire() {
         ];
         upstreams.push(Server::start(answers).await);
     }
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("lmstack.toml");
-    let tables: String = WIRES
-        .iter()
-        .zip(&upstreams)
-        .map(|(wire, upstream)| {
-            let base = upstream.base_url();
-            format!(
-                "[models.{wire}]\nprovider = \"{wire}\"\nbase_url = \"{base}\"\nmodel = \"up\"\nretry = false\n\n"
-            )
-        })
-        .collect();
-    std::fs::write(&config, tables).unwrap();
-    let serving = serve(&["--config", config.to_str().unwrap()]);
+    let serving = serve_each(&WIRES, &upstreams);
     for (wire, upstream) in WIRES.iter().zip(&upstreams) {
         let (gateway, model) = (serving.base.clone(), wire.to_string());
         let seen = tokio::task::spawn_blocking(move || {

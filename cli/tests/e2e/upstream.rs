@@ -421,7 +421,7 @@ fn chat_chunk(delta: Value, finish: Value) -> Value {
 /// An Anthropic message of one content block, started as `start` and
 /// completed by `delta`.
 fn anthropic_block(start: Value, delta: Value, stop_reason: &str) -> Vec<u8> {
-    common::anthropic_sse(&[
+    common::typed_sse(&[
         json!({"type": "message_start", "message": {"id": "msg_e2e", "type": "message",
             "role": "assistant", "model": MODEL, "content": [], "stop_reason": null,
             "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 1}}}),
@@ -461,7 +461,7 @@ fn responses_sse(events: &[Value]) -> Vec<u8> {
             event
         })
         .collect();
-    common::anthropic_sse(&numbered)
+    common::typed_sse(&numbered)
 }
 
 #[test]

@@ -359,7 +359,7 @@ fn redacted_thinking_arrives_whole_and_keeps_its_data() {
         stop(1),
     ];
     events.extend(end("end_turn", json!({"output_tokens": 5})));
-    let (messages, _) = lift(&anthropic_sse(&events), true).unwrap();
+    let (messages, _) = lift(&typed_sse(&events), true).unwrap();
     let Message::Reasoning(reasoning) = &messages[0] else {
         panic!("{messages:?}")
     };
@@ -394,7 +394,7 @@ fn server_tool_blocks_are_kept_whole_for_replay() {
         stop(2),
     ];
     events.extend(end("end_turn", json!({"output_tokens": 5})));
-    let (messages, _) = lift(&anthropic_sse(&events), true).unwrap();
+    let (messages, _) = lift(&typed_sse(&events), true).unwrap();
     let call = &messages[0].calls()[0];
     assert!(call.provider_executed);
     assert_eq!(
@@ -425,7 +425,7 @@ fn stop_reasons_are_mapped() {
         let mut events = vec![start()];
         events.extend(end(wire, json!({})));
         assert_eq!(
-            lift(&anthropic_sse(&events), true).unwrap().1,
+            lift(&typed_sse(&events), true).unwrap().1,
             Some(reason),
             "{wire}"
         );
@@ -440,7 +440,7 @@ fn usage_is_cumulative_each_reading_replaces_the_last() {
         "end_turn",
         json!({"output_tokens": 9, "cache_read_input_tokens": 4}),
     ));
-    let (messages, _) = lift(&anthropic_sse(&events), true).unwrap();
+    let (messages, _) = lift(&typed_sse(&events), true).unwrap();
     assert_eq!(
         describe(&messages),
         ["usage: in 14 out 9 cached Some(4) created None reasoning None"]
@@ -456,7 +456,7 @@ fn an_error_event_mid_stream_is_a_retryable_provider_error_when_overloaded() {
         json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
     ];
     let decoder = BodyDecoder::sse(Lifter::new());
-    let body = anthropic_sse(&events);
+    let body = typed_sse(&events);
     let error = decode_cut(decoder, &body, &[body.len()]).unwrap_err();
     let provider = error.provider_error().expect("a provider error");
     assert!(provider.is_overloaded());
@@ -480,7 +480,7 @@ fn pings_unknown_events_blocks_and_deltas_are_ignored() {
         stop(1),
     ];
     events.extend(end("end_turn", json!({})));
-    let (messages, _) = lift(&anthropic_sse(&events), true).unwrap();
+    let (messages, _) = lift(&typed_sse(&events), true).unwrap();
     assert_eq!(
         describe(&messages),
         [
@@ -503,7 +503,7 @@ fn missing_indices_and_counts_are_read_leniently_and_an_explicit_zero_is_not_abs
         json!({"type": "message_delta", "usage": {"output_tokens": 0}}),
         json!({"type": "message_stop"}),
     ];
-    let (messages, reason) = lift(&anthropic_sse(&events), true).unwrap();
+    let (messages, reason) = lift(&typed_sse(&events), true).unwrap();
     assert_eq!(
         describe(&messages),
         [
@@ -520,7 +520,7 @@ fn a_known_block_without_its_fields_is_malformed_and_named() {
         start(),
         block(0, json!({"type": "tool_use", "name": "f", "input": {}})),
     ];
-    let error = lift(&anthropic_sse(&events), true).unwrap_err();
+    let error = lift(&typed_sse(&events), true).unwrap_err();
     assert_eq!(
         error.transport_error().map(|e| e.kind),
         Some(TransportErrorKind::Malformed)
@@ -537,7 +537,7 @@ fn a_known_block_without_its_fields_is_malformed_and_named() {
 #[test]
 fn a_stream_cut_short_is_truncated_and_garbage_is_malformed() {
     let events = [start(), block(0, json!({"type": "text", "text": ""}))];
-    let error = lift(&anthropic_sse(&events), true).unwrap_err();
+    let error = lift(&typed_sse(&events), true).unwrap_err();
     assert_eq!(
         error.transport_error().map(|e| e.kind),
         Some(TransportErrorKind::Truncated)
@@ -561,7 +561,7 @@ fn more_calls_than_the_limit_fail() {
         events.push(stop(index));
     }
     events.extend(end("tool_use", json!({})));
-    let body = anthropic_sse(&events);
+    let body = typed_sse(&events);
     let decoder = BodyDecoder::sse(Lifter::new()).with_max_tool_calls(2);
     let error = decode_cut(decoder, &body, &[body.len()]).unwrap_err();
     assert!(
@@ -587,7 +587,7 @@ fn tool_arguments_stream_as_fragments_of_one_call() {
     }
     events.push(stop(0));
     events.extend(end("tool_use", json!({})));
-    let body = anthropic_sse(&events);
+    let body = typed_sse(&events);
     let lifted = decode_cut(BodyDecoder::sse(Lifter::new()), &body, &[body.len()]).unwrap();
     let fragments: Vec<&str> = lifted
         .iter()
@@ -741,7 +741,7 @@ impl Turn {
             events.push(stop(index));
         }
         events.extend(end(self.stop, json!({"output_tokens": self.usage.1})));
-        anthropic_sse(&events)
+        typed_sse(&events)
     }
 }
 

@@ -24,20 +24,6 @@ const WEB_SEARCH_BODY: &str = "openai_responses/vercel-ai/openai-web-search-tool
 const ERROR_STREAM: &str = "openai_responses/vercel-ai/openai-error.1.chunks.txt";
 const ERROR_BODY: &str = "openai_responses/vercel-ai/openai-error.1.json";
 
-/// A stream framed as the Responses API frames it: `event:` and `data:`.
-pub fn framed(events: &[Value]) -> Vec<u8> {
-    events
-        .iter()
-        .map(|event| {
-            format!(
-                "event: {}\ndata: {event}\n\n",
-                event["type"].as_str().unwrap()
-            )
-        })
-        .collect::<String>()
-        .into_bytes()
-}
-
 /// The streams of a `.chunks.txt` holding several responses, one a line each
 /// event: cut where each response is created.
 fn streams(name: &str) -> Vec<Vec<u8>> {
@@ -50,7 +36,7 @@ fn streams(name: &str) -> Vec<Vec<u8>> {
         }
         streams.last_mut().unwrap().push(event);
     }
-    streams.iter().map(|events| framed(events)).collect()
+    streams.iter().map(|events| typed_sse(events)).collect()
 }
 
 fn events(body: &[u8], sizes: &[usize]) -> Result<Vec<Event>, Error> {
@@ -272,7 +258,7 @@ fn an_error_event_ends_the_stream_as_a_provider_error() {
 
 #[test]
 fn a_failed_response_is_an_error_after_what_came_before() {
-    let body = framed(&[
+    let body = typed_sse(&[
         json!({"type": "response.created", "response": {"id": "resp_1", "status": "in_progress", "output": []}}),
         json!({"type": "response.output_item.added", "output_index": 0, "item": {"type": "message", "id": "msg_1", "role": "assistant", "content": []}}),
         json!({"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "item_id": "msg_1", "delta": "Hel"}),
@@ -294,7 +280,7 @@ fn a_failed_response_is_an_error_after_what_came_before() {
 #[test]
 fn an_incomplete_response_finishes_by_its_reason_and_a_refusal_is_marked() {
     let incomplete = |reason: &str| {
-        framed(&[
+        typed_sse(&[
             json!({"type": "response.output_item.added", "output_index": 0, "item": {"type": "message", "id": "msg_1", "role": "assistant", "content": []}}),
             json!({"type": "response.refusal.delta", "output_index": 0, "content_index": 0, "item_id": "msg_1", "delta": "I can't"}),
             json!({"type": "response.refusal.delta", "output_index": 0, "content_index": 0, "item_id": "msg_1", "delta": " help."}),
@@ -348,7 +334,7 @@ fn interleaved(first: &str, second: &str) -> Vec<u8> {
     };
     let (a, b) = first.split_at(first.len() / 2);
     let (c, d) = second.split_at(second.len() / 2);
-    framed(&[
+    typed_sse(&[
         added(0, "call_a"),
         added(1, "call_b"),
         delta(1, c),
