@@ -203,7 +203,7 @@ where
                     }
                 },
                 StateProj::Done => (
-                    Error::stage(*this.stage, "an attempt was polled after it completed"),
+                    Error::stage(this.stage, "an attempt was polled after it completed"),
                     Vec::new(),
                 ),
             };

@@ -30,7 +30,7 @@
 //!   deployment for that long at once. A deployment that answered — its first
 //!   event, or an error the classifier refuses — closes its breaker. When every
 //!   deployment is cooling down, the call fails at once with a 503
-//!   [`ProviderError`](crate::provider::ProviderError) whose `retry_after` is
+//!   [`ProviderError`] whose `retry_after` is
 //!   the time until the first one takes calls again.
 //!
 //! The breaker and the choice are pure functions of the time, which is read

@@ -76,9 +76,12 @@ fn calls(models: &[Model]) -> Vec<usize> {
     models.iter().map(Model::calls).collect()
 }
 
+/// Makes one failure (an `Error` is not `Clone`).
+type MakeError = fn() -> Error;
+
 #[test]
 fn each_failure_before_the_first_event_falls_back_to_the_next_deployment() {
-    let failures: [(&str, fn() -> Error); 5] = [
+    let failures: [(&str, MakeError); 5] = [
         ("429", || answered(429, &[], "")),
         ("500", || answered(500, &[], "oops")),
         ("503", || answered(503, &[], "")),
