@@ -43,6 +43,9 @@
 //!   feature);
 //! - [`retry`]: a layer that retries any model call failing before its first
 //!   event (feature `retry`, on by default);
+//! - [`deploy`]: one model served by several deployments — least in-flight
+//!   choice, session affinity, a circuit breaker each, and fallback before the
+//!   first event;
 //! - [`testing`]: a scripted model, the replay of a transcript, and helpers to
 //!   unit-test your own middleware.
 //!
@@ -93,7 +96,9 @@
     feature = "anthropic",
     feature = "gemini"
 ))]
+mod attempt;
 pub mod config;
+pub mod deploy;
 mod error;
 #[cfg(feature = "function")]
 pub mod function;

@@ -77,71 +77,13 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use futures::stream::{Stream, StreamExt};
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 
-use crate::provider::{ProviderError, TransportErrorKind};
+use crate::attempt::{Attempt, Outcome};
+pub use crate::attempt::{Classify, is_retryable};
 use crate::service::ChatService;
-use crate::{ChatRequest, Error, Event, Reply};
-
-/// Decides whether a failed call is worth another attempt.
-///
-/// Implemented for every closure `Fn(&Error) -> bool + Send + Sync + 'static`;
-/// [`is_retryable`] is the default.
-pub trait Classify: Send + Sync + 'static {
-    /// True when a call that failed with `error` (before its first event) may
-    /// succeed if made again.
-    fn is_retryable(&self, error: &Error) -> bool;
-}
-
-impl<F> Classify for F
-where
-    F: Fn(&Error) -> bool + Send + Sync + 'static,
-{
-    fn is_retryable(&self, error: &Error) -> bool {
-        self(error)
-    }
-}
-
-/// The default classifier: true for failures worth another attempt.
-///
-/// - provider errors: the provider's own `x-should-retry` when it sent one;
-///   otherwise HTTP 408, 409, 429 and 5xx, an overloaded provider, and a
-///   `server_error` sent inside a stream. An error sent inside a stream counts
-///   as the HTTP status its numeric `code` names, if it has one (vLLM and Gemini
-///   send `"code": 503`);
-/// - transport errors: failed connections, timeouts, interrupted and truncated
-///   responses (not malformed ones, nor requests that could not be built);
-/// - anything else: no.
-pub fn is_retryable(error: &Error) -> bool {
-    if let Some(error) = error.provider_error() {
-        return error.should_retry.unwrap_or_else(|| {
-            matches!(status_of(error), 408 | 409 | 429 | 500..=599)
-                || error.is_overloaded()
-                || error.error_type.as_deref() == Some("server_error")
-        });
-    }
-    error.transport_error().is_some_and(|error| {
-        matches!(
-            error.kind,
-            TransportErrorKind::Connect
-                | TransportErrorKind::Timeout
-                | TransportErrorKind::Interrupted
-                | TransportErrorKind::Truncated
-        )
-    })
-}
-
-/// The HTTP status `error` stands for: its response's, or for an error sent
-/// inside a successful stream, the status its numeric `code` names.
-fn status_of(error: &ProviderError) -> u16 {
-    let named = || error.code.as_deref()?.parse::<u16>().ok();
-    match error.status {
-        200..=299 => named().unwrap_or(error.status),
-        status => status,
-    }
-}
+use crate::{ChatRequest, Error, Reply};
 
 /// The limits of a [`RetryLayer`]: plain data, read by the pure schedule.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -397,13 +339,13 @@ where
         // The service that was made ready takes this call; a clone stays behind.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        let attempt = inner.call(request.clone());
+        let attempt = Attempt::new(inner.call(request.clone()), request.options.stream, "retry");
         ResponseFuture {
             inner,
             request,
             config: self.config.clone(),
             retry: 0,
-            state: State::Calling { attempt },
+            state: State::Attempting { attempt },
         }
     }
 }
@@ -435,12 +377,8 @@ pin_project! {
 pin_project! {
     #[project = StateProj]
     enum State<F> {
-        // An attempt is under way.
-        Calling { #[pin] attempt: F },
-        // A non-streaming reply is being read (it is in memory: this takes one poll).
-        Reading { reply: Reply, items: Vec<Result<Event, Error>> },
-        // A streaming reply: waiting for its first event.
-        FirstEvent { reply: Reply },
+        // An attempt is under way, until its first event.
+        Attempting { #[pin] attempt: Attempt<F> },
         // Waiting before the next attempt.
         Sleeping { sleep: SleepFuture },
         // Waiting for the inner service to be ready for the next attempt.
@@ -460,59 +398,8 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         loop {
-            // Each state either moves on (`continue`), resolves, or fails before
-            // delivery with `error`; `kept` is what a non-streaming reply made
-            // before it failed, handed back if the call is not made again.
-            let (error, kept) = match this.state.as_mut().project() {
-                StateProj::Calling { attempt } => match ready!(attempt.poll(cx)) {
-                    Err(error) => (error.into(), Vec::new()),
-                    Ok(reply) if reply.is_ready() => {
-                        let items = Vec::with_capacity(reply.size_hint().0);
-                        this.state.set(State::Reading { reply, items });
-                        continue;
-                    }
-                    Ok(reply) => {
-                        if !this.request.options.stream {
-                            // Not a panic: the reply is still read, as a stream.
-                            tracing::warn!(
-                                "a non-streaming request got a streaming reply (a layer \
-                                 under the retry layer broke the non-streaming contract; \
-                                 see `Reply::map_events`): retried only before its first \
-                                 event"
-                            );
-                        }
-                        this.state.set(State::FirstEvent { reply });
-                        continue;
-                    }
-                },
-                StateProj::Reading { reply, items } => {
-                    while let Some(item) = ready!(reply.poll_next_unpin(cx)) {
-                        items.push(item);
-                    }
-                    let mut items = std::mem::take(items);
-                    match failure(&mut items) {
-                        Some(error) => (error, items),
-                        None => {
-                            this.state.set(State::Done);
-                            return Poll::Ready(Ok(Reply::from_results(items)));
-                        }
-                    }
-                }
-                StateProj::FirstEvent { reply } => match ready!(reply.poll_next_unpin(cx)) {
-                    Some(Err(error)) => (error, Vec::new()),
-                    Some(Ok(first)) => {
-                        let rest = std::mem::replace(reply, Reply::from_events([]));
-                        this.state.set(State::Done);
-                        return Poll::Ready(Ok(Reply::from_stream(Resumed {
-                            first: Some(first),
-                            rest,
-                        })));
-                    }
-                    None => {
-                        this.state.set(State::Done);
-                        return Poll::Ready(Ok(Reply::from_events([])));
-                    }
-                },
+            let outcome = match this.state.as_mut().project() {
+                StateProj::Attempting { attempt } => ready!(attempt.poll(cx)),
                 StateProj::Sleeping { sleep } => {
                     ready!(sleep.as_mut().poll(cx));
                     this.state.set(State::Readying);
@@ -523,8 +410,9 @@ where
                         this.state.set(State::Done);
                         return Poll::Ready(Err(error.into()));
                     }
-                    let attempt = this.inner.call(this.request.clone());
-                    this.state.set(State::Calling { attempt });
+                    let call = this.inner.call(this.request.clone());
+                    let attempt = Attempt::new(call, this.request.options.stream, "retry");
+                    this.state.set(State::Attempting { attempt });
                     continue;
                 }
                 StateProj::Done => {
@@ -534,63 +422,22 @@ where
                     )));
                 }
             };
-            // The attempt failed before anything was delivered.
-            let Some(wait) = this.config.next_wait(*this.retry, &error) else {
+            let wait = match &outcome {
+                // Failed before anything was delivered: made again if it may be.
+                Outcome::Failed { error, .. } => this.config.next_wait(*this.retry, error),
+                Outcome::Delivered(_) => None,
+            };
+            let Some(wait) = wait else {
                 this.state.set(State::Done);
-                if kept.is_empty() {
-                    return Poll::Ready(Err(error));
-                }
-                let mut items = kept;
-                items.push(Err(error));
-                return Poll::Ready(Ok(Reply::from_results(items)));
+                return Poll::Ready(outcome.into_result());
             };
             *this.retry += 1;
-            tracing::warn!(%error, retry = *this.retry, ?wait, "retrying the model call");
+            if let Outcome::Failed { error, .. } = &outcome {
+                tracing::warn!(%error, retry = *this.retry, ?wait, "retrying the model call");
+            }
             let sleep = (this.config.sleep)(wait);
             this.state.set(State::Sleeping { sleep });
         }
-    }
-}
-
-/// The error that failed a non-streaming reply, taken out of its `items`, if the
-/// call may be made again for it: the reply ended with an error, and nothing
-/// before it had effects — no tool ran (no message holds a tool result). What
-/// came before (text, reasoning) had none, and is made again by the next attempt.
-fn failure(items: &mut Vec<Result<Event, Error>>) -> Option<Error> {
-    let had_effects = items.iter().any(
-        |item| matches!(item, Ok(Event::Message { message }) if !message.results().is_empty()),
-    );
-    match items.last() {
-        Some(Err(_)) if !had_effects => items.pop()?.err(),
-        _ => None,
-    }
-}
-
-/// A streaming reply with its first event, read to decide on a retry, put back in
-/// front.
-struct Resumed {
-    first: Option<Event>,
-    rest: Reply,
-}
-
-impl Stream for Resumed {
-    type Item = Result<Event, Error>;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = self.get_mut();
-        match this.first.take() {
-            Some(first) => Poll::Ready(Some(Ok(first))),
-            None => this.rest.poll_next_unpin(cx),
-        }
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        let first = usize::from(self.first.is_some());
-        let (low, high) = self.rest.size_hint();
-        (
-            low.saturating_add(first),
-            high.and_then(|high| high.checked_add(first)),
-        )
     }
 }
 
@@ -598,6 +445,7 @@ impl Stream for Resumed {
 mod tests {
     use super::*;
     use crate::provider::TransportError;
+    use crate::provider::{ProviderError, TransportErrorKind};
 
     /// A fixed time for `Retry-After` dates (none of these tests sends one).
     fn now() -> std::time::SystemTime {

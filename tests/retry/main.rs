@@ -10,6 +10,9 @@
 
 #![cfg(feature = "retry")]
 
+#[path = "../common/outcomes.rs"]
+mod outcomes;
+
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::{Pin, pin};
@@ -20,115 +23,11 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::executor::block_on;
-use lmstack::provider::{ProviderError, TransportError, TransportErrorKind};
+use lmstack::provider::TransportErrorKind;
 use lmstack::retry::RetryLayer;
-use lmstack::{ChatRequest, Error, Event, Message, Reply, ToolCall, ToolResult};
+use lmstack::{ChatRequest, Error, Event, Message, ToolCall, ToolResult};
+use outcomes::{Model, Outcome, answered, transport};
 use tower::{Layer, Service, ServiceExt};
-
-/// A fixed time for `Retry-After` dates (none of these tests sends one).
-fn now() -> std::time::SystemTime {
-    std::time::SystemTime::UNIX_EPOCH
-}
-
-fn answered(status: u16, headers: &[(&str, &str)], body: &str) -> Error {
-    ProviderError::from_response("openai", status, headers, body.as_bytes(), now()).into()
-}
-
-fn transport(kind: TransportErrorKind) -> Error {
-    TransportError::new("openai", kind, "test").into()
-}
-
-/// What one call of [`Model`] does.
-enum Outcome {
-    /// The call fails.
-    Fail(Error),
-    /// The call gives a streaming reply of these items.
-    Stream(Vec<Result<Event, Error>>),
-    /// The call gives a non-streaming reply of these items.
-    Complete(Vec<Result<Event, Error>>),
-}
-
-#[derive(Default)]
-struct Script {
-    outcomes: VecDeque<Outcome>,
-    /// What `poll_ready` answers, in order; ready once this runs out.
-    readiness: VecDeque<Poll<Result<(), Error>>>,
-    requests: Vec<ChatRequest>,
-    /// Calls made on a service that `poll_ready` had not made ready.
-    unready_calls: usize,
-}
-
-/// A model that plays scripted outcomes and checks tower's readiness contract.
-struct Model {
-    script: Arc<Mutex<Script>>,
-    made_ready: bool,
-}
-
-impl Clone for Model {
-    fn clone(&self) -> Self {
-        // A clone has not been made ready.
-        Model {
-            script: self.script.clone(),
-            made_ready: false,
-        }
-    }
-}
-
-impl Model {
-    fn new(outcomes: impl IntoIterator<Item = Outcome>) -> Self {
-        let script = Script {
-            outcomes: outcomes.into_iter().collect(),
-            ..Script::default()
-        };
-        Model {
-            script: Arc::new(Mutex::new(script)),
-            made_ready: false,
-        }
-    }
-
-    fn script(&self) -> std::sync::MutexGuard<'_, Script> {
-        self.script.lock().unwrap()
-    }
-
-    fn calls(&self) -> usize {
-        self.script().requests.len()
-    }
-}
-
-impl Service<ChatRequest> for Model {
-    type Response = Reply;
-    type Error = Error;
-    type Future = std::future::Ready<Result<Reply, Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        let answer = self
-            .script()
-            .readiness
-            .pop_front()
-            .unwrap_or(Poll::Ready(Ok(())));
-        match answer {
-            Poll::Pending => cx.waker().wake_by_ref(),
-            Poll::Ready(Ok(())) => self.made_ready = true,
-            Poll::Ready(Err(_)) => {}
-        }
-        answer
-    }
-
-    fn call(&mut self, request: ChatRequest) -> Self::Future {
-        let made_ready = std::mem::take(&mut self.made_ready);
-        let mut script = self.script();
-        if !made_ready {
-            script.unready_calls += 1;
-        }
-        script.requests.push(request);
-        let outcome = script.outcomes.pop_front().expect("a scripted outcome");
-        std::future::ready(match outcome {
-            Outcome::Fail(error) => Err(error),
-            Outcome::Stream(items) => Ok(Reply::from_stream(futures::stream::iter(items))),
-            Outcome::Complete(items) => Ok(Reply::from_results(items)),
-        })
-    }
-}
 
 type Waits = Arc<Mutex<Vec<Duration>>>;
 
