@@ -90,13 +90,13 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod attempt;
 #[cfg(any(
     feature = "openai",
     feature = "openai-responses",
     feature = "anthropic",
     feature = "gemini"
 ))]
-mod attempt;
 pub mod config;
 pub mod deploy;
 mod error;
