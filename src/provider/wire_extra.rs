@@ -35,7 +35,6 @@ pub(crate) fn kept(metadata: &Metadata, key: &str) -> Map<String, Value> {
 
 /// Keeps the fields of each content block, in the blocks' order, under `key`;
 /// nothing when no block has any.
-#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 pub(crate) fn keep_blocks(metadata: &mut Metadata, key: &str, blocks: Vec<Map<String, Value>>) {
     if blocks.iter().all(Map::is_empty) {
         return;
@@ -77,7 +76,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
     fn block_fields_are_kept_by_position() {
         let mut metadata = Metadata::new();
         keep_blocks(&mut metadata, "w", vec![Map::new(), Map::new()]);

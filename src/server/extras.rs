@@ -72,7 +72,20 @@ pub(crate) fn dropped_tool_fields(tools: &[ToolSpec], from: Kind, to: Option<Kin
                         .for_each(|(field, _)| name(field));
                 }
             }
-            Kind::OpenAiResponses | Kind::Gemini => {}
+            #[cfg(feature = "openai-responses")]
+            Kind::OpenAiResponses => {
+                // A custom tool's object and a function's namespace are
+                // carried (a function of one string argument; the calls'
+                // namespace); the rest (`strict`, a custom tool's `format`)
+                // is this wire's alone.
+                const CARRIED: [&str; 4] = ["type", "name", "description", "namespace"];
+                let kept = tool.extra.get(crate::provider::openai_responses::EXTRA_KEY);
+                let fields = kept.and_then(Value::as_object).into_iter().flatten();
+                fields
+                    .filter(|(field, _)| !CARRIED.contains(&field.as_str()))
+                    .for_each(|(field, _)| name(field));
+            }
+            _ => {}
         }
     }
     names
@@ -227,5 +240,27 @@ mod tests {
             named(&[strict], Kind::OpenAiChat, "anthropic"),
             ["tool field `x-kind`", "tool field `strict`"]
         );
+    }
+
+    #[cfg(feature = "openai-responses")]
+    #[test]
+    fn a_responses_clients_tool_fields_are_named_but_what_is_carried() {
+        use crate::provider::openai_responses::EXTRA_KEY;
+        let mut custom = ToolSpec::new("apply_patch", "", json!({}));
+        custom.extra.insert(
+            EXTRA_KEY.into(),
+            json!({"type": "custom", "name": "apply_patch", "format": {"type": "grammar"}}),
+        );
+        let mut function = ToolSpec::new("close_agent", "", json!({}));
+        function.extra.insert(
+            EXTRA_KEY.into(),
+            json!({"strict": false, "namespace": {"type": "namespace", "name": "multi_agent_v1"}}),
+        );
+        let named = dropped_tool_fields(
+            &[custom, function],
+            Kind::OpenAiResponses,
+            Some(Kind::Anthropic),
+        );
+        assert_eq!(named, ["tool field `format`", "tool field `strict`"]);
     }
 }

@@ -126,12 +126,13 @@ pub struct Gateway {
     pub(super) metrics: Metrics,
     pub(super) secrets: Secrets,
     counters: Counters,
-    #[cfg_attr(not(feature = "openai-responses"), allow(dead_code))]
     pub(super) responses: Stored,
 }
 
-/// Where the conversations of Responses clients are kept.
+/// Where the conversations of Responses clients are kept (read by the
+/// Responses route only: kept, unread, in a build without it).
 #[derive(Clone)]
+#[cfg_attr(not(feature = "openai-responses"), allow(dead_code))]
 pub(super) struct Stored(pub(super) Arc<dyn ResponseStore>);
 
 impl std::fmt::Debug for Stored {

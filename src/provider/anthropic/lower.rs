@@ -200,19 +200,10 @@ pub fn lower_request(request: &ChatRequest, options: &LowerOptions) -> Result<Re
 }
 
 fn lower_tool(tool: &ToolSpec) -> Tool {
-    let mut extra = tool.extra.clone();
-    // Another wire's fields.
-    #[cfg(feature = "openai")]
-    extra.shift_remove(crate::provider::openai_chat::EXTRA_KEY);
-    #[cfg(feature = "openai-responses")]
-    extra.shift_remove(crate::provider::openai_responses::EXTRA_KEY);
-    #[cfg(feature = "gemini")]
-    for key in [
-        crate::provider::gemini::EXTRA_KEY,
-        crate::provider::gemini::TOOL_KEY,
-    ] {
-        extra.shift_remove(key);
-    }
+    let extra = (tool.extra.iter())
+        .filter(|(key, _)| !another_wires(key))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
     Tool {
         kind: None,
         name: tool.name.clone(),
@@ -220,6 +211,25 @@ fn lower_tool(tool: &ToolSpec) -> Tool {
         input_schema: Some(tool.parameters.clone()),
         extra: cache::with(extra, tool.cache_control),
     }
+}
+
+/// Whether a key of a [`ToolSpec`]'s `extra` holds another wire's fields
+/// (an Anthropic client's own are kept there as they came).
+fn another_wires(key: &str) -> bool {
+    #[cfg(feature = "openai")]
+    if key == crate::provider::openai_chat::EXTRA_KEY {
+        return true;
+    }
+    #[cfg(feature = "openai-responses")]
+    if key == crate::provider::openai_responses::EXTRA_KEY {
+        return true;
+    }
+    #[cfg(feature = "gemini")]
+    if key == crate::provider::gemini::EXTRA_KEY || key == crate::provider::gemini::TOOL_KEY {
+        return true;
+    }
+    let _ = key;
+    false
 }
 
 /// System text blocks as the API takes them: one plain block as a string,
