@@ -17,28 +17,6 @@ pub(crate) enum Portable {
     Seed,
     /// The end user's id, a string.
     EndUser,
-    /// How hard the model reasons: a string on [`EFFORTS`]' scale.
-    ReasoningEffort,
-}
-
-/// The reasoning efforts of every wire that has them, least first: OpenAI's
-/// (`none` to `xhigh`) and Anthropic's (`low` to `max`).
-pub(crate) const EFFORTS: [&str; 7] = ["none", "minimal", "low", "medium", "high", "xhigh", "max"];
-
-/// `effort` as a wire whose levels are `levels` (a part of [`EFFORTS`]) takes
-/// it: itself, or the nearest level the wire has (`max` → `xhigh` for
-/// OpenAI, `minimal` → `low` for Anthropic). An effort off the scale goes as
-/// it is, for the upstream to judge.
-pub(crate) fn effort_within(effort: Value, levels: &[&str]) -> Value {
-    let rank = |level: &str| EFFORTS.iter().position(|known| *known == level);
-    let Some(wanted) = effort.as_str().and_then(rank) else {
-        return effort;
-    };
-    let nearest = levels
-        .iter()
-        .filter_map(|level| Some((rank(level)?.abs_diff(wanted), *level)))
-        .min_by_key(|(distance, _)| *distance);
-    nearest.map_or(effort, |(_, level)| Value::from(level))
 }
 
 /// How one wire names the portable options in a request's `options.extra`.
@@ -87,31 +65,10 @@ pub(crate) fn write_common(
         Portable::TopK => "top_k",
         Portable::Seed => "seed",
         Portable::EndUser => "user",
-        Portable::ReasoningEffort => return false,
     };
     if !wire.contains(&option) {
         return false;
     }
     extra.insert(key.into(), value);
     true
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_effort_a_wire_lacks_becomes_its_nearest_level() {
-        let openai = &EFFORTS[..6];
-        let anthropic = &EFFORTS[2..];
-        assert_eq!(effort_within("max".into(), openai), "xhigh");
-        assert_eq!(effort_within("minimal".into(), anthropic), "low");
-        assert_eq!(effort_within("none".into(), anthropic), "low");
-        assert_eq!(effort_within("medium".into(), anthropic), "medium");
-        assert_eq!(
-            effort_within("turbo".into(), openai),
-            "turbo",
-            "off the scale"
-        );
-    }
 }

@@ -176,30 +176,6 @@ mod tests {
     }
 
     #[test]
-    fn a_reasoning_effort_goes_to_each_wire_at_its_nearest_level() {
-        let (anthropic, dropped) = carried(
-            json!({"reasoning_effort": "minimal"}),
-            "openai",
-            "anthropic",
-        );
-        assert_eq!(anthropic, json!({"output_config": {"effort": "low"}}));
-        assert!(dropped.is_empty());
-        let claude_code = json!({"output_config": {"effort": "max"}});
-        let (openai, _) = carried(claude_code.clone(), "anthropic", "openai");
-        assert_eq!(openai, json!({"reasoning_effort": "xhigh"}));
-        let (responses, _) = carried(claude_code.clone(), "anthropic", "openai-responses");
-        assert_eq!(responses, json!({"reasoning": {"effort": "xhigh"}}));
-        let codex = json!({"reasoning": {"effort": "high", "summary": "auto"}});
-        let (anthropic, _) = carried(codex, "openai-responses", "anthropic");
-        assert_eq!(anthropic, json!({"output_config": {"effort": "high"}}));
-        let (gemini, dropped) = carried(claude_code, "anthropic", "gemini");
-        assert_eq!(
-            (gemini, dropped),
-            (json!({}), vec!["output_config".to_owned()])
-        );
-    }
-
-    #[test]
     fn the_same_wire_or_an_unknown_one_keeps_everything() {
         let extra = json!({"logit_bias": {"1": 2}, "n": 3});
         assert_eq!(

@@ -1,12 +1,10 @@
 //! The portable options as Messages names them: `stop` (written as
-//! `stop_sequences` by the lowering), `top_p`, `top_k`, the end user as
-//! `metadata.user_id`, and `output_config.effort` (`low` to `max`).
+//! `stop_sequences` by the lowering), `top_p`, `top_k`, and the end user as
+//! `metadata.user_id`.
 
 use serde_json::{Map, Value, json};
 
-use crate::provider::portable::{
-    EFFORTS, Portable, PortableNames, effort_within, read_common, write_common,
-};
+use crate::provider::portable::{Portable, PortableNames, read_common, write_common};
 
 const OPTIONS: [Portable; 3] = [Portable::Stop, Portable::TopP, Portable::TopK];
 
@@ -25,22 +23,14 @@ fn read(key: &str, value: &Value) -> Option<(Portable, Value)> {
             .get("user_id")
             .filter(|id| id.is_string())
             .map(|id| (Portable::EndUser, id.clone())),
-        "output_config" => value
-            .get("effort")
-            .filter(|effort| effort.is_string())
-            .map(|effort| (Portable::ReasoningEffort, effort.clone())),
         _ => read_common(key, value, &OPTIONS),
     }
 }
 
 fn write(option: Portable, value: Value, extra: &mut Map<String, Value>) -> bool {
-    match option {
-        Portable::EndUser => extra.insert("metadata".into(), json!({ "user_id": value })),
-        Portable::ReasoningEffort => {
-            let effort = effort_within(value, &EFFORTS[2..]);
-            extra.insert("output_config".into(), json!({ "effort": effort }))
-        }
-        _ => return write_common(option, value, extra, &OPTIONS),
-    };
+    if option != Portable::EndUser {
+        return write_common(option, value, extra, &OPTIONS);
+    }
+    extra.insert("metadata".into(), json!({ "user_id": value }));
     true
 }

@@ -1,6 +1,6 @@
 //! The portable options as `generateContent` names them, in its
 //! `generationConfig`: `stopSequences` (always an array), `topP`, `topK`,
-//! `seed`. It has no end user, and no reasoning effort every model takes.
+//! `seed`. It has no end user.
 
 use serde_json::{Map, Value};
 
@@ -60,9 +60,7 @@ fn write(option: Portable, value: Value, extra: &mut Map<String, Value>) -> bool
         (Portable::TopP, value) => ("topP", value),
         (Portable::TopK, value) => ("topK", value),
         (Portable::Seed, value) => ("seed", value),
-        // `thinkingLevel` is Gemini 3's, `thinkingBudget` 2.5's: which one an
-        // upstream takes is not known here.
-        (Portable::EndUser | Portable::ReasoningEffort, _) => return false,
+        (Portable::EndUser, _) => return false,
     };
     let config = extra
         .entry("generationConfig")
