@@ -146,5 +146,5 @@ pub use message::{
 };
 pub use service::{
     BoxChatService, ChatOptions, ChatRequest, CodeExecution, NativeTool, Reply, ResponseFormat,
-    ServerTool, ToolChoice, ToolSpec, UserLocation, WebSearch,
+    ServerTool, SessionKey, ToolChoice, ToolSpec, UserLocation, WebSearch,
 };

@@ -2,10 +2,12 @@
 
 use serde_json::Value;
 
-use crate::ChatRequest;
+use crate::{ChatRequest, SessionKey};
 
-/// The session key clients commonly send, read from the request's
-/// `options.extra`: the first string among
+/// The session key of a request: the [`SessionKey`] in its
+/// [`extensions`](ChatRequest::extensions) (the gateway sets one from the
+/// agents' session headers), else the one clients commonly send in the body,
+/// read from its `options.extra`: the first string among
 ///
 /// 1. `prompt_cache_key` (OpenAI's key for prompt caching; Codex sends its
 ///    conversation id there),
@@ -27,8 +29,13 @@ use crate::ChatRequest;
 /// assert_eq!(common_session_key(&request).as_deref(), Some("u-1"));
 /// request.options.extra.insert("prompt_cache_key".into(), json!("thread-7"));
 /// assert_eq!(common_session_key(&request).as_deref(), Some("thread-7"));
+/// request.extensions.insert(lmstack::SessionKey::new("session-1"));
+/// assert_eq!(common_session_key(&request).as_deref(), Some("session-1"));
 /// ```
 pub fn common_session_key(request: &ChatRequest) -> Option<String> {
+    if let Some(key) = request.extensions.get::<SessionKey>() {
+        return Some(key.as_str().to_owned());
+    }
     let extra = &request.options.extra;
     let text = |value: Option<&Value>| value?.as_str().map(str::to_owned);
     text(extra.get("prompt_cache_key"))

@@ -19,7 +19,7 @@ use super::gateway::{Served, Shared};
 use super::guard::Route;
 use super::sealed_ids::open_request;
 use crate::provider::server_tool::drop_unfit;
-use crate::{ChatRequest, Error};
+use crate::{ChatRequest, Error, SessionKey};
 
 /// A request let in: decoded, its model found, a place taken; and what was
 /// prepared from the request as the client sent it.
@@ -105,6 +105,9 @@ pub(super) async fn admit_to<F: Decode, T>(
         request.options.stream = named.stream;
     }
     F::decode_headers(headers, &mut request);
+    if let Some(session) = session_key(headers) {
+        request.extensions.insert(session);
+    }
     let prepared = prepare(&request, &name);
     let upstream = served.provider.parse().ok();
     let mut dropped = carry(&mut request.options.extra, F::KIND, upstream);
@@ -135,6 +138,24 @@ pub(super) async fn admit_to<F: Decode, T>(
         name,
         permit,
         prepared,
+    })
+}
+
+/// The headers by which coding agents name their conversation: Claude Code's
+/// session id, Codex's window id and session id.
+const SESSION_HEADERS: [&str; 3] = [
+    "x-claude-code-session-id",
+    "x-codex-window-id",
+    "session_id",
+];
+
+/// The conversation a request belongs to, by the first of the agents' session
+/// headers it carries (at most 256 bytes of it).
+fn session_key(headers: &HeaderMap) -> Option<SessionKey> {
+    const LONGEST: usize = 256;
+    SESSION_HEADERS.iter().find_map(|name| {
+        let value = headers.get(*name)?.to_str().ok()?.trim();
+        (!value.is_empty() && value.len() <= LONGEST).then(|| SessionKey::new(value))
     })
 }
 
@@ -221,4 +242,27 @@ async fn read_body(
             );
             Err(refused(408, message))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    #[test]
+    fn an_agents_session_header_names_the_conversation() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(session_key(&headers), None);
+        headers.insert("session_id", HeaderValue::from_static("codex-1"));
+        assert_eq!(session_key(&headers), Some(SessionKey::new("codex-1")));
+        headers.insert(
+            "x-claude-code-session-id",
+            HeaderValue::from_static(" cc-2 "),
+        );
+        assert_eq!(session_key(&headers), Some(SessionKey::new("cc-2")));
+        let long = HeaderValue::from_str(&"k".repeat(257)).unwrap();
+        headers.insert("x-claude-code-session-id", long);
+        assert_eq!(session_key(&headers), Some(SessionKey::new("codex-1")));
+    }
 }

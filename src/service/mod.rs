@@ -18,7 +18,7 @@ pub use layer::{MachineFactory, MachineLayer, MachineService};
 pub use machine::{Machine, MachineStream, Output};
 pub use reply::{Complete, Reply};
 pub use reply_future::{IntoEvents, ReplyFuture};
-pub use request::{ChatOptions, ChatRequest, ToolChoice, ToolSpec};
+pub use request::{ChatOptions, ChatRequest, SessionKey, ToolChoice, ToolSpec};
 pub(crate) use response_format::OutputCheck;
 pub use response_format::ResponseFormat;
 pub use server_tool::{CodeExecution, NativeTool, ServerTool, UserLocation, WebSearch};

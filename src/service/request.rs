@@ -18,13 +18,55 @@ use crate::message::{CacheControl, ContentBlock, Message};
 ///     .streaming(true);
 /// assert!(request.options.stream);
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ChatRequest {
     /// The conversation so far.
     pub messages: Vec<Message>,
     /// Model, tools, sampling and mode.
     #[serde(default)]
     pub options: ChatOptions,
+    /// What a layer or the gateway tells the layers below about the call, by
+    /// type, as `http::Request::extensions` does: such as the conversation it
+    /// belongs to ([`SessionKey`]). Never
+    /// sent upstream, serialized or compared.
+    ///
+    /// ```
+    /// use lmstack::{ChatRequest, SessionKey};
+    ///
+    /// let mut request = ChatRequest::new(vec![]);
+    /// request.extensions.insert(SessionKey::new("conversation-7"));
+    /// assert_eq!(request.extensions.get::<SessionKey>().unwrap().as_str(), "conversation-7");
+    /// ```
+    #[serde(skip)]
+    pub extensions: http::Extensions,
+}
+
+/// Two requests are equal when their messages and options are: their
+/// [`extensions`](ChatRequest::extensions) are not compared.
+impl PartialEq for ChatRequest {
+    fn eq(&self, other: &Self) -> bool {
+        self.messages == other.messages && self.options == other.options
+    }
+}
+
+/// The conversation a request belongs to, in a request's
+/// [`extensions`](ChatRequest::extensions): a key a client sends with every
+/// turn (a session id header), by which [`Deployments`](crate::deploy::Deployments)
+/// keep a conversation on one deployment, where its prompt cache lives. The
+/// gateway sets it from the agents' session headers.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SessionKey(String);
+
+impl SessionKey {
+    /// The key `key`.
+    pub fn new(key: impl Into<String>) -> Self {
+        SessionKey(key.into())
+    }
+
+    /// The key.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
 impl ChatRequest {
@@ -33,6 +75,7 @@ impl ChatRequest {
         ChatRequest {
             messages,
             options: ChatOptions::default(),
+            extensions: http::Extensions::new(),
         }
     }
 

@@ -474,6 +474,7 @@ fn request_and_options() {
         ChatRequest {
             messages: vec![Message::user("hi")],
             options,
+            extensions: Default::default(),
         },
         json!({"messages": [{"type": "text", "role": "user", "text": "hi"}],
                "options": {"model": "gpt-4o",

@@ -168,6 +168,7 @@ fn request_from_wire(wire: ChatCompletionRequest) -> Result<ChatRequest, Error> 
     Ok(ChatRequest {
         messages: history.finish(),
         options,
+        extensions: Default::default(),
     })
 }
 

@@ -172,6 +172,7 @@ pub fn request_from_wire(wire: ResponseRequest) -> Result<ChatRequest, Error> {
     Ok(ChatRequest {
         messages: history.finish(),
         options,
+        extensions: Default::default(),
     })
 }
 
