@@ -18,12 +18,21 @@ BENCH_DIR="${BENCH_DIR:-$repo/target/gateway-bench}"
 DURATION="${DURATION:-10}"          # seconds per cell
 WARMUP="${WARMUP:-2}"               # seconds of load before each mode's cells, not counted
 CONCURRENCY="${CONCURRENCY:-16 256}"
-TARGETS="${TARGETS:-mock nginx lmstack lmstack-natural portkey litellm}"
+TARGETS="${TARGETS:-mock nginx lmstack lmstack-anthropic lmstack-natural portkey litellm}"
 TTFB_SAMPLES="${TTFB_SAMPLES:-200}" # sequential streaming requests, during the streaming load
 LITELLM_VERSION="1.108.5"
 PORTKEY_VERSION="1.15.2"
 HONO_NODE_SERVER_VERSION="1.12.2"
 CPUS="$(nproc)"
+# On a machine with cores to spare, each program may get its own (taskset
+# lists, e.g. PIN_WRK=0-5 PIN_MOCK=6-11 PIN_TARGET=12-15); TARGET_THREADS is then
+# the targets' workers (nginx's worker_processes, lmstack's runtime threads).
+PIN_WRK="${PIN_WRK:-}" PIN_MOCK="${PIN_MOCK:-}" PIN_TARGET="${PIN_TARGET:-}"
+TARGET_THREADS="${TARGET_THREADS:-$CPUS}"
+# Built elsewhere (a bundle carried to a machine without network): skip the
+# install and the build, and run these.
+LMSTACK_BIN="${LMSTACK_BIN:-}" MOCK_BIN="${MOCK_BIN:-}"
+CLK_TCK="$(getconf CLK_TCK)"
 
 mkdir -p "$BENCH_DIR"
 BENCH_DIR="$(cd "$BENCH_DIR" && pwd)"
@@ -31,6 +40,13 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
 
 MOCK_PORT=9100 NGINX_PORT=9101 LMSTACK_PORT=9102 PORTKEY_PORT=9103 LITELLM_PORT=9104
 MOCK="http://127.0.0.1:$MOCK_PORT"
+
+# Runs a command on the cores of a PIN_* list, if one is set.
+pinned() { # $1: the list (may be empty), then the command
+    local cores="$1"
+    shift
+    if [ -n "$cores" ]; then taskset -c "$cores" "$@"; else "$@"; fi
+}
 
 log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
@@ -68,6 +84,18 @@ peak_rss_mib() {
     awk -v kb="$total" 'BEGIN { printf "%.0f", kb / 1024 }'
 }
 
+# CPU time (user + system) of a process tree so far, in clock ticks.
+cpu_ticks() {
+    local total=0 pid ticks
+    for pid in $(tree "$1"); do
+        # The fields after the command name, which may hold spaces: utime and
+        # stime are the 14th and 15th of the line, the 12th and 13th after it.
+        ticks="$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{print $12 + $13}' || echo 0)"
+        total=$((total + ${ticks:-0}))
+    done
+    echo "$total"
+}
+
 wait_port() {
     local port="$1" what="$2" i
     for i in $(seq 1 600); do
@@ -81,6 +109,10 @@ wait_port() {
 
 # --- install and build ----------------------------------------------------------
 install() {
+    if [ -n "$LMSTACK_BIN" ]; then
+        log "using $LMSTACK_BIN and $MOCK_BIN as built"
+        return
+    fi
     local missing=()
     command -v wrk >/dev/null || missing+=(wrk)
     command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx)
@@ -114,13 +146,15 @@ EOF
     log "building the mock and lmstack (release)"
     cargo build -q --release -p lmstack-gateway-mock
     cargo build -q --release -p lmstack-cli
+    LMSTACK_BIN="$CARGO_TARGET_DIR/release/lmstack"
+    MOCK_BIN="$CARGO_TARGET_DIR/release/lmstack-gateway-mock"
 }
 
 # --- the targets --------------------------------------------------------------
 # Each start_* runs one target in the background, records its pid in $target_pid
 # and sets $url (the chat completions URL) and $headers (extra request headers).
 start_mock() {
-    TOKIO_WORKER_THREADS="$CPUS" "$CARGO_TARGET_DIR/release/lmstack-gateway-mock" \
+    TOKIO_WORKER_THREADS="$CPUS" pinned "$PIN_MOCK" "$MOCK_BIN" \
         "127.0.0.1:$MOCK_PORT" >"$BENCH_DIR/logs/mock-upstream.log" 2>&1 &
     mock_pid=$!
     pids+=("$mock_pid")
@@ -130,6 +164,7 @@ start_mock() {
 start_target() {
     local name="$1" conf="$BENCH_DIR/conf"
     headers=()
+    request=chat
     case "$name" in
     mock)
         target_pid="$mock_pid"
@@ -141,7 +176,7 @@ start_target() {
         # keep-alive to the upstream, no buffering (each chunk goes on at once), no
         # access log.
         cat >"$conf/nginx.conf" <<EOF
-worker_processes auto;
+worker_processes $TARGET_THREADS;
 pid $BENCH_DIR/run/nginx.pid;
 error_log $BENCH_DIR/logs/nginx-error.log warn;
 events { worker_connections 4096; }
@@ -161,12 +196,15 @@ http {
     }
 }
 EOF
-        "$(command -v nginx || echo /usr/sbin/nginx)" -c "$conf/nginx.conf" -g 'daemon off;' \
+        pinned "$PIN_TARGET" "$(command -v nginx || echo /usr/sbin/nginx)" -c "$conf/nginx.conf" -g 'daemon off;' \
             >"$BENCH_DIR/logs/nginx.log" 2>&1 &
         url="http://127.0.0.1:$NGINX_PORT/v1/chat/completions"
         ;;
-    lmstack | lmstack-natural | lmstack-nodelay)
+    lmstack | lmstack-natural | lmstack-nodelay | lmstack-anthropic)
         local natural="" preload=""
+        # An Anthropic client through the gateway to the OpenAI mock: every
+        # chunk lifted, and written again in the other wire.
+        [ "$name" = lmstack-anthropic ] && request=messages
         [ "$name" = lmstack-natural ] && natural='natural_tools = "tagged"'
         if [ "$name" = lmstack-nodelay ]; then
             # A diagnostic, not in the default targets: lmstack with TCP_NODELAY set
@@ -184,9 +222,11 @@ max_concurrent = 1024
 $natural
 EOF
         # No line per request (`RUST_LOG=warn`), as nginx runs with `access_log off`.
-        RUST_LOG=warn LD_PRELOAD="$preload" "$CARGO_TARGET_DIR/release/lmstack" serve --config "$conf/$name.toml" \
+        RUST_LOG=warn LD_PRELOAD="$preload" TOKIO_WORKER_THREADS="$TARGET_THREADS" pinned "$PIN_TARGET" \
+            "$LMSTACK_BIN" serve --config "$conf/$name.toml" \
             --listen "127.0.0.1:$LMSTACK_PORT" >"$BENCH_DIR/logs/$name.log" 2>&1 &
         url="http://127.0.0.1:$LMSTACK_PORT/v1/chat/completions"
+        [ "$request" = messages ] && url="http://127.0.0.1:$LMSTACK_PORT/v1/messages"
         ;;
     portkey)
         # Portkey's server is one Node process; production mode, headless (no
@@ -246,7 +286,7 @@ stop_target() { # the target and any workers it forked
 }
 
 # --- the load -----------------------------------------------------------------
-body() { # $1: true or false
+body() { # $1: true or false (the same body is an OpenAI Chat and an Anthropic request)
     printf '{"model":"bench","messages":[{"role":"user","content":"Say something about gateways."}],"max_tokens":64,"stream":%s}' "$1"
 }
 
@@ -307,7 +347,9 @@ check_target() { # one request of each kind must succeed, with the mock's text
 install
 mkdir -p "$BENCH_DIR/logs" "$BENCH_DIR/conf" "$BENCH_DIR/run" "$BENCH_DIR/results"
 results="$BENCH_DIR/results/$(date -u +%Y%m%dT%H%M%SZ).tsv"
-printf 'target\tmode\tconcurrency\trps\tp50_us\tp99_us\tttfb_p50_us\tttfb_p99_us\terrors\tnon2xx\tpeak_rss_mib\tttfb_samples\n' >"$results"
+printf 'target\tmode\tconcurrency\trps\tp50_us\tp99_us\tttfb_p50_us\tttfb_p99_us\terrors\tnon2xx\tpeak_rss_mib\tttfb_samples\tcpu_us_per_request\n' >"$results"
+wrk_threads="$CPUS"
+if [ -n "$PIN_WRK" ]; then wrk_threads="$(taskset -c "$PIN_WRK" nproc)"; fi
 
 start_mock
 for target in $TARGETS; do
@@ -316,7 +358,7 @@ for target in $TARGETS; do
     check_target "$target"
     for stream in false true; do
         script="$(wrk_script "$stream")"
-        wrk -t "$CPUS" -c 16 -d "${WARMUP}s" -s "$script" "$url" >/dev/null
+        pinned "$PIN_WRK" wrk -t "$wrk_threads" -c 16 -d "${WARMUP}s" -s "$script" "$url" >/dev/null
         for c in $CONCURRENCY; do
             ttfb="$BENCH_DIR/run/ttfb"
             echo "- - 0" >"$ttfb"
@@ -324,17 +366,23 @@ for target in $TARGETS; do
                 (sleep 1 && ttfb_sample "$ttfb") &
                 sampler=$!
             fi
-            line="$(wrk -t "$((c < CPUS ? c : CPUS))" -c "$c" -d "${DURATION}s" --timeout 10s -s "$script" "$url" | grep '^RESULT ' | cut -d' ' -f2-)"
+            before="$(cpu_ticks "$target_pid")"
+            line="$(pinned "$PIN_WRK" wrk -t "$((c < wrk_threads ? c : wrk_threads))" -c "$c" -d "${DURATION}s" --timeout 10s -s "$script" "$url" | grep '^RESULT ' | cut -d' ' -f2-)"
             if [ "$stream" = true ]; then wait "$sampler" || true; fi
+            after="$(cpu_ticks "$target_pid")"
             read -r ttfb50 ttfb99 ttfb_n <"$ttfb"
-            read -r rps p50 p99 errors non2xx < <(echo "$line" | python3 -c '
-import json, sys
-r = json.load(sys.stdin)
-print(round(r["requests"] / r["duration_us"] * 1e6), r["p50_us"], r["p99_us"], r["errors"], r["non2xx"])')
+            # wrk's JSON line, flat and of numbers only, read without a parser.
+            read -r requests duration p50 p99 errors non2xx < <(echo "$line" | tr -d '{}"' | tr ',' '\n' |
+                awk -F: '{ v[$1] = $2 } END { print v["requests"], v["duration_us"], v["p50_us"], v["p99_us"], v["errors"], v["non2xx"] }')
+            rps=$(awk -v n="$requests" -v us="$duration" 'BEGIN { printf "%.0f", n / us * 1e6 }')
+            # The target's CPU time per request served in the cell (the TTFB
+            # sampler's requests among them).
+            cpu_us=$(awk -v t=$((after - before)) -v hz="$CLK_TCK" -v n=$((requests + ttfb_n)) \
+                'BEGIN { if (n > 0) printf "%.1f", t / hz * 1e6 / n; else print "-" }')
             mode=$([ "$stream" = true ] && echo stream || echo json)
-            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$target" "$mode" "$c" "$rps" "$p50" "$p99" \
-                "$ttfb50" "$ttfb99" "$errors" "$non2xx" "$(peak_rss_mib "$target_pid")" "$ttfb_n" >>"$results"
-            log "$target $mode c=$c: $rps req/s, p50 ${p50} µs, p99 ${p99} µs, errors $errors, non-2xx $non2xx, TTFB samples $ttfb_n"
+            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$target" "$mode" "$c" "$rps" "$p50" "$p99" \
+                "$ttfb50" "$ttfb99" "$errors" "$non2xx" "$(peak_rss_mib "$target_pid")" "$ttfb_n" "$cpu_us" >>"$results"
+            log "$target $mode c=$c: $rps req/s, p50 ${p50} µs, p99 ${p99} µs, CPU ${cpu_us} µs/request, errors $errors, non-2xx $non2xx, TTFB samples $ttfb_n"
         done
     done
     stop_target "$target" "$target_pid"
@@ -342,4 +390,4 @@ done
 stop_all
 
 log "raw figures: $results"
-python3 "$repo/benches/gateway/table.py" "$results"
+if command -v python3 >/dev/null; then python3 "$repo/benches/gateway/table.py" "$results"; fi

@@ -10,7 +10,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-NUMERIC = ["rps", "p50_us", "p99_us", "ttfb_p50_us", "ttfb_p99_us", "errors", "non2xx", "peak_rss_mib", "ttfb_samples"]
+NUMERIC = ["rps", "p50_us", "p99_us", "ttfb_p50_us", "ttfb_p99_us", "errors", "non2xx", "peak_rss_mib", "ttfb_samples", "cpu_us_per_request"]
 
 
 def read(paths):
@@ -54,16 +54,22 @@ def main(paths):
     order, cells = read(paths)
     runs = max(c["runs"] for c in cells.values())
     print(f"Medians over {runs} run(s). Added latency: over the mock alone, same mode and concurrency.\n")
-    print("| target | mode | conc. | req/s | p50 | p99 | added p50 | added p99 | TTFB p50 | TTFB p99 | TTFB n | errors | peak RSS |")
-    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    print("| target | mode | conc. | req/s | CPU/req | ÷ nginx's | p50 | p99 | added p50 | added p99 | TTFB p50 | TTFB p99 | TTFB n | errors | peak RSS |")
+    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for key in order:
         target, mode, conc = key
         cell = cells[key]
         floor = cells.get(("mock", mode, conc))
         is_mock = target == "mock"
         errors = int((cell["errors"] or 0) + (cell["non2xx"] or 0))
+        nginx = cells.get(("nginx", mode, conc))
+        cpu = cell["cpu_us_per_request"]
+        to_nginx = "–"
+        if cpu is not None and nginx and nginx["cpu_us_per_request"]:
+            to_nginx = f"{cpu / nginx['cpu_us_per_request']:.2f}×"
         print(
-            f"| {target} | {mode} | {conc} | {cell['rps']:.0f} | {us(cell['p50_us'])} | {us(cell['p99_us'])} | "
+            f"| {target} | {mode} | {conc} | {cell['rps']:.0f} | {us(cpu)} | {to_nginx} | "
+            f"{us(cell['p50_us'])} | {us(cell['p99_us'])} | "
             f"{'–' if is_mock or not floor else added(cell['p50_us'], floor['p50_us'])} | "
             f"{'–' if is_mock or not floor else added(cell['p99_us'], floor['p99_us'])} | "
             f"{us(cell['ttfb_p50_us']) if mode == 'stream' else '–'} | "
@@ -74,7 +80,7 @@ def main(paths):
 
     # lmstack's throughput beside each peer, and the targets.
     peers = [("litellm", 50.0), ("portkey", 5.0), ("nginx", 0.5)]
-    gateways = [t for t in ("lmstack", "lmstack-natural", "lmstack-nodelay") if any(k[0] == t for k in order)]
+    gateways = [t for t in dict.fromkeys(k[0] for k in order) if t.startswith("lmstack")]
     if not gateways:
         return
     print("\nThroughput ratios (lmstack's req/s ÷ the peer's; the issue's target in brackets):\n")

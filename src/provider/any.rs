@@ -69,8 +69,8 @@ pub struct Lowering {
 /// }
 ///
 /// let mut request = ChatRequest::new(vec![Message::user("Hi")]);
-/// request.options.model = Some("claude-sonnet-4-5".into());
-/// let body = Kind::Anthropic.with_wire(Lowering::default(), Lower(request))??;
+/// request.options.model = Some("gpt-4o".into());
+/// let body = Kind::OpenAiChat.with_wire(Lowering::default(), Lower(request))??;
 /// assert_eq!(body["messages"][0]["role"], "user");
 /// # Ok::<(), lmstack::Error>(())
 /// ```
@@ -102,14 +102,14 @@ impl Kind {
 ///
 /// ```
 /// use lmstack::provider::{AnyProvider, Kind};
-/// use lmstack::provider::anthropic::{Anthropic, AnthropicConfig};
+/// use lmstack::provider::openai_chat::{OpenAi, OpenAiConfig};
 /// use lmstack::{ChatRequest, Message};
 ///
-/// let config = AnthropicConfig::new("http://127.0.0.1:8080/v1").model("claude-sonnet-4-5");
-/// let provider = AnyProvider::from(Anthropic::new(config)?);
-/// assert_eq!(provider.kind(), Kind::Anthropic);
+/// let config = OpenAiConfig::new("http://127.0.0.1:8080/v1").model("qwen3-8b");
+/// let provider = AnyProvider::from(OpenAi::new(config)?);
+/// assert_eq!(provider.kind(), Kind::OpenAiChat);
 /// let request = provider.http_request(ChatRequest::new(vec![Message::user("Hi")]))?;
-/// assert_eq!(request.uri(), "http://127.0.0.1:8080/v1/messages");
+/// assert_eq!(request.uri(), "http://127.0.0.1:8080/v1/chat/completions");
 /// # Ok::<(), lmstack::Error>(())
 /// ```
 #[derive(Clone, Debug)]

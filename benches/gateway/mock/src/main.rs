@@ -3,6 +3,10 @@
 //! request has `"stream": true`. Both bodies are built once, at start-up, so the
 //! mock costs the same under every gateway: reading the request and writing bytes.
 //!
+//! It is also the benchmark's OpenTelemetry collector: `POST /v1/traces` and
+//! `/v1/metrics` (OTLP over HTTP) are read and answered with an empty export
+//! response, as a collector that accepts everything does.
+//!
 //! `lmstack-gateway-mock [ADDR]` (127.0.0.1:9000 by default); the runtime takes
 //! `TOKIO_WORKER_THREADS` as usual.
 
@@ -108,22 +112,31 @@ async fn main() {
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:9000".to_owned());
     let (json, sse) = (json_body(), sse_body());
-    let app = Router::new().route(
-        "/v1/chat/completions",
-        post(move |body: Bytes| async move {
-            let request: serde_json::Value =
-                serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
-            let (content_type, bytes) = if request["stream"] == true {
-                ("text/event-stream", sse.clone())
-            } else {
-                ("application/json", json.clone())
-            };
-            Response::builder()
-                .header(CONTENT_TYPE, content_type)
-                .body(Body::from(bytes))
-                .expect("a response")
-        }),
-    );
+    let collected = |_: Bytes| async {
+        Response::builder()
+            .header(CONTENT_TYPE, "application/x-protobuf")
+            .body(Body::empty())
+            .expect("a response")
+    };
+    let app = Router::new()
+        .route("/v1/traces", post(collected))
+        .route("/v1/metrics", post(collected))
+        .route(
+            "/v1/chat/completions",
+            post(move |body: Bytes| async move {
+                let request: serde_json::Value =
+                    serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+                let (content_type, bytes) = if request["stream"] == true {
+                    ("text/event-stream", sse.clone())
+                } else {
+                    ("application/json", json.clone())
+                };
+                Response::builder()
+                    .header(CONTENT_TYPE, content_type)
+                    .body(Body::from(bytes))
+                    .expect("a response")
+            }),
+        );
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .unwrap_or_else(|error| panic!("binding {addr}: {error}"));
