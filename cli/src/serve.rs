@@ -176,7 +176,10 @@ async fn serve(args: Args) -> Result<(), Error> {
         match (&token, keys.len()) {
             (Some(_), 0) => format!("clients must present the token in {token_env}"),
             (None, 0) => format!("no token set ({token_env}): loopback only"),
-            (_, named) => format!("clients must present one of {} keys", named + usize::from(token.is_some())),
+            (_, named) => format!(
+                "clients must present one of {} keys",
+                named + usize::from(token.is_some())
+            ),
         }
     );
     let mut signals = Signals::new();

@@ -4,7 +4,9 @@
 
 use lmstack::Error;
 use lmstack::config::Seconds;
-use lmstack::limit::{KeyLimits, LimitLayer, MemoryLimitStore, OnStoreError, Period, RedisLimitStore};
+use lmstack::limit::{
+    KeyLimits, LimitLayer, MemoryLimitStore, OnStoreError, Period, RedisLimitStore,
+};
 use serde::Deserialize;
 
 /// One `[[server.keys]]` entry: a client key, its name and its limits.
@@ -122,7 +124,10 @@ pub fn check_names(keys: &[KeyConfig], with_token: bool) -> Result<(), String> {
     }
     for key in keys {
         if !seen.insert(key.name.as_str()) {
-            return Err(format!("server.keys: the name `{}` is taken twice", key.name));
+            return Err(format!(
+                "server.keys: the name `{}` is taken twice",
+                key.name
+            ));
         }
     }
     Ok(())
@@ -150,6 +155,10 @@ mod tests {
         let twice = [&keys[..], &keys[..1]].concat();
         assert!(check_names(&twice, false).unwrap_err().contains("`alice`"));
         assert!(layer(&keys, &LimitsConfig::default()).unwrap().is_some());
-        assert!(layer(&keys[1..], &LimitsConfig::default()).unwrap().is_none());
+        assert!(
+            layer(&keys[1..], &LimitsConfig::default())
+                .unwrap()
+                .is_none()
+        );
     }
 }

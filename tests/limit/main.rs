@@ -83,7 +83,10 @@ async fn requests_per_minute_are_counted_per_key_and_the_wait_is_the_minutes_end
     assert_eq!(wait(&refused), Some(Duration::from_secs(45)));
     let upstream = refused.provider_error().unwrap();
     assert_eq!(upstream.code.as_deref(), Some("rate_limit_exceeded"));
-    assert!(upstream.message.contains("2 requests per minute"), "{upstream}");
+    assert!(
+        upstream.message.contains("2 requests per minute"),
+        "{upstream}"
+    );
     // Another key, or none, is not limited by alice's.
     run(&service, request("bob", 10)).await.unwrap();
     // The next minute has room again.
@@ -108,13 +111,24 @@ async fn tokens_are_reserved_on_admission_and_settled_with_the_usage() {
     run(&service, request("alice", 400)).await.unwrap();
     assert_eq!(store.read(&tokens, 1).await.unwrap(), 100, "settled");
     // Two replies held open reserve 2 × ~400: a third does not fit in the 1000.
-    let first = service.clone().oneshot(request("alice", 400)).await.unwrap();
-    let second = service.clone().oneshot(request("alice", 400)).await.unwrap();
+    let first = service
+        .clone()
+        .oneshot(request("alice", 400))
+        .await
+        .unwrap();
+    let second = service
+        .clone()
+        .oneshot(request("alice", 400))
+        .await
+        .unwrap();
     let reserved = store.read(&tokens, 1).await.unwrap();
     assert!(reserved > 900, "{reserved} reserved");
     let refused = run(&service, request("alice", 400)).await.unwrap_err();
     assert_eq!(refused.http_status(), 429);
-    assert!(refused.to_string().contains("1000 tokens per minute"), "{refused}");
+    assert!(
+        refused.to_string().contains("1000 tokens per minute"),
+        "{refused}"
+    );
     first.collect().await.unwrap();
     second.collect().await.unwrap();
     assert_eq!(store.read(&tokens, 1).await.unwrap(), 300, "all settled");

@@ -10,7 +10,10 @@ fn url() -> String {
 }
 
 fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }
 
 /// A prefix no other run shares.
@@ -37,7 +40,11 @@ async fn concurrent_takes_never_pass_the_limit_and_counters_expire() {
         .count();
     assert_eq!(admitted, 25);
     assert_eq!(store.read(&counter, now()).await.unwrap(), 25);
-    assert_eq!(store.add(&counter, -30, now()).await.unwrap(), 0, "never below 0");
+    assert_eq!(
+        store.add(&counter, -30, now()).await.unwrap(),
+        0,
+        "never below 0"
+    );
     assert_eq!(store.add(&counter, 7, now()).await.unwrap(), 7);
     tokio::time::sleep(Duration::from_millis(1_700)).await;
     assert_eq!(store.read(&counter, now()).await.unwrap(), 0, "expired");

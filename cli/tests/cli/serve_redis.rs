@@ -57,7 +57,10 @@ async fn ask(serving: &Serving, key: &str, anthropic: bool) -> (u16, Option<u64>
     let client = reqwest::Client::new();
     let (path, auth) = match anthropic {
         true => ("/v1/messages", ("x-api-key", key.to_owned())),
-        false => ("/v1/chat/completions", ("authorization", format!("Bearer {key}"))),
+        false => (
+            "/v1/chat/completions",
+            ("authorization", format!("Bearer {key}")),
+        ),
     };
     let body = json!({"model": "counted", "max_tokens": 1,
         "messages": [{"role": "user", "content": "Hi"}]});
@@ -80,7 +83,11 @@ async fn ask(serving: &Serving, key: &str, anthropic: bool) -> (u16, Option<u64>
 /// Waits, if need be, until a minute has at least 20 seconds left, so that
 /// the requests of a test count in one minute.
 fn early_in_a_minute() {
-    let second = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() % 60;
+    let second = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        % 60;
     if second >= 40 {
         std::thread::sleep(Duration::from_secs(61 - second));
     }
@@ -92,7 +99,11 @@ async fn two_gateways_sharing_redis_enforce_one_budget_and_one_token_rate_across
     let redis = std::env::var("LMSTACK_REDIS_URL").expect("LMSTACK_REDIS_URL (.ci/test)");
     let upstream = upstream(16).await;
     let dir = tempfile::tempdir().unwrap();
-    let prefix = format!("lmstack-cli-test:{}:{}:", std::process::id(), fastrand::u64(..));
+    let prefix = format!(
+        "lmstack-cli-test:{}:{}:",
+        std::process::id(),
+        fastrand::u64(..)
+    );
     let limits = format!("redis_url = \"{redis}\"\nkey_prefix = \"{prefix}\"\n");
     let config = config(&dir, &upstream, &limits);
     let one = serve_with_keys(&config);
@@ -115,7 +126,10 @@ async fn two_gateways_sharing_redis_enforce_one_budget_and_one_token_rate_across
     let (status, wait, body) = ask(&one, "alice-key", true).await;
     assert_eq!(status, 429, "{body}");
     assert_eq!(body["error"]["type"], "rate_limit_error");
-    assert!(wait.is_some_and(|wait| (1..=60).contains(&wait)), "{wait:?}");
+    assert!(
+        wait.is_some_and(|wait| (1..=60).contains(&wait)),
+        "{wait:?}"
+    );
 
     // A gateway restarted finds the counters where they were.
     drop(std::mem::replace(&mut two, serve_with_keys(&config)));
