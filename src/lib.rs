@@ -72,7 +72,8 @@
 //! | `function` | yes | tools, the function-call layer and the tool loop: [`function`] |
 //! | `retry` | yes | the retry layer: [`retry`] |
 //! | `mcp` | | MCP servers' tools as a tool source: `function::mcp` (on rmcp, stdio servers and streamable HTTP, with the TLS chosen above); enables `function` |
-//! | `server` | | the stack served over HTTP in the OpenAI and Anthropic formats: `server::Gateway`, `server::serve` (axum and hyper); enables `openai` and `anthropic` |
+//! | `server` | | the stack served over HTTP in the OpenAI and Anthropic formats: `server::Gateway`, `server::serve` (axum and hyper); the limits per client key: `limit`; enables `openai` and `anthropic` |
+//! | `redis` | | the limits' counters in Redis, shared by gateway replicas: `limit::RedisLimitStore` (the `redis` crate on tokio); enables `server` |
 //!
 //! The TLS features apply to every HTTP client of the crate (the providers'
 //! transport and MCP's client share one `reqwest`). To use another backend
@@ -102,6 +103,8 @@ pub mod deploy;
 mod error;
 #[cfg(feature = "function")]
 pub mod function;
+#[cfg(feature = "server")]
+pub mod limit;
 pub mod message;
 pub mod natural;
 pub mod provider;

@@ -24,6 +24,7 @@ mod provider_arg;
 mod render;
 mod serve;
 mod serve_config;
+mod serve_limits;
 mod session;
 mod show;
 mod tools;

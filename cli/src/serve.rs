@@ -11,8 +11,8 @@ use futures::future::BoxFuture;
 use lmstack::config::Seconds;
 use lmstack::provider::Secrets;
 use lmstack::server::{BearerToken, ConnectionLimits, Gateway, serve as serve_router};
-use lmstack::{ChatRequest, Error, Reply};
-use tower::{Service, ServiceExt};
+use lmstack::{BoxChatService, ChatRequest, Error, Reply};
+use tower::{Layer, Service, ServiceExt};
 
 use crate::demo::{self, Workspace};
 use crate::descriptors;
@@ -90,7 +90,16 @@ async fn serve(args: Args) -> Result<(), Error> {
         .ok()
         .map(|token| token.trim().to_owned())
         .filter(|token| !token.is_empty());
-    if token.is_none() && !listen.ip().is_loopback() {
+    // The named keys, beside the single token (the key `default`).
+    crate::serve_limits::check_names(&server.keys, token.is_some())
+        .map_err(Error::InvalidRequest)?;
+    let keys = server
+        .keys
+        .iter()
+        .map(|key| Ok((key.name.as_str(), key.token()?)))
+        .collect::<Result<Vec<_>, Error>>()?;
+    let key_limits = crate::serve_limits::layer(&server.keys, &server.limits)?;
+    if token.is_none() && keys.is_empty() && !listen.ip().is_loopback() {
         return Err(Error::InvalidRequest(format!(
             "refusing to listen on {listen} without a token: set {token_env}, or listen on a \
              loopback address"
@@ -114,6 +123,9 @@ async fn serve(args: Args) -> Result<(), Error> {
     if let Some(token) = &token {
         gateway = gateway.token(BearerToken::new(token));
     }
+    for (name, key) in &keys {
+        gateway = gateway.key(name, BearerToken::new(key));
+    }
     let mut limits = ConnectionLimits::default();
     if let Some(Seconds(timeout)) = server.header_timeout_secs {
         limits = limits.header_timeout(timeout);
@@ -131,11 +143,14 @@ async fn serve(args: Args) -> Result<(), Error> {
     }
     // What no answer or log line may show: the upstreams' keys, the token.
     let mut secrets = Secrets::new();
-    if let Some(token) = &token {
+    for token in token.iter().chain(keys.iter().map(|(_, key)| key)) {
         secrets = secrets.secret(token);
     }
     for (name, model) in &config.models {
-        let (stack, sent) = model.stack(name).await?;
+        let (mut stack, sent) = model.stack(name).await?;
+        if let Some(limits) = &key_limits {
+            stack = BoxChatService::new(limits.clone().price(model.price).layer(stack));
+        }
         secrets.extend([sent]);
         gateway = gateway
             .model(name, model.provider.name(), stack, model.max_concurrent)
@@ -158,9 +173,13 @@ async fn serve(args: Args) -> Result<(), Error> {
     eprintln!(
         "lmstack serve: listening on http://{bound} — models: {}; {}",
         models.join(", "),
-        match token {
-            Some(_) => format!("clients must present the token in {token_env}"),
-            None => format!("no token set ({token_env}): loopback only"),
+        match (&token, keys.len()) {
+            (Some(_), 0) => format!("clients must present the token in {token_env}"),
+            (None, 0) => format!("no token set ({token_env}): loopback only"),
+            (_, named) => format!(
+                "clients must present one of {} keys",
+                named + usize::from(token.is_some())
+            ),
         }
     );
     let mut signals = Signals::new();

@@ -54,6 +54,13 @@ pub struct Server {
     /// The model that answers a name not configured (nor an alias); none by
     /// default: such a name is answered 404.
     pub default_model: Option<String>,
+    /// The clients' keys, each with its name and limits (`[[server.keys]]`).
+    #[serde(default)]
+    pub keys: Vec<crate::serve_limits::KeyConfig>,
+    /// Where the keys' limits are counted, and what happens while that store
+    /// fails (`[server.limits]`).
+    #[serde(default)]
+    pub limits: crate::serve_limits::LimitsConfig,
 }
 
 impl Config {

@@ -110,6 +110,10 @@ pub struct ModelConfig {
     #[cfg(feature = "retry")]
     #[serde(default = "yes")]
     pub retry: bool,
+    /// The model's prices per million tokens, for the spend budgets of a
+    /// gateway's keys (`[models.NAME.price]`; feature `server`).
+    #[cfg(feature = "server")]
+    pub price: Option<crate::limit::Price>,
     /// The longest wait for the upstream's next bytes, in seconds.
     pub read_timeout_secs: Option<Seconds>,
     /// The longest one attempt at a whole (non-streaming) reply may take, in
@@ -190,6 +194,8 @@ impl ModelConfig {
             aliases: Vec::new(),
             #[cfg(feature = "retry")]
             retry: yes(),
+            #[cfg(feature = "server")]
+            price: None,
             read_timeout_secs: None,
             request_timeout_secs: None,
             #[cfg(feature = "mcp")]

@@ -56,7 +56,7 @@ pub(super) async fn admit_to<F: Decode, T>(
 ) -> Result<Admitted<T>, Refusal> {
     let gateway = &shared.gateway;
     let early = Refusal::before_model;
-    gateway.guard.check(headers, Route::Chat).map_err(early)?;
+    let caller = gateway.guard.check(headers, Route::Chat).map_err(early)?;
     let limits = BodyLimits {
         bytes: gateway.body_limit,
         timeout: gateway.body_timeout,
@@ -107,6 +107,9 @@ pub(super) async fn admit_to<F: Decode, T>(
     F::decode_headers(headers, &mut request);
     if let Some(session) = session_key(headers) {
         request.extensions.insert(session);
+    }
+    if let Some(caller) = caller {
+        request.extensions.insert(caller);
     }
     let prepared = prepare(&request, &name);
     let upstream = served.provider.parse().ok();

@@ -20,6 +20,7 @@ use super::format::Format;
 use super::gateway::{Gateway, Served};
 use super::sealed_ids::SealCallIds;
 use super::{InFlight, Metrics};
+use crate::limit::Caller;
 use crate::provider::Secrets;
 use crate::service::MachineStream;
 use crate::{ChatRequest, Error, Event, FinishReason, Message, Reply};
@@ -77,6 +78,7 @@ pub(super) fn record<F: Format>(
         tally: &Tally::default(),
         error,
         cancelled: false,
+        key: None,
     };
     log.write(&gateway.secrets);
 }
@@ -108,6 +110,8 @@ pub(super) struct Answer {
     status: u16,
     /// Whether the answer was written to its end (else its client went away).
     ended: bool,
+    /// The key the client presented, by name.
+    caller: Option<Caller>,
 }
 
 impl Answer {
@@ -147,6 +151,7 @@ impl Answer {
             permit: None,
             status: 200,
             ended: false,
+            caller: request.extensions.get::<Caller>().cloned(),
         }
     }
 
@@ -214,6 +219,7 @@ impl Drop for Answer {
             tally: &tally,
             error: None,
             cancelled: !self.ended,
+            key: self.caller.as_ref().map(Caller::name),
         }
         .write(&self.secrets);
     }
@@ -231,6 +237,8 @@ struct Logged<'a> {
     error: Option<&'a Error>,
     /// Whether the client went away before the answer's end.
     cancelled: bool,
+    /// The name of the client's key.
+    key: Option<&'a str>,
 }
 
 impl Logged<'_> {
@@ -243,6 +251,7 @@ impl Logged<'_> {
         tracing::info!(
             target: "lmstack::gateway",
             model = self.model,
+            key = self.key,
             upstream = self.upstream,
             format = self.format,
             stream = self.stream,

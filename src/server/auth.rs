@@ -1,4 +1,4 @@
-//! The gateway's one access check: a bearer token, compared in constant time.
+//! The gateway's access check: bearer tokens, compared in constant time.
 
 use std::fmt;
 
@@ -38,24 +38,46 @@ impl BearerToken {
     /// Whether a request with these headers (the `Authorization` and
     /// `x-api-key` values) presents the token.
     pub fn accepts(&self, authorization: Option<&str>, api_key: Option<&str>) -> bool {
-        let bearer = authorization.and_then(|value| {
-            let (scheme, token) = value.trim().split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-        });
+        self.accepts_presented(&Presented::new(authorization, api_key))
+    }
+
+    /// Whether `presented` holds the token.
+    pub(crate) fn accepts_presented(&self, presented: &Presented) -> bool {
         // Both are checked, so that which header came does not change the time.
-        let by_bearer = bearer.is_some_and(|token| self.matches(token));
-        let by_key = api_key.is_some_and(|token| self.matches(token.trim()));
+        let by_bearer = presented.bearer.is_some_and(|token| self.matches(&token));
+        let by_key = presented.api_key.is_some_and(|token| self.matches(&token));
         by_bearer | by_key
     }
 
-    fn matches(&self, presented: &str) -> bool {
-        let presented: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+    fn matches(&self, presented: &[u8; 32]) -> bool {
         let difference = self
             .digest
             .iter()
             .zip(presented)
             .fold(0u8, |difference, (a, b)| difference | (a ^ b));
         std::hint::black_box(difference) == 0
+    }
+}
+
+/// The tokens a request presents (`Authorization: Bearer`, `x-api-key`),
+/// hashed once, to be compared with every key a gateway has.
+pub(crate) struct Presented {
+    bearer: Option<[u8; 32]>,
+    api_key: Option<[u8; 32]>,
+}
+
+impl Presented {
+    /// What the `Authorization` and `x-api-key` values present.
+    pub(crate) fn new(authorization: Option<&str>, api_key: Option<&str>) -> Self {
+        let digest = |token: &str| Sha256::digest(token.as_bytes()).into();
+        let bearer = authorization.and_then(|value| {
+            let (scheme, token) = value.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+        });
+        Presented {
+            bearer: bearer.map(digest),
+            api_key: api_key.map(|token| digest(token.trim())),
+        }
     }
 }
 

@@ -291,9 +291,30 @@ impl Gateway {
         self
     }
 
-    /// Requires clients to present `token` on every route but `/health`.
-    pub fn token(mut self, token: BearerToken) -> Self {
-        self.guard.token = Some(token);
+    /// Requires clients to present `token` on every route but `/health`: the
+    /// key named `default` (see [`key`](Self::key)).
+    pub fn token(self, token: BearerToken) -> Self {
+        self.key("default", token)
+    }
+
+    /// Admits clients that present `token`, as the caller `name`: every
+    /// route but `/health` then requires one of the keys. A chat request
+    /// carries its [`Caller`](crate::limit::Caller) in its extensions (for a
+    /// [`LimitLayer`](crate::limit::LimitLayer)) and its log line names it
+    /// (`key`).
+    ///
+    /// ```
+    /// use lmstack::server::{BearerToken, Gateway};
+    ///
+    /// let gateway = Gateway::new()
+    ///     .key("alice", BearerToken::new("alice's key"))
+    ///     .key("bob", BearerToken::new("bob's key"));
+    /// # let _ = gateway;
+    /// ```
+    pub fn key(mut self, name: impl AsRef<str>, token: BearerToken) -> Self {
+        let caller = crate::limit::Caller::new(name);
+        self.guard.keys.retain(|(named, _)| *named != caller);
+        self.guard.keys.push((caller, token));
         self
     }
 

@@ -6,13 +6,17 @@
 use axum::http::{HeaderMap, header};
 
 use super::BearerToken;
+use super::auth::Presented;
 use crate::Error;
+use crate::limit::Caller;
 use crate::message::mime_essence;
 
 /// The access rules of a gateway.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Guard {
-    pub(crate) token: Option<BearerToken>,
+    /// The keys clients may present, each with its name (none: a gateway
+    /// without a token).
+    pub(crate) keys: Vec<(Caller, BearerToken)>,
     /// Host names taken besides the loopback ones, lower-case, without port.
     pub(crate) allowed_hosts: Vec<String>,
     /// Browser origins taken (`scheme://host[:port]`), lower-case.
@@ -29,18 +33,26 @@ pub(crate) enum Route {
 }
 
 impl Guard {
-    /// `Ok` if a request with these headers may use `route`; else why not, as
-    /// a refusal with its status (401, 403 or 415).
-    pub(crate) fn check(&self, headers: &HeaderMap, route: Route) -> Result<(), Error> {
+    /// `Ok` if a request with these headers may use `route`, with the
+    /// caller of the key it presented (none on a gateway without keys); else
+    /// why not, as a refusal with its status (401, 403 or 415).
+    pub(crate) fn check(&self, headers: &HeaderMap, route: Route) -> Result<Option<Caller>, Error> {
         let value = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-        if let Some(token) = &self.token {
+        if !self.keys.is_empty() {
             // Google's clients send their key as `x-goog-api-key` (or `?key=`,
             // which the Gemini routes pass on as that header).
             let key = value("x-api-key").or_else(|| value("x-goog-api-key"));
-            if token.accepts(value("authorization"), key) {
-                return Ok(());
-            }
-            return Err(refused(401, "a valid bearer token is required"));
+            let presented = Presented::new(value("authorization"), key);
+            // Every key is compared, so that the time says nothing of which
+            // one matched.
+            let matched = self.keys.iter().fold(None, |matched, (caller, token)| {
+                let accepted = token.accepts_presented(&presented);
+                matched.or(accepted.then_some(caller))
+            });
+            return match matched {
+                Some(caller) => Ok(Some(caller.clone())),
+                None => Err(refused(401, "a valid bearer token is required")),
+            };
         }
         if let Some(host) = headers.get(header::HOST) {
             let host = host.to_str().ok().map(host_name);
@@ -71,7 +83,7 @@ impl Guard {
                 "the request body must be sent as Content-Type: application/json",
             ));
         }
-        Ok(())
+        Ok(None)
     }
 
     fn allows_host(&self, host: &str) -> bool {
@@ -137,7 +149,7 @@ mod tests {
 
     fn status(guard: &Guard, pairs: &[(&'static str, &str)], route: Route) -> u16 {
         match guard.check(&headers(pairs), route) {
-            Ok(()) => 200,
+            Ok(_) => 200,
             Err(error) => error.http_status(),
         }
     }
@@ -233,7 +245,7 @@ mod tests {
     #[test]
     fn with_a_token_the_token_alone_decides() {
         let guard = Guard {
-            token: Some(BearerToken::new("s3cret")),
+            keys: vec![(Caller::new("default"), BearerToken::new("s3cret"))],
             ..Guard::default()
         };
         let foreign = [
@@ -245,5 +257,22 @@ mod tests {
         assert_eq!(status(&guard, &presented, Route::Chat), 200);
         let wrong = [("authorization", "Bearer nope"), JSON];
         assert_eq!(status(&guard, &wrong, Route::Chat), 401);
+    }
+
+    #[test]
+    fn each_key_names_its_caller() {
+        let guard = Guard {
+            keys: vec![
+                (Caller::new("alice"), BearerToken::new("a-key")),
+                (Caller::new("bob"), BearerToken::new("b-key")),
+            ],
+            ..Guard::default()
+        };
+        let caller = |pairs: &[(&'static str, &str)]| guard.check(&headers(pairs), Route::Chat);
+        let bob = caller(&[("authorization", "Bearer b-key"), JSON]).unwrap();
+        assert_eq!(bob, Some(Caller::new("bob")));
+        let alice = caller(&[("x-goog-api-key", "a-key"), JSON]).unwrap();
+        assert_eq!(alice, Some(Caller::new("alice")));
+        assert!(caller(&[("authorization", "Bearer c-key"), JSON]).is_err());
     }
 }

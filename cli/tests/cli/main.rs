@@ -18,3 +18,4 @@ mod mcp;
 mod provider;
 mod serve;
 mod serve_limits;
+mod serve_redis;

@@ -1,0 +1,562 @@
+//! The layer: a request let in when its caller's key has room, its tokens
+//! reserved, and what its reply used settled once it ends.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures::future::BoxFuture;
+use futures::{FutureExt, Stream, StreamExt};
+use tower::{Layer, Service, ServiceExt};
+
+use super::price::micros;
+use super::store::{Counter, LimitStore, MemoryLimitStore};
+use super::window::{Period, Window};
+use super::{Caller, Price};
+use crate::provider::ProviderError;
+use crate::service::ChatService;
+use crate::{ChatRequest, Error, Event, Message, Reply, Usage};
+
+/// What one key may use: requests and tokens per minute, and a spend per
+/// [`Period`] (in the currency of the models' [`Price`]s). Each is unlimited
+/// when left out.
+///
+/// ```
+/// use lmstack::limit::{KeyLimits, Period};
+///
+/// let alice = KeyLimits::new()
+///     .requests_per_minute(60)
+///     .tokens_per_minute(100_000)
+///     .budget(5.0, Period::Day);
+/// assert_eq!(alice.requests_per_minute, Some(60));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct KeyLimits {
+    /// Requests let in per minute.
+    pub requests_per_minute: Option<u64>,
+    /// Tokens (input and output) per minute: each request reserves its
+    /// `max_tokens` and an estimate of its input, settled with its usage.
+    pub tokens_per_minute: Option<u64>,
+    /// The spend per `budget_period`.
+    pub budget: Option<f64>,
+    /// The period the budget is counted over.
+    pub budget_period: Period,
+}
+
+impl KeyLimits {
+    /// No limit.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the requests per minute.
+    pub fn requests_per_minute(mut self, requests: u64) -> Self {
+        self.requests_per_minute = Some(requests);
+        self
+    }
+
+    /// Sets the tokens per minute.
+    pub fn tokens_per_minute(mut self, tokens: u64) -> Self {
+        self.tokens_per_minute = Some(tokens);
+        self
+    }
+
+    /// Sets the spend allowed per `period`.
+    pub fn budget(mut self, budget: f64, period: Period) -> Self {
+        self.budget = Some(budget);
+        self.budget_period = period;
+        self
+    }
+}
+
+/// What the limits do while their store fails (unreachable, timed out):
+/// let requests pass unlimited (`open`, the default) or refuse them with 503
+/// (`closed`). Either way one warning is logged per outage, not per request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnStoreError {
+    /// Requests pass.
+    #[default]
+    Open,
+    /// Requests are refused.
+    Closed,
+}
+
+/// The clock of the limits: Unix milliseconds.
+type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+/// Applies [`Limits`] to a service: what each caller's key may use, counted
+/// in a [`LimitStore`] ([`MemoryLimitStore`] unless set). Clones share the
+/// store and the keys; give each model's clone its [`price`](Self::price).
+///
+/// A request's caller is the [`Caller`] in its
+/// [`extensions`](crate::ChatRequest::extensions) (the gateway puts it there
+/// from the key the client presented); a request without one, or whose key
+/// has no limits, passes as it is. Otherwise, in this order:
+///
+/// - **budget**: refused while the key's spend in the current period has
+///   reached its budget (so the last request let in may pass it by its own
+///   cost); `Retry-After` is the period's end (none for `total`);
+/// - **requests per minute**: one taken from the key's current minute;
+/// - **tokens per minute**: the request's `max_tokens` (else
+///   [`default_max_tokens`](Self::default_max_tokens)) plus an estimate of its
+///   input (its messages' JSON size / 4) reserved in the key's current minute
+///   (at most the whole limit, so that no request is refused for ever), and
+///   settled with the reply's reported usage once it ends (a reply without
+///   usage keeps its reservation).
+///
+/// A refusal is a 429 [`ProviderError`] (`rate_limit_error`,
+/// `rate_limit_exceeded`) whose `retry_after` is the time until the window
+/// ends; a gateway answers it in the client's format with `Retry-After`.
+/// Windows are fixed minutes, aligned on the clock, so a key may burst up to
+/// twice its rate across a minute's turn. The spend (in millionths of the
+/// currency) is each reply's usage at the model's [`Price`].
+///
+/// ```
+/// use lmstack::limit::{Caller, KeyLimits, LimitLayer};
+/// use lmstack::testing::ScriptedModel;
+/// use lmstack::{ChatRequest, Message};
+/// use tower::{Layer, ServiceExt};
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let limits = LimitLayer::new().key("alice", KeyLimits::new().requests_per_minute(1));
+/// let model = limits.layer(ScriptedModel::new().reply("one").reply("two"));
+/// let mut request = ChatRequest::new(vec![Message::user("hi")]);
+/// request.extensions.insert(Caller::new("alice"));
+/// assert!(model.clone().oneshot(request.clone()).await.is_ok());
+/// let refused = model.oneshot(request).await.unwrap_err();
+/// assert_eq!(refused.http_status(), 429);
+/// assert!(refused.provider_error().unwrap().retry_after.is_some());
+/// # });
+/// ```
+#[derive(Clone)]
+pub struct LimitLayer {
+    store: Arc<dyn LimitStore>,
+    keys: Arc<HashMap<String, KeyLimits>>,
+    price: Option<Price>,
+    default_max_tokens: u64,
+    on_store_error: OnStoreError,
+    clock: Clock,
+    outage: Arc<Outage>,
+}
+
+impl std::fmt::Debug for LimitLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LimitLayer")
+            .field("keys", &self.keys)
+            .field("price", &self.price)
+            .field("default_max_tokens", &self.default_max_tokens)
+            .field("on_store_error", &self.on_store_error)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for LimitLayer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LimitLayer {
+    /// The tokens reserved for the output of a request that names no
+    /// `max_tokens`, by default.
+    pub const DEFAULT_MAX_TOKENS: u64 = 4096;
+
+    /// No key limited yet, counted in a fresh [`MemoryLimitStore`], failing
+    /// open, on the system clock.
+    pub fn new() -> Self {
+        LimitLayer {
+            store: Arc::new(MemoryLimitStore::new()),
+            keys: Arc::default(),
+            price: None,
+            default_max_tokens: Self::DEFAULT_MAX_TOKENS,
+            on_store_error: OnStoreError::default(),
+            clock: Arc::new(system_millis),
+            outage: Arc::default(),
+        }
+    }
+
+    /// Counts in `store` (shared by replicas: a `RedisLimitStore`).
+    pub fn store(mut self, store: impl LimitStore) -> Self {
+        self.store = Arc::new(store);
+        self
+    }
+
+    /// Limits the key `name`.
+    pub fn key(mut self, name: impl Into<String>, limits: KeyLimits) -> Self {
+        Arc::make_mut(&mut self.keys).insert(name.into(), limits);
+        self
+    }
+
+    /// The prices of the model served (its spend counts toward budgets; a
+    /// model without one costs nothing).
+    pub fn price(mut self, price: Option<Price>) -> Self {
+        self.price = price;
+        self
+    }
+
+    /// Sets the output tokens reserved for a request without `max_tokens`.
+    pub fn default_max_tokens(mut self, tokens: u64) -> Self {
+        self.default_max_tokens = tokens;
+        self
+    }
+
+    /// Sets what happens while the store fails.
+    pub fn on_store_error(mut self, policy: OnStoreError) -> Self {
+        self.on_store_error = policy;
+        self
+    }
+
+    /// Reads the time from `clock` (Unix milliseconds) instead of the system
+    /// clock: for tests.
+    pub fn clock(mut self, clock: impl Fn() -> u64 + Send + Sync + 'static) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+}
+
+impl<S> Layer<S> for LimitLayer {
+    type Service = Limits<S>;
+
+    fn layer(&self, inner: S) -> Limits<S> {
+        Limits {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+/// A service whose requests are limited per caller's key: see
+/// [`LimitLayer`].
+#[derive(Clone, Debug)]
+pub struct Limits<S> {
+    inner: S,
+    layer: LimitLayer,
+}
+
+impl<S> Service<ChatRequest> for Limits<S>
+where
+    S: ChatService + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Reply;
+    type Error = Error;
+    type Future = BoxFuture<'static, Result<Reply, Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: ChatRequest) -> Self::Future {
+        // The service made ready is the one called; a clone stays behind.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let limited = request
+            .extensions
+            .get::<Caller>()
+            .and_then(|caller| Some((caller.clone(), self.layer.keys.get(caller.name())?)));
+        let Some((caller, limits)) = limited else {
+            return Box::pin(inner.oneshot(request).map(|done| done.map_err(Into::into)));
+        };
+        let limits = limits.clone();
+        let layer = self.layer.clone();
+        Box::pin(async move {
+            let reserve = reservation(&request, layer.default_max_tokens);
+            let settle = match layer.admit(&caller, &limits, reserve).await {
+                Ok(settle) => settle,
+                Err(Refused::Over(error)) => return Err(error),
+                Err(Refused::Store(error)) => {
+                    layer.outage.failed(&error, layer.on_store_error);
+                    match layer.on_store_error {
+                        OnStoreError::Open => {
+                            return inner.oneshot(request).await.map_err(Into::into);
+                        }
+                        OnStoreError::Closed => return Err(store_down()),
+                    }
+                }
+            };
+            layer.outage.answered();
+            match inner.oneshot(request).await.map_err(Into::into) {
+                Ok(reply) => Ok(Reply::from_stream(Settling {
+                    reply,
+                    settle: Some(settle),
+                    pending: None,
+                })),
+                Err(error) => {
+                    // Nothing was used: the reservation is given back.
+                    let mut settle = settle;
+                    settle.usage = Some(Usage::default());
+                    settle.run().await;
+                    Err(error)
+                }
+            }
+        })
+    }
+}
+
+/// Why a request was not let in: over a limit, or the store failed.
+enum Refused {
+    Over(Error),
+    Store(Error),
+}
+
+/// The tokens a request reserves: its `max_tokens` (else `default`) and its
+/// messages' JSON size / 4.
+fn reservation(request: &ChatRequest, default: u64) -> u64 {
+    struct Measured(u64);
+    impl std::io::Write for Measured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len() as u64;
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut measured = Measured(0);
+    let _ = serde_json::to_writer(&mut measured, &request.messages);
+    let output = request.options.max_tokens.map_or(default, u64::from);
+    output.saturating_add(measured.0 / 4)
+}
+
+impl LimitLayer {
+    /// Checks the budget, takes a request and reserves `reserve` tokens from
+    /// `caller`'s windows: what to settle once the reply ends.
+    async fn admit(
+        &self,
+        caller: &Caller,
+        limits: &KeyLimits,
+        reserve: u64,
+    ) -> Result<Settle, Refused> {
+        let now = (self.clock)();
+        let name = caller.name();
+        let store = &self.store;
+        let mut settle = Settle {
+            layer: self.clone(),
+            caller: caller.clone(),
+            budget: limits.budget.map(|_| limits.budget_period),
+            reserved: None,
+            usage: None,
+        };
+        if let Some(budget) = limits.budget {
+            let period = limits.budget_period;
+            let window = period.window(now);
+            let spent = store
+                .read(&counter("spend", name, window), now)
+                .await
+                .map_err(Refused::Store)?;
+            if spent >= micros(budget) {
+                let message = format!(
+                    "the key `{name}` has spent its budget of {budget} for this {}",
+                    period.name()
+                );
+                return Err(Refused::Over(over(message, window.wait(now))));
+            }
+        }
+        let minute = Window::fixed(now, MINUTE);
+        if let Some(limit) = limits.requests_per_minute {
+            let taken = store
+                .take(&counter("rpm", name, minute), 1, limit, now)
+                .await
+                .map_err(Refused::Store)?;
+            if !taken.admitted {
+                let message =
+                    format!("the key `{name}` is over its limit of {limit} requests per minute");
+                return Err(Refused::Over(over(message, minute.wait(now))));
+            }
+        }
+        if let Some(limit) = limits.tokens_per_minute {
+            let tokens = counter("tpm", name, minute);
+            let amount = reserve.min(limit);
+            let taken = store
+                .take(&tokens, amount, limit, now)
+                .await
+                .map_err(Refused::Store)?;
+            if !taken.admitted {
+                let message =
+                    format!("the key `{name}` is over its limit of {limit} tokens per minute");
+                return Err(Refused::Over(over(message, minute.wait(now))));
+            }
+            settle.reserved = Some((tokens, amount));
+        }
+        Ok(settle)
+    }
+}
+
+/// A minute, in milliseconds.
+const MINUTE: u64 = 60_000;
+
+/// The counter of `what` (`rpm`, `tpm`, `spend`) for the key `name` in
+/// `window`.
+fn counter(what: &str, name: &str, window: Window) -> Counter {
+    Counter {
+        key: format!("{what}:{name}:{}", window.start),
+        expires_at: window.end,
+    }
+}
+
+/// A refusal over a limit: 429, with the wait.
+fn over(message: String, retry_after: Option<Duration>) -> Error {
+    ProviderError {
+        provider: "limits",
+        status: 429,
+        error_type: Some("rate_limit_error".into()),
+        code: Some("rate_limit_exceeded".into()),
+        param: None,
+        message,
+        request_id: None,
+        retry_after,
+        should_retry: None,
+    }
+    .into()
+}
+
+/// The refusal while a closed store fails: 503.
+fn store_down() -> Error {
+    ProviderError {
+        provider: "limits",
+        status: 503,
+        error_type: Some("overloaded_error".into()),
+        code: None,
+        param: None,
+        message: "the limits cannot be checked now (their store is unreachable)".into(),
+        request_id: None,
+        retry_after: Some(Duration::from_secs(1)),
+        should_retry: None,
+    }
+    .into()
+}
+
+/// What is settled once a reply ends: the reserved tokens against the usage,
+/// and the spend.
+struct Settle {
+    layer: LimitLayer,
+    caller: Caller,
+    /// The period of the key's budget, when it has one.
+    budget: Option<Period>,
+    /// The tokens counter and what was reserved in it.
+    reserved: Option<(Counter, u64)>,
+    /// The usage the reply reported (summed over its rounds).
+    usage: Option<Usage>,
+}
+
+impl Settle {
+    fn observe(&mut self, event: &Event) {
+        if let Event::Usage(usage)
+        | Event::Message {
+            message: Message::Usage(usage),
+        } = event
+        {
+            self.usage.get_or_insert_with(Usage::default).add(usage);
+        }
+    }
+
+    async fn run(self) {
+        let Some(usage) = &self.usage else {
+            return;
+        };
+        let store = &self.layer.store;
+        let now = (self.layer.clock)();
+        let mut settled = Ok(());
+        if let Some((tokens, reserved)) = &self.reserved {
+            let used = usage.input_tokens.saturating_add(usage.output_tokens);
+            let delta = i128::from(used) - i128::from(*reserved);
+            let delta = i64::try_from(delta).unwrap_or(i64::MAX);
+            settled = store.add(tokens, delta, now).await.map(drop);
+        }
+        let cost = self.layer.price.map_or(0, |price| price.cost_micros(usage));
+        if let (Some(period), true, Ok(())) = (self.budget, cost > 0, &settled) {
+            let spend = counter("spend", self.caller.name(), period.window(now));
+            let cost = i64::try_from(cost).unwrap_or(i64::MAX);
+            settled = store.add(&spend, cost, now).await.map(drop);
+        }
+        match settled {
+            Ok(()) => self.layer.outage.answered(),
+            Err(error) => self.layer.outage.failed(&error, self.layer.on_store_error),
+        }
+    }
+}
+
+/// A reply whose usage is settled when it ends — or, dropped before its end,
+/// in a task of its own (on the tokio runtime, where there is one).
+struct Settling {
+    reply: Reply,
+    settle: Option<Settle>,
+    pending: Option<BoxFuture<'static, ()>>,
+}
+
+impl Stream for Settling {
+    type Item = Result<Event, Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            if let Some(pending) = &mut this.pending {
+                ready!(pending.poll_unpin(cx));
+                this.pending = None;
+                return Poll::Ready(None);
+            }
+            match ready!(this.reply.poll_next_unpin(cx)) {
+                Some(item) => {
+                    if let (Ok(event), Some(settle)) = (&item, &mut this.settle) {
+                        settle.observe(event);
+                    }
+                    return Poll::Ready(Some(item));
+                }
+                None => match this.settle.take() {
+                    Some(settle) => this.pending = Some(Box::pin(settle.run())),
+                    None => return Poll::Ready(None),
+                },
+            }
+        }
+    }
+}
+
+impl Drop for Settling {
+    fn drop(&mut self) {
+        if let Some(settle) = self.settle.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(settle.run());
+        }
+    }
+}
+
+/// Whether the store is failing: one warning when an outage begins, one line
+/// when it ends.
+#[derive(Debug, Default)]
+struct Outage {
+    failing: AtomicBool,
+}
+
+impl Outage {
+    fn failed(&self, error: &Error, policy: OnStoreError) {
+        if !self.failing.swap(true, Ordering::Relaxed) {
+            let then = match policy {
+                OnStoreError::Open => "requests pass unlimited",
+                OnStoreError::Closed => "requests are refused with 503",
+            };
+            tracing::warn!(
+                target: "lmstack::limit",
+                "the limit store failed ({error}); {then} until it answers again"
+            );
+        }
+    }
+
+    fn answered(&self) {
+        if self.failing.swap(false, Ordering::Relaxed) {
+            tracing::info!(target: "lmstack::limit", "the limit store answers again");
+        }
+    }
+}
+
+/// The system clock, in Unix milliseconds.
+fn system_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as u64)
+}
