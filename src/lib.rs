@@ -100,6 +100,8 @@ mod attempt;
 pub mod config;
 pub mod deploy;
 mod error;
+#[cfg(feature = "http")]
+mod gen_ai;
 #[cfg(feature = "function")]
 pub mod function;
 pub mod message;

@@ -33,6 +33,7 @@ mod extras;
 mod format;
 #[cfg(feature = "server")]
 mod gateway;
+mod gen_ai_metrics;
 #[cfg(all(feature = "server", feature = "gemini"))]
 mod gemini_routes;
 #[cfg(feature = "server")]
@@ -50,6 +51,6 @@ pub use auth::BearerToken;
 pub use connections::{ConnectionLimits, serve};
 #[cfg(feature = "server")]
 pub use gateway::Gateway;
-pub use metrics::{InFlight, Metrics};
+pub use metrics::{GenAi, InFlight, Metrics};
 #[cfg(feature = "server")]
 pub use response_store::{MemoryResponseStore, ResponseStore, StoreFuture};
