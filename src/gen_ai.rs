@@ -108,8 +108,8 @@ impl Observed {
     /// `Empty` (see [`gen_ai_span!`]).
     pub(crate) fn record(&self, span: &tracing::Span) {
         if self.usage {
-            span.record("gen_ai.usage.input_tokens", self.input_tokens);
-            span.record("gen_ai.usage.output_tokens", self.output_tokens);
+            span.record("gen_ai.usage.input_tokens", int(self.input_tokens));
+            span.record("gen_ai.usage.output_tokens", int(self.output_tokens));
         }
         if !self.finish_reasons.is_empty() {
             let reasons: Vec<&str> = self.finish_reasons.iter().map(|r| r.as_str()).collect();
@@ -129,6 +129,12 @@ impl Observed {
             span.record("gen_ai.output.messages", messages_json(&messages).as_str());
         }
     }
+}
+
+/// `value` as a span's integer: OpenTelemetry's are `i64` (`tracing-opentelemetry`
+/// writes a `u64` as text).
+fn int(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
 }
 
 /// Marks `span` failed with the error named `error_type`.

@@ -45,7 +45,7 @@ pub(crate) fn attempt_span(kind: Kind, model: &str, base_url: &str) -> Option<tr
     }
     if let Some((address, port)) = server(base_url) {
         span.record("server.address", address.as_str());
-        span.record("server.port", port);
+        span.record("server.port", i64::from(port));
     }
     Some(span)
 }

@@ -220,7 +220,8 @@ impl Drop for Answer {
         self.in_flight.take();
         self.permit.take();
         let took = self.started.elapsed();
-        self.span.record("http.response.status_code", self.status);
+        self.span
+            .record("http.response.status_code", i64::from(self.status));
         self.metrics
             .answered(&self.model, self.format, self.status, took);
         let tally = self.tally.lock().unwrap_or_else(PoisonError::into_inner);
