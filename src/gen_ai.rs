@@ -10,6 +10,7 @@
 //! (`gen_ai.response.finish_reasons`) are fields holding a JSON array.
 
 use std::borrow::Cow;
+#[cfg(feature = "server")]
 use std::sync::OnceLock;
 
 use serde_json::{Value, json};
@@ -19,8 +20,9 @@ use crate::{ContentBlock, Error, Event, FinishReason, Message};
 
 /// The environment variable by which an operator opts in to the
 /// conversation's text on spans (`true`), as every OpenTelemetry GenAI
-/// instrumentation reads it.
-pub(crate) const CAPTURE_CONTENT: &str = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT";
+/// instrumentation reads it (by the gateway: the request span holds the text).
+#[cfg(feature = "server")]
+const CAPTURE_CONTENT: &str = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT";
 
 /// The most distinct finish reasons a span keeps (a tool loop's rounds each
 /// end with one).
@@ -28,6 +30,7 @@ const MAX_FINISH_REASONS: usize = 8;
 
 /// Whether spans record the conversation's text: [`CAPTURE_CONTENT`] is
 /// `true` (read once per process).
+#[cfg(feature = "server")]
 pub(crate) fn capture_content() -> bool {
     static CAPTURE: OnceLock<bool> = OnceLock::new();
     *CAPTURE.get_or_init(|| {

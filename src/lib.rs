@@ -100,10 +100,10 @@ mod attempt;
 pub mod config;
 pub mod deploy;
 mod error;
-#[cfg(feature = "http")]
-mod gen_ai;
 #[cfg(feature = "function")]
 pub mod function;
+#[cfg(feature = "http")]
+mod gen_ai;
 pub mod message;
 pub mod natural;
 pub mod provider;

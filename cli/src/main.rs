@@ -16,11 +16,11 @@ mod descriptors;
 mod input;
 mod lift;
 mod logging;
-#[cfg(feature = "otel")]
-mod otel;
 mod lower;
 mod mcp;
 mod mcp_arg;
+#[cfg(feature = "otel")]
+mod otel;
 mod parse;
 mod provider_arg;
 mod render;

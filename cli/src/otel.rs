@@ -47,7 +47,8 @@ where
     let set = |name: &str| std::env::var(name).is_ok_and(|value| !value.trim().is_empty());
     let disabled = std::env::var("OTEL_SDK_DISABLED")
         .is_ok_and(|value| value.trim().eq_ignore_ascii_case("true"));
-    if disabled || !(set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+    if disabled
+        || !(set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
     {
         return Ok(None);
     }
@@ -73,9 +74,12 @@ where
 /// The protocol the variables name: `http/protobuf` (the default) or
 /// `http/json`; gRPC is not built in.
 fn protocol() -> Result<Protocol, String> {
-    let named = ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"]
-        .into_iter()
-        .find_map(|name| std::env::var(name).ok().map(|value| (name, value)));
+    let named = [
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+    ]
+    .into_iter()
+    .find_map(|name| std::env::var(name).ok().map(|value| (name, value)));
     match named {
         None => Ok(Protocol::HttpBinary),
         Some((_, value)) if value.trim() == "http/protobuf" => Ok(Protocol::HttpBinary),

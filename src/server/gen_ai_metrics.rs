@@ -17,8 +17,8 @@ const DURATION_BUCKETS: &[f64] = &[
 
 /// `gen_ai.client.token.usage`'s buckets.
 const TOKEN_BUCKETS: &[f64] = &[
-    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0,
-    4194304.0, 16777216.0, 67108864.0,
+    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0,
+    16777216.0, 67108864.0,
 ];
 
 /// `gen_ai.client.operation.time_to_first_chunk`'s buckets, in seconds.
@@ -155,7 +155,11 @@ impl GenAiSeries {
         for (name, help, write) in [
             (DURATION, "GenAI operation duration.", durations),
             (TOKENS, "Number of input and output tokens used.", tokens),
-            (FIRST_CHUNK, "Time to receive the first chunk of a streamed reply.", first_chunk),
+            (
+                FIRST_CHUNK,
+                "Time to receive the first chunk of a streamed reply.",
+                first_chunk,
+            ),
         ] {
             let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} histogram");
             for (model, series) in models.clone() {

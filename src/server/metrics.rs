@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
-use super::gen_ai_metrics::GenAiSeries;
 pub use super::gen_ai_metrics::GenAi;
+use super::gen_ai_metrics::GenAiSeries;
 
 /// The upper bounds of the request-duration histogram, in seconds.
 const BUCKETS: &[f64] = &[
@@ -287,7 +287,9 @@ impl Metrics {
                 .durations
                 .render(&mut text, &format!("lmstack_{name}"), &labels);
         }
-        let models = all.iter().map(|(model, series)| (model.as_str(), &series.gen_ai));
+        let models = all
+            .iter()
+            .map(|(model, series)| (model.as_str(), &series.gen_ai));
         GenAiSeries::render(&mut text, models);
         text
     }

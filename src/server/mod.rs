@@ -33,9 +33,9 @@ mod extras;
 mod format;
 #[cfg(feature = "server")]
 mod gateway;
-mod gen_ai_metrics;
 #[cfg(all(feature = "server", feature = "gemini"))]
 mod gemini_routes;
+mod gen_ai_metrics;
 #[cfg(feature = "server")]
 mod guard;
 mod metrics;

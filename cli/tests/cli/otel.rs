@@ -25,7 +25,11 @@ fn whole_answer() -> Answer {
         "model": "up-gpt", "choices": [{"index": 0, "finish_reason": "stop",
         "message": {"role": "assistant", "content": "Understood."}}],
         "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}});
-    Answer::ok("application/json", reply.to_string().as_bytes(), &[usize::MAX])
+    Answer::ok(
+        "application/json",
+        reply.to_string().as_bytes(),
+        &[usize::MAX],
+    )
 }
 
 /// The upstream's streamed answer.
@@ -37,7 +41,11 @@ fn streamed_answer() -> Answer {
         format!("data: {chunk}\n\n")
     };
     let body = [
-        chunk(json!({"role": "assistant", "content": "Under"}), Value::Null, Value::Null),
+        chunk(
+            json!({"role": "assistant", "content": "Under"}),
+            Value::Null,
+            Value::Null,
+        ),
         chunk(json!({"content": "stood."}), Value::Null, Value::Null),
         chunk(
             json!({}),
@@ -73,7 +81,10 @@ fn gateway(
     );
     let mut command = serve_command(&["--config", &config], None);
     command
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{}", receiver.addr))
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://{}", receiver.addr),
+        )
         .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
         .env("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=team-a")
         .env("OTEL_SERVICE_NAME", "gateway-under-test")
@@ -143,7 +154,10 @@ fn plain(value: &Value) -> Value {
         let int = int.as_i64().or_else(|| int.as_str()?.parse().ok());
         return int.map_or(Value::Null, Value::from);
     }
-    if let Some(values) = value.pointer("/arrayValue/values").and_then(Value::as_array) {
+    if let Some(values) = value
+        .pointer("/arrayValue/values")
+        .and_then(Value::as_array)
+    {
         return values.iter().map(plain).collect();
     }
     value.clone()
@@ -154,7 +168,12 @@ fn attributes(object: &Value) -> BTreeMap<String, Value> {
     let attributes = object["attributes"].as_array().cloned().unwrap_or_default();
     attributes
         .iter()
-        .map(|pair| (pair["key"].as_str().unwrap().to_owned(), plain(&pair["value"])))
+        .map(|pair| {
+            (
+                pair["key"].as_str().unwrap().to_owned(),
+                plain(&pair["value"]),
+            )
+        })
         .collect()
 }
 
@@ -206,7 +225,10 @@ async fn each_request_and_upstream_attempt_is_a_genai_span_flushed_on_sigterm() 
         "{resources:?}"
     );
     let tenants = receiver_headers(&receiver);
-    assert!(tenants.iter().all(|tenant| tenant == "team-a"), "{tenants:?}");
+    assert!(
+        tenants.iter().all(|tenant| tenant == "team-a"),
+        "{tenants:?}"
+    );
     let requests: Vec<&Exported> = spans.iter().filter(|span| span.kind == SERVER).collect();
     let [request] = requests[..] else {
         panic!("one request span: {spans:#?}");
@@ -251,7 +273,10 @@ async fn each_request_and_upstream_attempt_is_a_genai_span_flushed_on_sigterm() 
         .map(|(_, body)| body.to_string())
         .collect::<String>();
     assert!(!everything.contains(PROMPT), "no prompt text by default");
-    assert!(!everything.contains("Understood"), "no answer text by default");
+    assert!(
+        !everything.contains("Understood"),
+        "no answer text by default"
+    );
 }
 
 /// The `x-tenant` header of each export `receiver` received.
@@ -260,7 +285,9 @@ fn receiver_headers(receiver: &Server) -> Vec<String> {
         .requests()
         .iter()
         .map(|(headers, _)| {
-            let tenant = headers.get("x-tenant").and_then(|value| value.to_str().ok());
+            let tenant = headers
+                .get("x-tenant")
+                .and_then(|value| value.to_str().ok());
             tenant.unwrap_or_default().to_owned()
         })
         .collect()
@@ -284,7 +311,10 @@ async fn the_conversation_reaches_the_request_span_only_when_opted_in() {
         input,
         json!([{"role": "user", "parts": [{"type": "text", "content": PROMPT}]}])
     );
-    let output = request.attribute("gen_ai.output.messages").as_str().unwrap();
+    let output = request
+        .attribute("gen_ai.output.messages")
+        .as_str()
+        .unwrap();
     let output: Value = serde_json::from_str(output).unwrap();
     assert_eq!(
         output,
@@ -331,7 +361,9 @@ async fn metrics_hold_the_genai_histograms_with_bounded_labels() {
         format!("gen_ai_client_token_usage_count{{{labels},gen_ai_token_type=\"input\"}} 2"),
         format!("gen_ai_client_token_usage_sum{{{labels},gen_ai_token_type=\"input\"}} 5"),
         format!("gen_ai_client_token_usage_sum{{{labels},gen_ai_token_type=\"output\"}} 9"),
-        format!("gen_ai_client_token_usage_bucket{{{labels},gen_ai_token_type=\"output\",le=\"4\"}} 1"),
+        format!(
+            "gen_ai_client_token_usage_bucket{{{labels},gen_ai_token_type=\"output\",le=\"4\"}} 1"
+        ),
         format!("gen_ai_client_operation_time_to_first_chunk_seconds_count{{{labels}}} 1"),
         "# TYPE gen_ai_client_token_usage histogram".to_owned(),
         // The metrics that were there before are still there.
