@@ -103,6 +103,8 @@ pub mod deploy;
 mod error;
 #[cfg(feature = "function")]
 pub mod function;
+#[cfg(feature = "http")]
+mod gen_ai;
 #[cfg(feature = "server")]
 pub mod limit;
 pub mod message;

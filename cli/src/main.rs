@@ -19,6 +19,8 @@ mod logging;
 mod lower;
 mod mcp;
 mod mcp_arg;
+#[cfg(feature = "otel")]
+mod otel;
 mod parse;
 mod provider_arg;
 mod render;
@@ -93,14 +95,15 @@ enum Command {
 
 fn main() -> ExitCode {
     let command = Cli::parse().command;
-    match &command {
-        Command::Serve(args) => logging::init(args.log_format(), LevelFilter::INFO),
+    let logging = match &command {
+        // The gateway's spans go to an OTLP endpoint where one is set.
+        Command::Serve(args) => logging::init(args.log_format(), LevelFilter::INFO, true),
         _ => {
             hold_memory_tightly();
-            logging::init(LogFormat::Text, LevelFilter::WARN);
+            logging::init(LogFormat::Text, LevelFilter::WARN, false)
         }
-    }
-    match command {
+    };
+    let exit = match command {
         Command::Demo(args) => demo::run(args),
         Command::Parse(args) => parse::run(args),
         Command::Render(args) => render::run(args),
@@ -109,7 +112,10 @@ fn main() -> ExitCode {
         Command::Chat(args) => chat::run(args),
         Command::Mcp(args) => mcp::run(args),
         Command::Serve(args) => serve::run(args),
-    }
+    };
+    // After the runtime: the export's blocking client may not end inside it.
+    logging.finish();
+    exit
 }
 
 /// Runs a command's `work` on a multi-threaded runtime; an error is printed on

@@ -14,6 +14,7 @@ use tower::Service;
 use super::kind::Kind;
 use super::media::ToolResultMedia;
 use super::service::{Provider, ReadBody};
+use super::traced::Traced;
 use super::transport::{HttpRequest, HttpResponse, HttpTransport};
 use super::wire::Wire;
 use crate::service::ReplyFuture;
@@ -231,7 +232,7 @@ where
 
 /// The provider's reply future, named for whichever wire: [`AnyProvider`]'s
 /// future, over the transport's future `F`.
-type WireFuture<F, W> = ReplyFuture<F, ReadBody<<W as Wire>::Lifter>>;
+type WireFuture<F, W> = Traced<ReplyFuture<F, ReadBody<<W as Wire>::Lifter>>>;
 
 /// Each wire's future, or [`Absent`] for a wire not built in.
 #[cfg(feature = "openai")]

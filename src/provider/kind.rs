@@ -57,6 +57,25 @@ impl Kind {
     }
 }
 
+impl Kind {
+    /// The provider's name in the OpenTelemetry GenAI conventions
+    /// (`gen_ai.provider.name`): `openai` for both OpenAI wires (and the
+    /// servers compatible with them), `anthropic`, `gcp.gemini`.
+    ///
+    /// ```
+    /// use lmstack::provider::Kind;
+    ///
+    /// assert_eq!(Kind::Gemini.gen_ai_provider_name(), "gcp.gemini");
+    /// ```
+    pub const fn gen_ai_provider_name(self) -> &'static str {
+        match self {
+            Kind::OpenAiChat | Kind::OpenAiResponses => "openai",
+            Kind::Anthropic => "anthropic",
+            Kind::Gemini => "gcp.gemini",
+        }
+    }
+}
+
 impl fmt::Display for Kind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

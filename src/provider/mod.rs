@@ -105,6 +105,8 @@ mod service;
 ))]
 mod text_or_list;
 #[cfg(feature = "http")]
+mod traced;
+#[cfg(feature = "http")]
 pub mod transport;
 #[cfg(feature = "http")]
 mod unanswered;
@@ -140,5 +142,5 @@ pub use reply_encoding::EncodeReply;
 #[cfg(feature = "http")]
 pub use {
     config::ProviderConfig, counter::TokenCounter, service::Provider, service::ReadBody,
-    wire::CountRequest, wire::Wire,
+    traced::Traced, wire::CountRequest, wire::Wire,
 };

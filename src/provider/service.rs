@@ -16,6 +16,7 @@ use super::config::ProviderConfig;
 use super::error::{TransportError, TransportErrorKind};
 use super::media;
 use super::redact::{Secrets, redact_url};
+use super::traced::{Traced, attempt_span};
 use super::transport::{
     ByteStream, HttpRequest, HttpResponse, HttpTransport, Streaming, move_url_credentials,
 };
@@ -242,7 +243,7 @@ where
 {
     type Response = Reply;
     type Error = Error;
-    type Future = ReplyFuture<T::Future, ReadBody<W::Lifter>>;
+    type Future = Traced<ReplyFuture<T::Future, ReadBody<W::Lifter>>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.transport.poll_ready(cx)
@@ -250,6 +251,8 @@ where
 
     fn call(&mut self, request: ChatRequest) -> Self::Future {
         let config = &self.config;
+        let model = request.options.model.as_ref().or(config.model.as_ref());
+        let span = attempt_span(W::KIND, model.map_or("", String::as_str), &config.base_url);
         let streaming = request.options.stream;
         let check = match request
             .options
@@ -257,7 +260,7 @@ where
             .as_ref()
             .map(OutputCheck::new)
         {
-            Some(Err(error)) => return ReplyFuture::failed(error),
+            Some(Err(error)) => return Traced::new(ReplyFuture::failed(error), span),
             Some(Ok(check)) => Some(check),
             None => None,
         };
@@ -270,12 +273,13 @@ where
             secrets: self.secrets.clone(),
             lifter: config.wire.lifter(),
         };
-        match self.http_request(request) {
+        let future = match self.http_request(request) {
             Ok(http_request) => {
                 ReplyFuture::new(self.transport.call(http_request), read, streaming)
             }
             Err(error) => ReplyFuture::failed(error),
-        }
+        };
+        Traced::new(future, span)
     }
 }
 

@@ -19,11 +19,12 @@ use super::coalesce::Coalesce;
 use super::format::Format;
 use super::gateway::{Gateway, Served};
 use super::sealed_ids::SealCallIds;
-use super::{InFlight, Metrics};
+use super::{GenAi, InFlight, Metrics};
+use crate::gen_ai::{self, Observed, gen_ai_span};
 use crate::limit::Caller;
-use crate::provider::Secrets;
+use crate::provider::{Kind, Secrets};
 use crate::service::MachineStream;
-use crate::{ChatRequest, Error, Event, FinishReason, Message, Reply};
+use crate::{ChatRequest, Error, Event, Message, Reply};
 
 /// A request refused before it ran.
 pub(super) struct Refusal {
@@ -68,6 +69,15 @@ pub(super) fn record<F: Format>(
     gateway
         .metrics
         .answered(&model, F::KIND.name(), status, took);
+    let error_type = error.map(gen_ai::error_type);
+    let operation = GenAi {
+        provider: provider_name(&upstream),
+        error_type: error_type.as_deref(),
+        duration: took,
+        tokens: None,
+        first_chunk: None,
+    };
+    gateway.metrics.gen_ai(&model, &operation);
     let log = Logged {
         model: &model,
         upstream: &upstream,
@@ -83,14 +93,23 @@ pub(super) fn record<F: Format>(
     log.write(&gateway.secrets);
 }
 
-/// What a reply said that the logs and metrics keep.
+/// What a reply said that the span, the logs and the metrics keep.
 #[derive(Debug, Default)]
 struct Tally {
-    input_tokens: u64,
-    output_tokens: u64,
-    finish: Option<FinishReason>,
-    /// The error that ended the reply, if one did.
+    observed: Observed,
+    /// The error that ended the reply, if one did, as the log shows it.
     error: Option<String>,
+    /// When a streamed reply's first event came, after the request.
+    first_chunk: Option<Duration>,
+}
+
+/// The conventions' name of the upstream `provider` (a wire's name), or the
+/// name as configured.
+fn provider_name(provider: &str) -> &str {
+    match provider.parse::<Kind>() {
+        Ok(kind) => kind.gen_ai_provider_name(),
+        Err(_) => provider,
+    }
 }
 
 /// What is recorded when an answer ends (or its client goes away): the
@@ -124,19 +143,20 @@ impl Answer {
         request: &ChatRequest,
         started: Instant,
     ) -> Self {
-        let span = tracing::info_span!(
-            "chat",
-            otel.name = %format!("chat {name}"),
-            gen_ai.operation.name = "chat",
-            gen_ai.system = %served.provider,
-            gen_ai.request.model = %name,
-            lmstack.format = F::KIND.name(),
+        let span = gen_ai_span!(
+            "server",
+            provider_name(&served.provider),
+            name,
+            gen_ai.response.model = %name,
             gen_ai.request.stream = request.options.stream,
-            gen_ai.usage.input_tokens = tracing::field::Empty,
-            gen_ai.usage.output_tokens = tracing::field::Empty,
-            gen_ai.response.finish_reasons = tracing::field::Empty,
+            lmstack.format = F::KIND.name(),
             http.response.status_code = tracing::field::Empty,
         );
+        let capture = gen_ai::capture_content() && !span.is_disabled();
+        if capture {
+            let input = gen_ai::messages_json(&request.messages);
+            span.record("gen_ai.input.messages", input.as_str());
+        }
         Answer {
             metrics: gateway.metrics.clone(),
             secrets: gateway.secrets.clone(),
@@ -146,7 +166,10 @@ impl Answer {
             stream: request.options.stream,
             started,
             span,
-            tally: Arc::default(),
+            tally: Arc::new(Mutex::new(Tally {
+                observed: Observed::new(capture),
+                ..Tally::default()
+            })),
             in_flight: Some(gateway.metrics.start(name)),
             permit: None,
             status: 200,
@@ -163,39 +186,37 @@ impl Answer {
     /// A tap on a reply's items: the tokens, the finish reason and an error
     /// that ends it, for the span, the metrics and the log line.
     fn observer(&self) -> impl FnMut(&Result<Event, Error>) + Send + 'static {
-        let span = self.span.clone();
         let metrics = self.metrics.clone();
         let model = self.model.clone();
         let tally = self.tally.clone();
         let secrets = self.secrets.clone();
+        let (started, stream) = (self.started, self.stream);
         move |item| {
-            let tally = || tally.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut tally = tally.lock().unwrap_or_else(PoisonError::into_inner);
+            if stream && tally.first_chunk.is_none() && item.is_ok() {
+                tally.first_chunk = Some(started.elapsed());
+            }
+            tally.observed.observe(item);
             match item {
                 Ok(
                     Event::Usage(usage)
                     | Event::Message {
                         message: Message::Usage(usage),
                     },
-                ) => {
-                    span.record("gen_ai.usage.input_tokens", usage.input_tokens);
-                    span.record("gen_ai.usage.output_tokens", usage.output_tokens);
-                    metrics.tokens(&model, usage.input_tokens, usage.output_tokens);
-                    let mut tally = tally();
-                    tally.input_tokens = tally.input_tokens.saturating_add(usage.input_tokens);
-                    tally.output_tokens = tally.output_tokens.saturating_add(usage.output_tokens);
-                }
-                Ok(Event::Finish { reason }) => {
-                    let reasons = tracing::field::debug(reason);
-                    span.record("gen_ai.response.finish_reasons", reasons);
-                    tally().finish = Some(reason.clone());
-                }
+                ) => metrics.tokens(&model, usage.input_tokens, usage.output_tokens),
                 Ok(_) => {}
-                Err(error) => {
-                    let error = shown(&secrets, error);
-                    tally().error = Some(error);
-                }
+                Err(error) => tally.error = Some(shown(&secrets, error)),
             }
         }
+    }
+
+    /// Marks the answer failed before its reply with `error`, answered with
+    /// `status`.
+    fn failed(&mut self, error: &Error, status: u16) {
+        self.status = status;
+        self.ended = true;
+        let mut tally = self.tally.lock().unwrap_or_else(PoisonError::into_inner);
+        tally.observed.error_type = Some(gen_ai::error_type(error));
     }
 }
 
@@ -204,10 +225,23 @@ impl Drop for Answer {
         self.in_flight.take();
         self.permit.take();
         let took = self.started.elapsed();
-        self.span.record("http.response.status_code", self.status);
+        self.span
+            .record("http.response.status_code", i64::from(self.status));
         self.metrics
             .answered(&self.model, self.format, self.status, took);
         let tally = self.tally.lock().unwrap_or_else(PoisonError::into_inner);
+        let observed = &tally.observed;
+        observed.record(&self.span);
+        let operation = GenAi {
+            provider: provider_name(&self.upstream),
+            error_type: observed.error_type.as_deref(),
+            duration: took,
+            tokens: observed
+                .usage
+                .then_some((observed.input_tokens, observed.output_tokens)),
+            first_chunk: tally.first_chunk,
+        };
+        self.metrics.gen_ai(&self.model, &operation);
         let _entered = self.span.enter();
         Logged {
             model: &self.model,
@@ -247,7 +281,8 @@ impl Logged<'_> {
             .error
             .map(|error| shown(secrets, error))
             .or_else(|| self.tally.error.clone());
-        let finish = self.tally.finish.as_ref().map(tracing::field::debug);
+        let finish = self.tally.observed.finish_reasons.last();
+        let finish = finish.map(tracing::field::debug);
         tracing::info!(
             target: "lmstack::gateway",
             model = self.model,
@@ -257,8 +292,8 @@ impl Logged<'_> {
             stream = self.stream,
             status = self.status,
             duration_ms = self.took.as_secs_f64() * 1e3,
-            input_tokens = self.tally.input_tokens,
-            output_tokens = self.tally.output_tokens,
+            input_tokens = self.tally.observed.input_tokens,
+            output_tokens = self.tally.observed.output_tokens,
             finish,
             error,
             cancelled = self.cancelled.then_some(true),
@@ -300,8 +335,7 @@ pub(super) async fn answer<F: Format>(
             let said = shown(secrets, &error);
             tracing::warn!(parent: &span, "failed before the reply: {said}");
             let (status, response) = error_response::<F>(&error, secrets);
-            answering.status = status;
-            answering.ended = true;
+            answering.failed(&error, status);
             return response;
         }
         None => Err(call),
@@ -338,11 +372,36 @@ type Encoded<E> = MachineStream<MachineStream<Items, SealCallIds>, E>;
 fn encode<F: Format>(reply: Reply, encoder: F::Encoder, answering: &Answer) -> Encoded<F::Encoder> {
     let mut observe = answering.observer();
     let secrets = answering.secrets.clone();
+    // Polled in the request's span: a call the reply makes as it streams (a
+    // tool loop's next round) is an attempt under the request.
+    let reply = InSpan {
+        stream: reply,
+        span: answering.span.clone(),
+    };
     let items: Items = Box::pin(reply.map(move |item| {
         observe(&item);
         Ok(item.map_err(|error| secrets.scrub_error(error)))
     }));
     MachineStream::new(MachineStream::new(items, SealCallIds::new()), encoder)
+}
+
+/// A stream polled in its span.
+struct InSpan<S> {
+    stream: S,
+    span: tracing::Span,
+}
+
+impl<S: futures::Stream + Unpin> futures::Stream for InSpan<S> {
+    type Item = S::Item;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<S::Item>> {
+        let this = self.get_mut();
+        let _entered = this.span.enter();
+        this.stream.poll_next_unpin(cx)
+    }
 }
 
 /// A whole reply, written once complete.
@@ -354,8 +413,7 @@ async fn whole<F: Format>(reply: Reply, encoder: F::Encoder, mut answering: Answ
             Ok(bytes) => body.extend_from_slice(&bytes),
             Err(error) => {
                 let (status, response) = error_response::<F>(&error, &answering.secrets);
-                answering.status = status;
-                answering.ended = true;
+                answering.failed(&error, status);
                 return response;
             }
         }

@@ -90,11 +90,14 @@ use crate::service::{BoxChatService, ChatService};
 /// - **Secrets**: what [`secrets`](Self::secrets) names never reaches a
 ///   client or a log line, and error answers do not say where an upstream
 ///   lives.
-/// - **Observability**: a `tracing` span per request (`gen_ai.*` attributes of
-///   the OpenTelemetry GenAI conventions: model, provider, token counts, finish
-///   reason), one `info` event per request (target `lmstack::gateway`: model,
-///   upstream, format, status, duration, tokens) and the [`Metrics`] at
-///   `/metrics`.
+/// - **Observability**: a `tracing` span per request, and under it one per
+///   upstream attempt (made by the providers), with the attributes of the
+///   OpenTelemetry GenAI conventions (model, provider, token counts, finish
+///   reasons, `error.type`; the conversation's text only where
+///   `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`), one `info`
+///   event per request (target `lmstack::gateway`: model, upstream, format,
+///   status, duration, tokens) and the [`Metrics`] at `/metrics` (the GenAI
+///   histograms among them). See docs/serve.md, "Observability".
 ///
 /// The limits on connections — how long a request's head may take, how long a
 /// connection may sit idle, how many may be open — belong to the server that

@@ -6,8 +6,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
+pub use super::gen_ai_metrics::GenAi;
+use super::gen_ai_metrics::GenAiSeries;
+
 /// The upper bounds of the request-duration histogram, in seconds.
-const BUCKETS: [f64; 12] = [
+const BUCKETS: &[f64] = &[
     0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
@@ -20,7 +23,13 @@ const BUCKETS: [f64; 12] = [
 /// - `lmstack_tokens_total{model, kind}`: input and output tokens the models
 ///   reported;
 /// - `lmstack_request_duration_seconds{model}`: a histogram of the time from
-///   the request to the end of its answer.
+///   the request to the end of its answer;
+/// - the OpenTelemetry GenAI metrics of each chat operation
+///   ([`gen_ai`](Metrics::gen_ai)), under their conventional names:
+///   `gen_ai_client_operation_duration_seconds`, `gen_ai_client_token_usage`
+///   and `gen_ai_client_operation_time_to_first_chunk_seconds`, labelled by
+///   `gen_ai_operation_name`, `gen_ai_provider_name`, `gen_ai_request_model`
+///   (the model as served) and `error_type` or `gen_ai_token_type`.
 ///
 /// The `model` label takes only the names [registered](Metrics::register) (the
 /// gateway registers the models it serves); anything counted under another
@@ -59,7 +68,7 @@ struct Registry {
 }
 
 /// One model's counters.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Series {
     /// Requests answered, by format and status: a few entries, each added once.
     requests: Mutex<BTreeMap<(&'static str, u16), u64>>,
@@ -67,14 +76,87 @@ struct Series {
     input_tokens: AtomicU64,
     output_tokens: AtomicU64,
     durations: Histogram,
+    gen_ai: GenAiSeries,
 }
 
-#[derive(Debug, Default)]
-struct Histogram {
-    counts: [AtomicU64; BUCKETS.len()],
+impl Default for Series {
+    fn default() -> Self {
+        Series {
+            requests: Mutex::default(),
+            in_flight: AtomicU64::default(),
+            input_tokens: AtomicU64::default(),
+            output_tokens: AtomicU64::default(),
+            durations: Histogram::seconds(BUCKETS),
+            gen_ai: GenAiSeries::default(),
+        }
+    }
+}
+
+/// A histogram of values in fixed buckets, counted without a lock.
+#[derive(Debug)]
+pub(super) struct Histogram {
+    /// The buckets' upper bounds.
+    bounds: &'static [f64],
+    counts: Box<[AtomicU64]>,
     count: AtomicU64,
-    /// The sum of the durations, in microseconds.
-    sum_micros: AtomicU64,
+    /// The sum of the values, in units of `1 / scale`.
+    sum: AtomicU64,
+    scale: f64,
+}
+
+impl Histogram {
+    /// A histogram of seconds, summed to the microsecond, in buckets `bounds`.
+    pub(super) fn seconds(bounds: &'static [f64]) -> Self {
+        Self::new(bounds, 1e6)
+    }
+
+    /// A histogram of whole numbers (tokens), in buckets `bounds`.
+    pub(super) fn counts(bounds: &'static [f64]) -> Self {
+        Self::new(bounds, 1.0)
+    }
+
+    fn new(bounds: &'static [f64], scale: f64) -> Self {
+        Histogram {
+            bounds,
+            counts: bounds.iter().map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicU64::new(0),
+            sum: AtomicU64::new(0),
+            scale,
+        }
+    }
+
+    /// Counts `value`.
+    pub(super) fn observe(&self, value: f64) {
+        for (count, bound) in self.counts.iter().zip(self.bounds) {
+            if value <= *bound {
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        // The cast saturates: a huge value sums as `u64::MAX` units.
+        self.sum
+            .fetch_add((value * self.scale) as u64, Ordering::Relaxed);
+    }
+
+    /// Whether nothing was counted.
+    pub(super) fn is_empty(&self) -> bool {
+        self.count.load(Ordering::Relaxed) == 0
+    }
+
+    /// Writes the histogram `name`'s samples with the labels `labels` (without
+    /// `le`).
+    pub(super) fn render(&self, text: &mut String, name: &str, labels: &str) {
+        let bucket = format!("{name}_bucket");
+        for (count, bound) in self.counts.iter().zip(self.bounds) {
+            let count = count.load(Ordering::Relaxed) as f64;
+            write_sample(text, &bucket, &format!("{labels},le=\"{bound}\""), count);
+        }
+        let all = self.count.load(Ordering::Relaxed) as f64;
+        write_sample(text, &bucket, &format!("{labels},le=\"+Inf\""), all);
+        let sum = self.sum.load(Ordering::Relaxed) as f64 / self.scale;
+        write_sample(text, &format!("{name}_sum"), labels, sum);
+        write_sample(text, &format!("{name}_count"), labels, all);
+    }
 }
 
 /// A request counted in flight until dropped; made by [`Metrics::start`].
@@ -116,16 +198,25 @@ impl Metrics {
             .unwrap_or_else(PoisonError::into_inner)
             .entry((format, status))
             .or_default() += 1;
-        let histogram = &series.durations;
-        let seconds = took.as_secs_f64();
-        for (count, bound) in histogram.counts.iter().zip(BUCKETS) {
-            if seconds <= bound {
-                count.fetch_add(1, Ordering::Relaxed);
-            }
+        series.durations.observe(took.as_secs_f64());
+    }
+
+    /// Counts one chat operation's GenAI metrics (see [`GenAi`]): for a model
+    /// not [registered](Metrics::register), none.
+    pub fn gen_ai(&self, model: &str, operation: &GenAi<'_>) {
+        if let Some(series) = self.registered(model) {
+            series.gen_ai.count(operation);
         }
-        histogram.count.fetch_add(1, Ordering::Relaxed);
-        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-        histogram.sum_micros.fetch_add(micros, Ordering::Relaxed);
+    }
+
+    /// The series of `model` if it is registered.
+    fn registered(&self, model: &str) -> Option<Arc<Series>> {
+        let models = self
+            .inner
+            .models
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        models.get(model).cloned()
     }
 
     /// Adds the tokens a model reported.
@@ -191,20 +282,15 @@ impl Metrics {
         let help = "Time from request to the end of its answer.";
         header(&mut text, name, "histogram", help);
         for (model, series) in &all {
-            let histogram = &series.durations;
-            let model = format!("model=\"{model}\"");
-            for (count, bound) in histogram.counts.iter().zip(BUCKETS) {
-                let labels = format!("{model},le=\"{bound}\"");
-                let count = count.load(Ordering::Relaxed);
-                sample(&mut text, &format!("{name}_bucket"), &labels, count as f64);
-            }
-            let all = histogram.count.load(Ordering::Relaxed) as f64;
-            let bucket = format!("{name}_bucket");
-            sample(&mut text, &bucket, &format!("{model},le=\"+Inf\""), all);
-            let sum = histogram.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-            sample(&mut text, &format!("{name}_sum"), &model, sum);
-            sample(&mut text, &format!("{name}_count"), &model, all);
+            let labels = format!("model=\"{model}\"");
+            series
+                .durations
+                .render(&mut text, &format!("lmstack_{name}"), &labels);
         }
+        let models = all
+            .iter()
+            .map(|(model, series)| (model.as_str(), &series.gen_ai));
+        GenAiSeries::render(&mut text, models);
         text
     }
 }
@@ -217,11 +303,16 @@ fn header(text: &mut String, name: &str, kind: &str, help: &str) {
 }
 
 fn sample(text: &mut String, name: &str, labels: &str, value: f64) {
-    let _ = writeln!(text, "lmstack_{name}{{{labels}}} {value}");
+    write_sample(text, &format!("lmstack_{name}"), labels, value);
+}
+
+/// Writes the sample `name{labels} value`.
+pub(super) fn write_sample(text: &mut String, name: &str, labels: &str, value: f64) {
+    let _ = writeln!(text, "{name}{{{labels}}} {value}");
 }
 
 /// A label value as the text format writes it: `\`, `"` and line feeds escaped.
-fn escape(value: &str) -> String {
+pub(super) fn escape(value: &str) -> String {
     value
         .replace('\\', "\\\\")
         .replace('"', "\\\"")

@@ -35,6 +35,7 @@ mod format;
 mod gateway;
 #[cfg(all(feature = "server", feature = "gemini"))]
 mod gemini_routes;
+mod gen_ai_metrics;
 #[cfg(feature = "server")]
 mod guard;
 mod metrics;
@@ -50,6 +51,6 @@ pub use auth::BearerToken;
 pub use connections::{ConnectionLimits, serve};
 #[cfg(feature = "server")]
 pub use gateway::Gateway;
-pub use metrics::{InFlight, Metrics};
+pub use metrics::{GenAi, InFlight, Metrics};
 #[cfg(feature = "server")]
 pub use response_store::{MemoryResponseStore, ResponseStore, StoreFuture};

@@ -297,7 +297,7 @@ impl Reply {
     /// The one adapter under the public ones: `f` sees each item, then `None`
     /// once at the end, and says what to hand on. A ready reply is adapted at
     /// once and stays ready; a streaming one as it streams.
-    fn adapt<F>(self, mut f: F) -> Reply
+    pub(crate) fn adapt<F>(self, mut f: F) -> Reply
     where
         F: FnMut(Option<Item>) -> Option<Item> + Send + 'static,
     {

@@ -15,6 +15,8 @@ mod commands;
 mod demo;
 mod faults;
 mod mcp;
+#[cfg(all(unix, feature = "otel"))]
+mod otel;
 mod provider;
 mod serve;
 mod serve_limits;
