@@ -38,7 +38,7 @@ mkdir -p "$BENCH_DIR"
 BENCH_DIR="$(cd "$BENCH_DIR" && pwd)"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
 
-MOCK_PORT=9100 NGINX_PORT=9101 LMSTACK_PORT=9102 PORTKEY_PORT=9103 LITELLM_PORT=9104
+MOCK_PORT=9100 NGINX_PORT=9101 LMSTACK_PORT=9102 PORTKEY_PORT=9103 LITELLM_PORT=9104 REDIS_PORT=9105
 MOCK="http://127.0.0.1:$MOCK_PORT"
 
 # Runs a command on the cores of a PIN_* list, if one is set.
@@ -116,6 +116,7 @@ install() {
     local missing=()
     command -v wrk >/dev/null || missing+=(wrk)
     command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx)
+    if [[ " $TARGETS " == *" lmstack-redis "* ]]; then command -v redis-server >/dev/null || missing+=(redis-server); fi
     if [ "${#missing[@]}" -gt 0 ]; then
         log "apt-get install ${missing[*]}"
         DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null
@@ -161,6 +162,17 @@ start_mock() {
     wait_port "$MOCK_PORT" mock-upstream
 }
 
+# Redis for the limits' counters (lmstack-redis), started once, on the mock's
+# cores; no persistence.
+start_redis() {
+    [ -n "${redis_pid:-}" ] && return
+    pinned "$PIN_MOCK" redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appendonly no \
+        >"$BENCH_DIR/logs/redis.log" 2>&1 &
+    redis_pid=$!
+    pids+=("$redis_pid")
+    wait_port "$REDIS_PORT" redis
+}
+
 start_target() {
     local name="$1" conf="$BENCH_DIR/conf"
     headers=()
@@ -200,11 +212,35 @@ EOF
             >"$BENCH_DIR/logs/nginx.log" 2>&1 &
         url="http://127.0.0.1:$NGINX_PORT/v1/chat/completions"
         ;;
-    lmstack | lmstack-natural | lmstack-nodelay | lmstack-anthropic)
-        local natural="" preload=""
+    lmstack | lmstack-natural | lmstack-nodelay | lmstack-anthropic | lmstack-deploy | lmstack-limits | \
+        lmstack-redis | lmstack-otel)
+        local natural="" preload="" server="" extra="" env=()
+        case "$name" in
         # An Anthropic client through the gateway to the OpenAI mock: every
         # chunk lifted, and written again in the other wire.
-        [ "$name" = lmstack-anthropic ] && request=messages
+        lmstack-anthropic) request=messages ;;
+        # The cost of each of the team gateway's layers (issue 29), one at a
+        # time: two deployments of the model (both on the mock); a client key
+        # with limits whose counters are in memory, or in Redis; spans
+        # exported over OTLP (to the mock, which takes them as a collector).
+        lmstack-deploy)
+            extra="$(printf '[[models.bench.deployments]]\nweight = 1\n[[models.bench.deployments]]\nweight = 2')"
+            ;;
+        lmstack-limits | lmstack-redis)
+            server="$(printf '[[server.keys]]\nname = "bench"\nkey_env = "LMSTACK_BENCH_KEY"\nrequests_per_minute = 1000000000\ntokens_per_minute = 1000000000000\nbudget = 1000000000.0')"
+            extra="$(printf '[models.bench.price]\ninput = 3.0\noutput = 15.0')"
+            env=(LMSTACK_BENCH_KEY=sk-bench-gateway)
+            headers=("Authorization: Bearer sk-bench-gateway")
+            if [ "$name" = lmstack-redis ]; then
+                start_redis
+                server="$(printf '[server.limits]\nredis_url = "redis://127.0.0.1:%s/"\n%s' "$REDIS_PORT" "$server")"
+            fi
+            ;;
+        lmstack-otel)
+            # A batch every 100 ms, so that export runs all along the cells.
+            env=(OTEL_EXPORTER_OTLP_ENDPOINT="$MOCK" OTEL_BSP_SCHEDULE_DELAY=100)
+            ;;
+        esac
         [ "$name" = lmstack-natural ] && natural='natural_tools = "tagged"'
         if [ "$name" = lmstack-nodelay ]; then
             # A diagnostic, not in the default targets: lmstack with TCP_NODELAY set
@@ -213,6 +249,7 @@ EOF
             preload="$BENCH_DIR/run/nodelay.so"
         fi
         cat >"$conf/$name.toml" <<EOF
+$server
 [models.bench]
 provider = "openai"
 base_url = "$MOCK/v1"
@@ -220,9 +257,10 @@ model = "mock"
 retry = false
 max_concurrent = 1024
 $natural
+$extra
 EOF
         # No line per request (`RUST_LOG=warn`), as nginx runs with `access_log off`.
-        RUST_LOG=warn LD_PRELOAD="$preload" TOKIO_WORKER_THREADS="$TARGET_THREADS" pinned "$PIN_TARGET" \
+        env "${env[@]}" RUST_LOG=warn LD_PRELOAD="$preload" TOKIO_WORKER_THREADS="$TARGET_THREADS" pinned "$PIN_TARGET" \
             "$LMSTACK_BIN" serve --config "$conf/$name.toml" \
             --listen "127.0.0.1:$LMSTACK_PORT" >"$BENCH_DIR/logs/$name.log" 2>&1 &
         url="http://127.0.0.1:$LMSTACK_PORT/v1/chat/completions"
