@@ -17,4 +17,5 @@ mod faults;
 mod mcp;
 mod provider;
 mod serve;
+mod serve_deployments;
 mod serve_limits;
