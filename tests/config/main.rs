@@ -371,3 +371,22 @@ fn a_model_without_a_provider_or_with_a_weight_of_zero_is_refused() {
         assert!(error.contains("no provider"), "{text}: {error}");
     }
 }
+
+#[test]
+fn the_documented_deployments_read() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/serve.md"));
+    let docs = docs.unwrap();
+    let start = docs.find("```toml\n# deployments").expect("the example") + "```toml\n".len();
+    let text = &docs[start..][..docs[start..].find("```").unwrap()];
+    #[derive(serde::Deserialize)]
+    struct File {
+        models: BTreeMap<String, ModelConfig>,
+    }
+    let file: File = toml::from_str(text).unwrap();
+    let claude = &file.models["claude"];
+    assert_eq!(claude.fallbacks, ["gpt"]);
+    assert_eq!(claude.deployments.len(), 3);
+    assert_eq!(claude.deployments[0].weight.map(|w| w.get()), Some(2));
+    assert_eq!(claude.upstream_name(), "anthropic+openai");
+    assert_eq!(file.models["gpt"].upstream_name(), "openai");
+}
