@@ -153,8 +153,9 @@ async fn serve(args: Args) -> Result<(), Error> {
         }
         secrets.extend([sent]);
         gateway = gateway
-            .model(name, model.provider.name(), stack, model.max_concurrent)
-            .token_counter(name, model.token_counter(name)?);
+            .model(name, model.upstream_name(), stack, model.max_concurrent)
+            .token_counter(name, model.token_counter(name)?)
+            .fallbacks(name, model.fallbacks.iter().cloned());
         for alias in &model.aliases {
             gateway = gateway.alias(alias, name);
         }

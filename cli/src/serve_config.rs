@@ -79,7 +79,7 @@ impl Config {
 
     /// Every name a client may ask for names one model: an alias is no
     /// model's name nor another model's alias, and the default model is
-    /// configured.
+    /// configured; a model's fallbacks are other models.
     fn check_names(&self) -> Result<(), String> {
         let mut aliased: BTreeMap<&str, &str> = BTreeMap::new();
         for (name, model) in &self.models {
@@ -92,6 +92,15 @@ impl Config {
                 if let Some(first) = aliased.insert(alias, name) {
                     return Err(format!(
                         "models.{name}.aliases: `{alias}` is an alias of `{first}` already"
+                    ));
+                }
+            }
+        }
+        for (name, model) in &self.models {
+            for fallback in &model.fallbacks {
+                if fallback == name || !self.models.contains_key(fallback) {
+                    return Err(format!(
+                        "models.{name}.fallbacks: `{fallback}` is not another model's name"
                     ));
                 }
             }
@@ -132,6 +141,14 @@ mod tests {
                 .unwrap_err()
                 .contains("`b` is the name of a model")
         );
+        let fallback = format!("{models}fallbacks = [\"a\"]\n");
+        assert_eq!(checked(&fallback), Ok(()));
+        for bad in ["b", "c", "claude-haiku-4-5"] {
+            let fallback = format!("{models}fallbacks = [\"{bad}\"]\n");
+            assert!(checked(&fallback).unwrap_err().contains(&format!(
+                "models.b.fallbacks: `{bad}` is not another model's name"
+            )));
+        }
         let twice = format!("{models}aliases = [\"claude-haiku-4-5\"]\n");
         assert!(
             checked(&twice)

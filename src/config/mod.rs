@@ -31,11 +31,13 @@
 #[cfg(feature = "mcp")]
 mod command_line;
 
+use std::num::NonZeroU32;
 use std::time::Duration;
 
 use serde::Deserialize;
 use tower::ServiceBuilder;
 
+use crate::deploy::Deployments;
 use crate::natural::{Dialect, NaturalToolUse};
 use crate::provider::any::{Known, Lowering, WithKnownWire, dispatch};
 use crate::provider::transport::HttpConfig;
@@ -67,8 +69,11 @@ pub use command_line::mcp_command;
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct ModelConfig {
-    /// The upstream's wire format: `openai`, `anthropic` or `gemini`.
-    pub provider: Kind,
+    /// The upstream's wire format: `openai`, `anthropic` or `gemini` (for a
+    /// model of several [`deployments`](Self::deployments), the default of
+    /// those that name none; a model needs one or the other).
+    #[serde(default)]
+    pub provider: Option<Kind>,
     /// The upstream's API root (the provider's own API when left out).
     pub base_url: Option<String>,
     /// The model the upstream is asked for (for a stack, its name when left
@@ -128,6 +133,116 @@ pub struct ModelConfig {
     #[cfg(feature = "mcp")]
     #[serde(default)]
     pub mcp_urls: Vec<String>,
+    /// Several upstreams serving the model (keys, regions, providers), over
+    /// [`Deployments`]: the upstream fields of this table are the defaults of
+    /// theirs. None: the table itself is the one upstream.
+    #[serde(default)]
+    pub deployments: Vec<DeploymentConfig>,
+    /// Other models (by name) that answer, in order, when every deployment
+    /// failed before the first event with an error worth another attempt —
+    /// for a gateway ([`Gateway::fallbacks`](crate::server::Gateway::fallbacks),
+    /// feature `server`).
+    #[serde(default)]
+    pub fallbacks: Vec<String>,
+    /// With several deployments: how long one that failed takes no call, in
+    /// seconds (30 by default; [`Deployments::cool_down`]).
+    pub cool_down_secs: Option<Seconds>,
+    /// With several deployments: the failures in a row that cool one down (3
+    /// by default; [`Deployments::failures_to_open`]).
+    pub failures_to_open: Option<u32>,
+}
+
+/// One upstream of a model of several ([`ModelConfig::deployments`], a
+/// `[[models.NAME.deployments]]` table): its fields, where set, win over the
+/// model table's. Unknown fields are refused.
+///
+/// ```
+/// use lmstack::config::ModelConfig;
+///
+/// let config: ModelConfig = toml::from_str(r#"
+///     provider = "anthropic"
+///     model = "claude-sonnet-4-5"
+///     [[deployments]]
+///     api_key_env = "ANTHROPIC_KEY_EU"
+///     weight = 2
+///     [[deployments]]
+///     provider = "openai"
+///     base_url = "http://127.0.0.1:8080/v1"
+///     model = "qwen3-8b"
+/// "#)
+/// .unwrap();
+/// assert_eq!(config.deployments.len(), 2);
+/// assert_eq!(config.upstream_name(), "anthropic+openai");
+/// ```
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct DeploymentConfig {
+    /// Its wire format (the model's when left out).
+    pub provider: Option<Kind>,
+    /// Its API root.
+    pub base_url: Option<String>,
+    /// The model it is asked for.
+    pub model: Option<String>,
+    /// The environment variable that holds its key.
+    pub api_key_env: Option<String>,
+    /// Its key, set in code; never read from a file.
+    #[serde(skip)]
+    pub api_key: Option<ApiKey>,
+    /// Its tools as text ([`ModelConfig::natural_tools`]).
+    pub natural_tools: Option<NaturalTools>,
+    /// [`ModelConfig::native_response_format`], for it.
+    pub native_response_format: Option<bool>,
+    /// The longest wait for its next bytes, in seconds.
+    pub read_timeout_secs: Option<Seconds>,
+    /// The longest one attempt at a whole reply may take, in seconds.
+    pub request_timeout_secs: Option<Seconds>,
+    /// Its share of the calls and sessions, against the others' (1 by
+    /// default; 0 is refused).
+    pub weight: Option<NonZeroU32>,
+}
+
+impl DeploymentConfig {
+    /// A deployment with every field the model's.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets its wire format.
+    pub fn provider(mut self, kind: Kind) -> Self {
+        self.provider = Some(kind);
+        self
+    }
+
+    /// Sets its API root.
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = Some(url.into());
+        self
+    }
+
+    /// Sets the model it is asked for.
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// Sets the environment variable its key is read from.
+    pub fn api_key_env(mut self, var: impl Into<String>) -> Self {
+        self.api_key_env = Some(var.into());
+        self
+    }
+
+    /// Sets its key (it wins over the environment).
+    pub fn api_key(mut self, key: ApiKey) -> Self {
+        self.api_key = Some(key);
+        self
+    }
+
+    /// Sets its weight.
+    pub fn weight(mut self, weight: NonZeroU32) -> Self {
+        self.weight = Some(weight);
+        self
+    }
 }
 
 /// How a model without native tool calling is given tools: as text, in a
@@ -183,7 +298,7 @@ impl ModelConfig {
     /// table that names only its `provider`.
     pub fn new(kind: Kind) -> Self {
         ModelConfig {
-            provider: kind,
+            provider: Some(kind),
             base_url: None,
             model: None,
             api_key_env: None,
@@ -202,7 +317,96 @@ impl ModelConfig {
             mcp: Vec::new(),
             #[cfg(feature = "mcp")]
             mcp_urls: Vec::new(),
+            deployments: Vec::new(),
+            fallbacks: Vec::new(),
+            cool_down_secs: None,
+            failures_to_open: None,
         }
+    }
+
+    /// Adds a deployment: with two or more, the model is served by all of
+    /// them ([`deployments`](Self::deployments)).
+    ///
+    /// ```
+    /// use lmstack::config::{DeploymentConfig, ModelConfig};
+    /// use lmstack::provider::Kind;
+    ///
+    /// let config = ModelConfig::new(Kind::Anthropic)
+    ///     .deployment(DeploymentConfig::new().api_key_env("ANTHROPIC_KEY_EU"))
+    ///     .deployment(DeploymentConfig::new().api_key_env("ANTHROPIC_KEY_US"))
+    ///     .fallback("gpt");
+    /// assert_eq!(config.upstream_name(), "anthropic");
+    /// ```
+    pub fn deployment(mut self, deployment: DeploymentConfig) -> Self {
+        self.deployments.push(deployment);
+        self
+    }
+
+    /// Adds a model that answers when this one's deployments all failed.
+    pub fn fallback(mut self, model: impl Into<String>) -> Self {
+        self.fallbacks.push(model.into());
+        self
+    }
+
+    /// Each upstream of the model, as a table of its own (its deployment's
+    /// fields over the model's), with its weight: the table itself when it
+    /// lists no deployments. A model without a provider for one is refused.
+    fn upstreams(&self) -> Result<Vec<(ModelConfig, u32)>, Error> {
+        let no_provider = |place: String| {
+            Error::InvalidRequest(format!(
+                "{place}: no provider (set `provider`, in the model's table or the \
+                 deployment's)"
+            ))
+        };
+        if self.deployments.is_empty() {
+            if self.provider.is_none() {
+                return Err(no_provider("the model".to_owned()));
+            }
+            return Ok(vec![(self.clone(), 1)]);
+        }
+        let mut upstreams = Vec::with_capacity(self.deployments.len());
+        for (index, deployment) in self.deployments.iter().enumerate() {
+            let d = deployment.clone();
+            let mut one = self.clone();
+            one.deployments = Vec::new();
+            one.provider = d.provider.or(self.provider);
+            if one.provider.is_none() {
+                return Err(no_provider(format!("deployment {}", index + 1)));
+            }
+            one.base_url = d.base_url.or(one.base_url);
+            one.model = d.model.or(one.model);
+            one.api_key_env = d.api_key_env.or(one.api_key_env);
+            one.api_key = d.api_key.or(one.api_key);
+            one.natural_tools = d.natural_tools.or(one.natural_tools);
+            one.native_response_format = d
+                .native_response_format
+                .unwrap_or(one.native_response_format);
+            one.read_timeout_secs = d.read_timeout_secs.or(one.read_timeout_secs);
+            one.request_timeout_secs = d.request_timeout_secs.or(one.request_timeout_secs);
+            upstreams.push((one, d.weight.map_or(1, NonZeroU32::get)));
+        }
+        Ok(upstreams)
+    }
+
+    /// What serves the model, for logs and metrics: its upstreams' wire
+    /// (`anthropic`), or their wires joined (`anthropic+openai`) when they
+    /// differ; empty for a model without a provider.
+    pub fn upstream_name(&self) -> String {
+        let mut kinds: Vec<&str> = Vec::new();
+        let deployed = self
+            .deployments
+            .iter()
+            .map(|d| d.provider.or(self.provider));
+        let listed: Vec<Option<Kind>> = match self.deployments.is_empty() {
+            true => vec![self.provider],
+            false => deployed.collect(),
+        };
+        for kind in listed.into_iter().flatten() {
+            if !kinds.contains(&kind.name()) {
+                kinds.push(kind.name());
+            }
+        }
+        kinds.join("+")
     }
 
     /// Sets the API root.
@@ -305,23 +509,84 @@ impl ModelConfig {
 
     /// The model's provider — asked for [`model`](Self::model) when a request
     /// names none — and the credentials it sends (for a server to scrub from
-    /// what it tells its clients). The key is [`api_key`](Self::api_key), else
-    /// read from [`api_key_env`](Self::api_key_env) or the provider's usual
-    /// variable when set; none otherwise.
+    /// what it tells its clients); for a model of several deployments, the
+    /// first one's. The key is [`api_key`](Self::api_key), else read from
+    /// [`api_key_env`](Self::api_key_env) or the provider's usual variable
+    /// when set; none otherwise.
     pub fn provider(&self) -> Result<(AnyProvider, Secrets), Error> {
-        dispatch(self.provider, Lowering::default(), Build(self))?
+        let first = self.upstreams()?.into_iter().next();
+        let (first, _) = first.ok_or_else(|| Error::InvalidRequest("no upstream".into()))?;
+        first.own_provider()
+    }
+
+    /// The provider of a table that is one upstream.
+    fn own_provider(&self) -> Result<(AnyProvider, Secrets), Error> {
+        let kind = self
+            .provider
+            .ok_or_else(|| Error::InvalidRequest("no provider".into()))?;
+        dispatch(kind, Lowering::default(), Build(self))?
     }
 
     /// The model's stack, named `name` (the model the upstream is asked for
     /// when [`model`](Self::model) is not set), and the credentials its
-    /// upstream sends: ToolLoop → FunctionCall (the MCP servers' tools; calls
+    /// upstreams send: ToolLoop → FunctionCall (the MCP servers' tools; calls
     /// of the client's tools, and of tools nobody declared, go back to the
-    /// caller) → NaturalToolUse → Retry → the provider. Each layer is there
-    /// only when configured. Every request is sent for the upstream's model,
-    /// whatever model it names: the stack is one model (a gateway's clients
-    /// name it by `name`).
+    /// caller) → the upstream. One upstream is NaturalToolUse → Retry → the
+    /// provider; several [`deployments`](Self::deployments) are
+    /// [`Deployments`] over one such stack each (without Retry: a call that
+    /// fails goes to the next deployment instead), weighted and cooled down
+    /// as configured. With the feature `server`, each upstream fits a
+    /// gateway's request to its own wire first ([`FitLayer`](crate::server::FitLayer)).
+    /// Each layer is there only when configured. Every request is sent for the
+    /// upstream's model, whatever model it names: the stack is one model (a
+    /// gateway's clients name it by `name`).
     pub async fn stack(&self, name: &str) -> Result<(BoxChatService, Secrets), Error> {
-        let (provider, secrets) = self.provider()?;
+        let upstreams = self.upstreams()?;
+        let mut secrets = Secrets::new();
+        let upstream = match &upstreams[..] {
+            [(one, _)] => {
+                let (stack, sent) = one.upstream_stack(name, true)?;
+                secrets.extend([sent]);
+                stack
+            }
+            several => {
+                let mut stacks = Vec::with_capacity(several.len());
+                for (one, weight) in several {
+                    let (stack, sent) = one.upstream_stack(name, false)?;
+                    secrets.extend([sent]);
+                    stacks.push((stack, *weight));
+                }
+                let mut deployments = Deployments::weighted(stacks);
+                if let Some(Seconds(cool_down)) = self.cool_down_secs {
+                    deployments = deployments.cool_down(cool_down);
+                }
+                if let Some(failures) = self.failures_to_open {
+                    deployments = deployments.failures_to_open(failures);
+                }
+                BoxChatService::new(deployments)
+            }
+        };
+        #[cfg(feature = "mcp")]
+        if let Some(registry) = self.mcp_registry().await? {
+            use crate::function::{FunctionCallLayer, ToolLoopLayer, UnknownTools};
+            let stack = ServiceBuilder::new()
+                .layer(ToolLoopLayer::new())
+                .layer(FunctionCallLayer::new(registry).unknown_tools(UnknownTools::PassThrough))
+                .service(upstream);
+            return Ok((BoxChatService::new(stack), secrets));
+        }
+        Ok((upstream, secrets))
+    }
+
+    /// The stack of a table that is one upstream, for the model `name`:
+    /// Fit → NaturalToolUse → Retry (when `retried` and configured) → the
+    /// provider.
+    fn upstream_stack(
+        &self,
+        name: &str,
+        retried: bool,
+    ) -> Result<(BoxChatService, Secrets), Error> {
+        let (provider, secrets) = self.own_provider()?;
         let upstream_model = self.model.as_deref().unwrap_or(name).to_owned();
         if !self.native_response_format && self.natural_tools.is_none() {
             return Err(Error::InvalidRequest(format!(
@@ -336,29 +601,27 @@ impl ModelConfig {
             layer.native_response_format(self.native_response_format)
         });
         #[cfg(feature = "retry")]
-        let retry = self.retry.then(crate::retry::RetryLayer::default);
+        let retry = (retried && self.retry).then(crate::retry::RetryLayer::default);
         #[cfg(not(feature = "retry"))]
-        let retry = None::<tower::layer::util::Identity>;
-        let upstream = ServiceBuilder::new()
+        let retry = {
+            let _ = retried;
+            None::<tower::layer::util::Identity>
+        };
+        #[cfg(feature = "server")]
+        let fit = self
+            .provider
+            .map(|kind| crate::server::FitLayer::new(kind, name));
+        #[cfg(not(feature = "server"))]
+        let fit = None::<tower::layer::util::Identity>;
+        let stack = ServiceBuilder::new()
+            .option_layer(fit)
+            .option_layer(natural)
             .map_request(move |mut request: ChatRequest| {
                 request.options.model = Some(upstream_model.clone());
                 request
             })
             .option_layer(retry)
             .service(provider);
-        #[cfg(feature = "mcp")]
-        if let Some(registry) = self.mcp_registry().await? {
-            use crate::function::{FunctionCallLayer, ToolLoopLayer, UnknownTools};
-            let stack = ServiceBuilder::new()
-                .layer(ToolLoopLayer::new())
-                .layer(FunctionCallLayer::new(registry).unknown_tools(UnknownTools::PassThrough))
-                .option_layer(natural)
-                .service(upstream);
-            return Ok((BoxChatService::new(stack), secrets));
-        }
-        let stack = ServiceBuilder::new()
-            .option_layer(natural)
-            .service(upstream);
         Ok((BoxChatService::new(stack), secrets))
     }
 
@@ -384,8 +647,10 @@ impl ModelConfig {
     /// ```
     #[cfg(feature = "server")]
     pub fn token_counter(&self, name: &str) -> Result<impl crate::provider::TokenCounter, Error> {
-        let (provider, _) = self.provider()?;
-        let model = self.model.as_deref().unwrap_or(name).to_owned();
+        let first = self.upstreams()?.into_iter().next();
+        let (first, _) = first.ok_or_else(|| Error::InvalidRequest("no upstream".into()))?;
+        let (provider, _) = first.own_provider()?;
+        let model = first.model.as_deref().unwrap_or(name).to_owned();
         Ok(UpstreamCounter { provider, model })
     }
 

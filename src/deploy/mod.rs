@@ -6,14 +6,17 @@
 //! [`Deployments`] is a `Service<ChatRequest>` over several inner chat services.
 //! For each call it
 //!
-//! - **chooses** the deployment with the fewest requests in flight (a request
-//!   is in flight until its reply ends or is dropped), the first listed on a
-//!   tie — unless the request has a **session key**: then the deployment the key
-//!   hashes to (rendezvous hashing, no state), so that a conversation keeps its
-//!   prompt cache. A key stays on its deployment while that one takes calls,
-//!   and moves only while it does not. The key is read by
-//!   [`common_session_key`] by default (`prompt_cache_key`, `metadata.user_id`,
-//!   `user`), or by a function of your own ([`Deployments::session_key`]);
+//! - **chooses** the deployment with the fewest requests in flight relative to
+//!   its weight ([`Deployments::weighted`]; a request is in flight until its
+//!   reply ends or is dropped), the first listed on a tie — unless the request
+//!   has a **session key**: then the deployment the key hashes to (weighted
+//!   rendezvous hashing, no state: keys spread in proportion to the weights),
+//!   so that a conversation keeps its prompt cache. A key stays on its
+//!   deployment while that one takes calls, and moves only while it does not.
+//!   The key is read by [`common_session_key`] by default (the request's
+//!   [`SessionKey`](crate::SessionKey), `prompt_cache_key`,
+//!   `metadata.user_id`, `user`), or by a function of your own
+//!   ([`Deployments::session_key`]);
 //! - **falls back** to the next deployment (by the same choice, among those not
 //!   tried yet) when the call fails **before its first event** with an error the
 //!   classifier accepts — by default the retry layer's [`is_retryable`]: 429,
@@ -79,7 +82,7 @@ use pin_project_lite::pin_project;
 use tower::Service;
 
 use self::breaker::{Admission, Breaker, Policy};
-use self::choose::{choose, key_hash};
+use self::choose::{Load, choose, key_hash};
 use crate::attempt::{Attempt, Outcome};
 pub use crate::attempt::{Classify, is_retryable};
 use crate::provider::ProviderError;
@@ -119,6 +122,7 @@ fn lock(slots: &Slots) -> MutexGuard<'_, Vec<Slot>> {
 /// [module docs](self). Cheap to clone: clones share the deployments' state.
 pub struct Deployments<S> {
     services: Arc<[S]>,
+    weights: Arc<[u32]>,
     config: Arc<Config>,
     slots: Slots,
 }
@@ -127,6 +131,7 @@ impl<S> Clone for Deployments<S> {
     fn clone(&self) -> Self {
         Deployments {
             services: self.services.clone(),
+            weights: self.weights.clone(),
             config: self.config.clone(),
             slots: self.slots.clone(),
         }
@@ -137,6 +142,7 @@ impl<S> fmt::Debug for Deployments<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Deployments")
             .field("deployments", &self.services.len())
+            .field("weights", &self.weights)
             .field("policy", &self.config.policy)
             .field("slots", &*lock(&self.slots))
             .finish_non_exhaustive()
@@ -149,7 +155,29 @@ impl<S> Deployments<S> {
     /// deployment for up to 5 minutes; [`is_retryable`] decides what falls
     /// back; [`common_session_key`] reads the session key.
     pub fn new(services: impl IntoIterator<Item = S>) -> Self {
-        let services: Arc<[S]> = services.into_iter().collect();
+        Self::weighted(services.into_iter().map(|service| (service, 1)))
+    }
+
+    /// The deployments, each with its weight (0 counts as 1), in the order
+    /// that breaks ties; otherwise as [`new`](Self::new). A deployment of
+    /// weight 2 takes twice the calls in flight of one of weight 1, and twice
+    /// the sessions.
+    ///
+    /// ```
+    /// use lmstack::deploy::Deployments;
+    /// use lmstack::testing::ScriptedModel;
+    ///
+    /// let eu = ScriptedModel::new().reply("from the EU");
+    /// let us = ScriptedModel::new().reply("from the US");
+    /// let deployments = Deployments::weighted([(eu, 2), (us, 1)]);
+    /// assert_eq!(deployments.weights(), [2, 1]);
+    /// ```
+    pub fn weighted(services: impl IntoIterator<Item = (S, u32)>) -> Self {
+        let (services, weights): (Vec<S>, Vec<u32>) = services
+            .into_iter()
+            .map(|(service, weight)| (service, weight.max(1)))
+            .unzip();
+        let services: Arc<[S]> = services.into();
         let slots = services
             .iter()
             .map(|_| Slot {
@@ -159,6 +187,7 @@ impl<S> Deployments<S> {
             .collect();
         Deployments {
             services,
+            weights: weights.into(),
             config: Arc::new(Config {
                 policy: Policy {
                     failures_to_open: 3,
@@ -227,6 +256,11 @@ impl<S> Deployments<S> {
     /// The deployments.
     pub fn services(&self) -> &[S] {
         &self.services
+    }
+
+    /// Each deployment's weight.
+    pub fn weights(&self) -> &[u32] {
+        &self.weights
     }
 
     /// Each deployment's requests in flight.
@@ -350,7 +384,14 @@ impl<S: Clone> Deployments<S> {
         let loads: Vec<_> = slots
             .iter()
             .zip(tried.iter())
-            .map(|(slot, tried)| (!tried && slot.breaker.admits(now)).then_some(slot.in_flight))
+            .zip(self.weights.iter())
+            .map(|((slot, tried), &weight)| {
+                let load = Load {
+                    in_flight: slot.in_flight,
+                    weight,
+                };
+                (!tried && slot.breaker.admits(now)).then_some(load)
+            })
             .collect();
         let index = choose(&loads, key)?;
         let slot = &mut slots[index];

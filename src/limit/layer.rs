@@ -111,7 +111,9 @@ type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 ///
 /// A refusal is a 429 [`ProviderError`] (`rate_limit_error`,
 /// `rate_limit_exceeded`) whose `retry_after` is the time until the window
-/// ends; a gateway answers it in the client's format with `Retry-After`.
+/// ends, marked not to be retried (`should_retry`): neither a retry layer nor
+/// a gateway's fallback model calls again for a client over its limit; a
+/// gateway answers it in the client's format with `Retry-After`.
 /// Windows are fixed minutes, aligned on the clock, so a key may burst up to
 /// twice its rate across a minute's turn. The spend (in millionths of the
 /// currency) is each reply's usage at the model's [`Price`].
@@ -410,7 +412,8 @@ fn over(message: String, retry_after: Option<Duration>) -> Error {
         message,
         request_id: None,
         retry_after,
-        should_retry: None,
+        // The client is over its own limit: no other attempt may serve it.
+        should_retry: Some(false),
     }
     .into()
 }
@@ -426,7 +429,7 @@ fn store_down() -> Error {
         message: "the limits cannot be checked now (their store is unreachable)".into(),
         request_id: None,
         retry_after: Some(Duration::from_secs(1)),
-        should_retry: None,
+        should_retry: Some(false),
     }
     .into()
 }

@@ -13,12 +13,12 @@ use futures::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::answer::Refusal;
-use super::extras::{carry, dropped_tool_fields};
+use super::fit::OptionsWire;
 use super::format::Decode;
 use super::gateway::{Served, Shared};
 use super::guard::Route;
 use super::sealed_ids::open_request;
-use crate::provider::server_tool::drop_unfit;
+use crate::deploy::common_session_key;
 use crate::{ChatRequest, Error, SessionKey};
 
 /// A request let in: decoded, its model found, a place taken; and what was
@@ -44,9 +44,9 @@ pub(super) struct Named {
 /// names, else the body's), takes one of its places and decodes the body;
 /// else the refusal to answer; a model `named` by the path is the decoded
 /// request's, with its mode. `prepare` reads
-/// the request as the client sent it (with the model's name), before the
-/// options the upstream does not take are dropped — the reply's encoder needs
-/// the client's own (OpenAI's `stream_options`).
+/// the request as the client sent it (with the model's name); its options are
+/// fitted to each upstream later, as it reaches one
+/// ([`fit`](super::fit)).
 pub(super) async fn admit_to<F: Decode, T>(
     shared: &Shared,
     headers: &HeaderMap,
@@ -105,35 +105,21 @@ pub(super) async fn admit_to<F: Decode, T>(
         request.options.stream = named.stream;
     }
     F::decode_headers(headers, &mut request);
-    if let Some(session) = session_key(headers) {
+    // The conversation, for the deployments' affinity: by the agents' headers,
+    // else by the body's keys read before its options are fitted to an
+    // upstream (which may drop them).
+    if let Some(session) = session_key(headers).or_else(|| {
+        let key = common_session_key(&request)?;
+        (key.len() <= SESSION_KEY_LONGEST).then(|| SessionKey::new(key))
+    }) {
         request.extensions.insert(session);
     }
     if let Some(caller) = caller {
         request.extensions.insert(caller);
     }
     let prepared = prepare(&request, &name);
-    let upstream = served.provider.parse().ok();
-    let mut dropped = carry(&mut request.options.extra, F::KIND, upstream);
-    dropped.extend(dropped_tool_fields(
-        &request.options.tools,
-        F::KIND,
-        upstream,
-    ));
-    if upstream.is_some_and(|kind| !kind.takes_cache_breakpoints())
-        && request.has_cache_breakpoints()
-    {
-        dropped.push("cache_control breakpoints".to_owned());
-    }
-    if let Some(kind) = upstream {
-        dropped.extend(drop_unfit(&mut request.options, kind));
-    }
-    if !dropped.is_empty() {
-        tracing::warn!(
-            "options the `{}` upstream of `{name}` does not take were dropped: {}",
-            served.provider,
-            dropped.join(", ")
-        );
-    }
+    // Fitted to each upstream it goes to (`fit`), from the client's names.
+    request.extensions.insert(OptionsWire(F::KIND));
     open_request(&mut request);
     Ok(Admitted {
         request,
@@ -152,13 +138,15 @@ const SESSION_HEADERS: [&str; 3] = [
     "session_id",
 ];
 
+/// The longest session key kept, in bytes.
+const SESSION_KEY_LONGEST: usize = 256;
+
 /// The conversation a request belongs to, by the first of the agents' session
-/// headers it carries (at most 256 bytes of it).
+/// headers it carries (at most [`SESSION_KEY_LONGEST`] bytes of it).
 fn session_key(headers: &HeaderMap) -> Option<SessionKey> {
-    const LONGEST: usize = 256;
     SESSION_HEADERS.iter().find_map(|name| {
         let value = headers.get(*name)?.to_str().ok()?.trim();
-        (!value.is_empty() && value.len() <= LONGEST).then(|| SessionKey::new(value))
+        (!value.is_empty() && value.len() <= SESSION_KEY_LONGEST).then(|| SessionKey::new(value))
     })
 }
 

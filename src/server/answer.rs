@@ -12,10 +12,10 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use tokio::sync::OwnedSemaphorePermit;
-use tower::ServiceExt;
 use tracing::Instrument;
 
 use super::coalesce::Coalesce;
+use super::fallback::{self, Call};
 use super::format::Format;
 use super::gateway::{Gateway, Served};
 use super::sealed_ids::SealCallIds;
@@ -101,6 +101,8 @@ struct Tally {
     error: Option<String>,
     /// When a streamed reply's first event came, after the request.
     first_chunk: Option<Duration>,
+    /// The fallback model that answered, if one did.
+    fallback: Option<String>,
 }
 
 /// The conventions' name of the upstream `provider` (a wire's name), or the
@@ -297,13 +299,11 @@ impl Logged<'_> {
             finish,
             error,
             cancelled = self.cancelled.then_some(true),
+            fallback = self.tally.fallback.as_deref(),
             "request"
         );
     }
 }
-
-/// A stack's call, boxed so that it can wait on inside a stream's body.
-type Call = futures::future::BoxFuture<'static, Result<Reply, Error>>;
 
 /// Runs the request and answers: a stream is sent as it comes, a whole reply
 /// once it is complete. The answer holds the model's place until it ends. (Run
@@ -320,7 +320,13 @@ pub(super) async fn answer<F: Format>(
     answering.permit = Some(permit);
     let span = answering.span.clone();
     let stream = request.options.stream;
-    let mut call: Call = Box::pin(served.stack.oneshot(request));
+    let tally = answering.tally.clone();
+    let answered = move |fallback: &str| {
+        let mut tally = tally.lock().unwrap_or_else(PoisonError::into_inner);
+        tally.fallback = Some(fallback.to_owned());
+    };
+    let name = answering.model.clone();
+    let mut call = fallback::call(request, &name, &served, &answering.secrets, answered);
     // A whole reply is waited for; a stream's headers go out once its reply
     // has begun, or after one keep-alive interval, whichever comes first. An
     // error before then keeps its own status.

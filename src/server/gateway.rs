@@ -20,6 +20,8 @@ use tracing::Instrument;
 use super::admit::refused;
 use super::admit::{Admitted, Named, admit_to};
 use super::answer::{Answer, Refusal, answer, json_response, record};
+use super::fallback::Fallback;
+use super::fit::fit_to_named;
 use super::format::{ChatCompletions, Decode, Format, Messages, MessagesCount};
 use super::guard::{Guard, Route};
 use super::response_store::{MemoryResponseStore, ResponseStore};
@@ -120,6 +122,7 @@ use crate::service::{BoxChatService, ChatService};
 pub struct Gateway {
     pub(super) models: BTreeMap<String, Served>,
     aliases: BTreeMap<String, String>,
+    fallbacks: BTreeMap<String, Vec<String>>,
     default_model: Option<String>,
     pub(super) guard: Guard,
     pub(super) body_limit: usize,
@@ -161,6 +164,9 @@ pub(super) struct Served {
     pub(super) provider: String,
     pub(super) limit: Arc<Semaphore>,
     pub(super) max_concurrent: usize,
+    /// The models tried when this one fails before its first event, in order
+    /// (resolved by [`Gateway::router`]).
+    pub(super) fallbacks: Arc<[Fallback]>,
 }
 
 impl std::fmt::Debug for Served {
@@ -168,6 +174,7 @@ impl std::fmt::Debug for Served {
         f.debug_struct("Served")
             .field("provider", &self.provider)
             .field("max_concurrent", &self.max_concurrent)
+            .field("fallbacks", &self.fallbacks.len())
             .finish_non_exhaustive()
     }
 }
@@ -195,6 +202,7 @@ impl Gateway {
         Gateway {
             models: BTreeMap::new(),
             aliases: BTreeMap::new(),
+            fallbacks: BTreeMap::new(),
             default_model: None,
             guard: Guard::default(),
             body_limit: Self::DEFAULT_BODY_LIMIT,
@@ -247,6 +255,7 @@ impl Gateway {
                 provider: provider.into(),
                 limit: Arc::new(Semaphore::new(max_concurrent)),
                 max_concurrent,
+                fallbacks: Arc::new([]),
             },
         );
         self
@@ -424,6 +433,53 @@ impl Gateway {
         self
     }
 
+    /// Has the model `model` fall back to the models `fallbacks`, in order:
+    /// when its stack fails before the first event of its reply with an error
+    /// worth another attempt (429, 5xx, a failed connection, a timeout), the
+    /// first fallback is asked, with the client's request as it came, and so
+    /// on. A fallback answers from its own stack, within its own
+    /// `max_concurrent` (one with no place free is passed over), and is named
+    /// in the request's log line (`fallback`); its own fallbacks are not
+    /// tried. Names not served are left out.
+    ///
+    /// ```
+    /// use lmstack::server::Gateway;
+    /// use lmstack::testing::ScriptedModel;
+    ///
+    /// let gateway = Gateway::new()
+    ///     .model("claude", "anthropic", ScriptedModel::new(), 8)
+    ///     .model("local", "scripted", ScriptedModel::new().reply("Hi"), 8)
+    ///     .fallbacks("claude", ["local"]);
+    /// # let _ = gateway;
+    /// ```
+    pub fn fallbacks<I: IntoIterator<Item = S>, S: Into<String>>(
+        mut self,
+        model: impl Into<String>,
+        fallbacks: I,
+    ) -> Self {
+        let fallbacks = fallbacks.into_iter().map(Into::into).collect();
+        self.fallbacks.insert(model.into(), fallbacks);
+        self
+    }
+
+    /// Resolves each model's fallbacks to the models served.
+    fn resolve_fallbacks(&mut self) {
+        for (model, names) in &self.fallbacks {
+            let resolved: Arc<[Fallback]> = names
+                .iter()
+                .filter(|name| *name != model)
+                .filter_map(|name| {
+                    let served = self.models.get(name)?.clone();
+                    let name = name.clone();
+                    Some(Fallback { name, served })
+                })
+                .collect();
+            if let Some(served) = self.models.get_mut(model) {
+                served.fallbacks = resolved;
+            }
+        }
+    }
+
     /// Answers requests for any name not served (nor an alias) with the model
     /// `model`, instead of a 404. Off by default: a client that names a model
     /// by mistake is then answered by another without a word, so set it only
@@ -492,7 +548,8 @@ impl Gateway {
     ///     .with_state(App { greeting: "hi" });
     /// # let _ = app;
     /// ```
-    pub fn router<S: Clone + Send + Sync + 'static>(self) -> Router<S> {
+    pub fn router<S: Clone + Send + Sync + 'static>(mut self) -> Router<S> {
+        self.resolve_fallbacks();
         let created = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -651,12 +708,13 @@ pub(super) async fn count<D: Decode, F: Format>(
         Err(refusal) => return refusal.respond::<F>(gateway, started),
     };
     let Admitted {
-        request,
+        mut request,
         name,
         served,
         permit,
         prepared: (),
     } = admitted;
+    fit_to_named(&mut request, &served.provider, &name);
     let counted = match gateway.counters.0.get(&name) {
         Some(counter) => counter.count_tokens(request).await,
         None => Err(refused(

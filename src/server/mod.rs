@@ -30,6 +30,10 @@ mod connections;
 #[cfg(feature = "server")]
 mod extras;
 #[cfg(feature = "server")]
+mod fallback;
+#[cfg(feature = "server")]
+mod fit;
+#[cfg(feature = "server")]
 mod format;
 #[cfg(feature = "server")]
 mod gateway;
@@ -49,6 +53,8 @@ mod status;
 pub use auth::BearerToken;
 #[cfg(feature = "server")]
 pub use connections::{ConnectionLimits, serve};
+#[cfg(feature = "server")]
+pub use fit::{Fit, FitLayer, OptionsWire};
 #[cfg(feature = "server")]
 pub use gateway::Gateway;
 pub use metrics::{GenAi, InFlight, Metrics};

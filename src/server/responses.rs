@@ -88,13 +88,24 @@ pub(super) async fn responses(
         }
     }
     if continuity.store {
-        let input = request
+        let input: Vec<Message> = request
             .messages
             .iter()
             .filter(|message| message.metadata().get(INSTRUCTIONS_KEY).is_none())
             .cloned()
             .collect();
-        served.stack = saving(served.stack, store, encoder.id().to_owned(), input);
+        let save = |stack| saving(stack, store.clone(), encoder.id().to_owned(), input.clone());
+        served.stack = save(served.stack);
+        // A fallback's reply is the conversation's as well.
+        served.fallbacks = served
+            .fallbacks
+            .iter()
+            .cloned()
+            .map(|mut fallback| {
+                fallback.served.stack = save(fallback.served.stack);
+                fallback
+            })
+            .collect();
     }
     let answering = Answer::new::<Responses>(gateway, &name, &served, &request, started);
     let span = answering.span().clone();

@@ -256,7 +256,7 @@ fn the_model_tables_of_the_documented_configuration_read() {
     let names: Vec<&str> = file.models.keys().map(String::as_str).collect();
     assert_eq!(names, ["claude", "gpt", "local-qwen"]);
     let gpt = &file.models["gpt"];
-    assert_eq!(gpt.provider, Kind::OpenAiChat);
+    assert_eq!(gpt.provider, Some(Kind::OpenAiChat));
     assert_eq!(gpt.model.as_deref(), Some("gpt-4o"));
     assert_eq!(gpt.aliases, ["gpt-4o-2024-08-06"]);
     let qwen = &file.models["local-qwen"];
@@ -297,4 +297,96 @@ fn any_provider_builds_each_wires_exact_request() {
             "{kind}: {body}"
         );
     }
+}
+
+#[tokio::test]
+async fn deployments_take_the_model_tables_fields_as_defaults_and_fall_back_in_turn() {
+    let busy = Answer::error(
+        529,
+        br#"{"type": "error", "error": {"type": "overloaded_error"}}"#,
+        &[],
+    );
+    let anthropic = Server::start(vec![hi(Kind::Anthropic), busy]).await;
+    let failing = Answer::error(500, br#"{"error": {"message": "down"}}"#, &[]);
+    let openai = Server::start(vec![hi(Kind::OpenAiChat), hi(Kind::OpenAiChat), failing]).await;
+    // Nothing listens there: the first deployment refuses connections.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let refused = format!("http://{}/v1", listener.local_addr().unwrap());
+    drop(listener);
+    let text = format!(
+        "provider = \"anthropic\"\nmodel = \"claude-up\"\nfallbacks = [\"gpt\"]\n\
+         failures_to_open = 1\ncool_down_secs = 60\n\
+         [[deployments]]\nbase_url = \"{refused}\"\nweight = 3\n\
+         [[deployments]]\nbase_url = \"{}\"\n\
+         [[deployments]]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"gpt-up\"\n",
+        anthropic.base_url(),
+        openai.base_url()
+    );
+    let config: ModelConfig = toml::from_str(&text).unwrap();
+    assert_eq!(config.upstream_name(), "anthropic+openai");
+    assert_eq!(config.fallbacks, ["gpt"]);
+    let (stack, _) = config.stack("claude").await.unwrap();
+    // The heaviest deployment first: refused, then the next by load.
+    let reply = stack.clone().oneshot(request()).await.unwrap();
+    assert_eq!(said(reply.collect().await.unwrap()), "Hi");
+    let (_, body) = anthropic.requests().remove(0);
+    assert_eq!(body["model"], "claude-up", "the model table's model");
+    // The refused one cools down; the Anthropic one fails now: the OpenAI one
+    // answers, asked for its own model.
+    let reply = stack.clone().oneshot(request()).await.unwrap();
+    assert_eq!(said(reply.collect().await.unwrap()), "Hi");
+    let (_, body) = openai.requests().remove(0);
+    assert_eq!(body["model"], "gpt-up", "the deployment's model");
+    // The other two failed once and cool down for a minute: the OpenAI one
+    // takes the next call, and the next; then it fails too, and no
+    // deployment takes a call.
+    let reply = stack.clone().oneshot(request()).await.unwrap();
+    assert_eq!(said(reply.collect().await.unwrap()), "Hi");
+    let error = stack.clone().oneshot(request()).await.err().unwrap();
+    assert_eq!(error.http_status(), 502, "{error}");
+    let error = stack.oneshot(request()).await.err().unwrap();
+    assert_eq!(error.http_status(), 503, "{error}");
+    assert_eq!(
+        (anthropic.requests().len(), openai.requests().len()),
+        (2, 3)
+    );
+}
+
+#[test]
+fn a_model_without_a_provider_or_with_a_weight_of_zero_is_refused() {
+    let error = toml::from_str::<ModelConfig>("[[deployments]]\nweight = 0\nprovider = \"openai\"")
+        .unwrap_err();
+    assert!(error.to_string().contains("nonzero"), "{error}");
+    let error = toml::from_str::<ModelConfig>("[[deployments]]\ntemperature = 1").unwrap_err();
+    assert!(error.to_string().contains("temperature"), "{error}");
+    for text in [
+        "model = \"m\"",
+        "[[deployments]]\nprovider = \"openai\"\n[[deployments]]",
+    ] {
+        let config: ModelConfig = toml::from_str(text).unwrap();
+        let error = futures::executor::block_on(config.stack("m"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(error.contains("no provider"), "{text}: {error}");
+    }
+}
+
+#[test]
+fn the_documented_deployments_read() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/serve.md"));
+    let docs = docs.unwrap();
+    let start = docs.find("```toml\n# deployments").expect("the example") + "```toml\n".len();
+    let text = &docs[start..][..docs[start..].find("```").unwrap()];
+    #[derive(serde::Deserialize)]
+    struct File {
+        models: BTreeMap<String, ModelConfig>,
+    }
+    let file: File = toml::from_str(text).unwrap();
+    let claude = &file.models["claude"];
+    assert_eq!(claude.fallbacks, ["gpt"]);
+    assert_eq!(claude.deployments.len(), 3);
+    assert_eq!(claude.deployments[0].weight.map(|w| w.get()), Some(2));
+    assert_eq!(claude.upstream_name(), "anthropic+openai");
+    assert_eq!(file.models["gpt"].upstream_name(), "openai");
 }

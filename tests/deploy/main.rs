@@ -288,3 +288,35 @@ fn the_breaker_opens_after_the_failures_in_a_row_and_half_opens_for_one_probe() 
         vec![Message::assistant("closed")]
     );
 }
+
+#[test]
+fn weights_share_the_calls_in_flight_and_the_sessions() {
+    let models: Vec<Model> = (0..2)
+        .map(|_| Model::new((0..400).map(|_| streams("hi"))))
+        .collect();
+    let service =
+        Deployments::weighted([(models[0].clone(), 3), (models[1].clone(), 1)]).failures_to_open(1);
+    assert_eq!(service.weights(), [3, 1]);
+    // Calls held in flight: three on the first for each one on the second.
+    let held: Vec<Reply> = (0..8)
+        .map(|_| call(&service, request(true)).unwrap())
+        .collect();
+    assert_eq!(service.in_flight(), vec![6, 2]);
+    drop(held);
+    // Sessions: about three in four on the first, each on its own for good.
+    let homes: Vec<usize> = (0..200)
+        .map(|n| {
+            let before = calls(&models);
+            collect(call(&service, keyed(&format!("session-{n}"))).unwrap());
+            let after = calls(&models);
+            (0..2).find(|&i| after[i] > before[i]).unwrap()
+        })
+        .collect();
+    let first = homes.iter().filter(|&&home| home == 0).count();
+    assert!((125..175).contains(&first), "{first} of 200 on the first");
+    for (n, home) in homes.iter().enumerate().take(40) {
+        let before = models[*home].calls();
+        collect(call(&service, keyed(&format!("session-{n}"))).unwrap());
+        assert_eq!(models[*home].calls(), before + 1, "session-{n} stayed");
+    }
+}

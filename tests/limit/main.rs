@@ -81,6 +81,8 @@ async fn requests_per_minute_are_counted_per_key_and_the_wait_is_the_minutes_end
     let refused = run(&service, request("alice", 10)).await.unwrap_err();
     assert_eq!(refused.http_status(), 429);
     assert_eq!(wait(&refused), Some(Duration::from_secs(45)));
+    // Not for a retry layer, another deployment or a fallback model to serve.
+    assert!(!lmstack::deploy::is_retryable(&refused));
     let upstream = refused.provider_error().unwrap();
     assert_eq!(upstream.code.as_deref(), Some("rate_limit_exceeded"));
     assert!(
@@ -214,4 +216,5 @@ async fn a_failing_store_lets_requests_pass_or_refuses_them_as_configured() {
         .await
         .unwrap_err();
     assert_eq!(refused.http_status(), 503);
+    assert!(!lmstack::deploy::is_retryable(&refused));
 }

@@ -19,5 +19,6 @@ mod mcp;
 mod otel;
 mod provider;
 mod serve;
+mod serve_deployments;
 mod serve_limits;
 mod serve_redis;
