@@ -260,8 +260,8 @@ $natural
 $extra
 EOF
         # No line per request (`RUST_LOG=warn`), as nginx runs with `access_log off`.
-        env "${env[@]}" RUST_LOG=warn LD_PRELOAD="$preload" TOKIO_WORKER_THREADS="$TARGET_THREADS" pinned "$PIN_TARGET" \
-            "$LMSTACK_BIN" serve --config "$conf/$name.toml" \
+        RUST_LOG=warn LD_PRELOAD="$preload" TOKIO_WORKER_THREADS="$TARGET_THREADS" pinned "$PIN_TARGET" \
+            env "${env[@]}" "$LMSTACK_BIN" serve --config "$conf/$name.toml" \
             --listen "127.0.0.1:$LMSTACK_PORT" >"$BENCH_DIR/logs/$name.log" 2>&1 &
         url="http://127.0.0.1:$LMSTACK_PORT/v1/chat/completions"
         [ "$request" = messages ] && url="http://127.0.0.1:$LMSTACK_PORT/v1/messages"

@@ -19,25 +19,28 @@ use crate::descriptors;
 use crate::logging::LogFormat;
 use crate::serve_config::Config;
 
-/// Serves models over HTTP to OpenAI and Anthropic clients.
+/// Serves models over HTTP to OpenAI, Anthropic and Gemini clients.
 ///
-/// Clients post to /v1/chat/completions (OpenAI Chat Completions) or
-/// /v1/messages (Anthropic Messages), streaming or not, naming a model of the
-/// configuration (POST /v1/messages/count_tokens counts a request's tokens
-/// where the upstream can); GET /v1/models lists them, GET /health and GET /metrics
-/// (Prometheus) serve operations. A request in either format is served by any
-/// model, whatever its provider.
+/// Clients post to /v1/chat/completions (OpenAI Chat Completions),
+/// /v1/responses (OpenAI Responses), /v1/messages (Anthropic Messages) or
+/// /v1beta/models/MODEL:generateContent (Gemini), streaming or not, naming a
+/// model of the configuration (token counts where the upstream can); GET
+/// /v1/models lists them, GET /health and GET /metrics (Prometheus) serve
+/// operations. A request in any format is served by any model, whatever its
+/// provider; a model may have several deployments and fallback models.
 ///
 /// Without --config, the offline demo is served as the model `lmstack-demo`:
 /// point an SDK at http://127.0.0.1:8080/v1 and ask it anything.
 ///
 /// Clients must present the token in LMSTACK_SERVE_TOKEN (or the variable the
-/// configuration names) as `Authorization: Bearer` or `x-api-key`; with no
-/// token set, the gateway listens on loopback addresses only, and answers no
-/// web page (see docs/serve.md). SIGTERM or Ctrl-C stops taking requests and
-/// lets those in flight finish, up to --drain seconds; a second one stops at
-/// once. One line per request is logged on stderr (RUST_LOG filters, `info`
-/// by default).
+/// configuration names), or one of the configuration's named keys (each with
+/// its own limits and budget), as `Authorization: Bearer`, `x-api-key` or
+/// `x-goog-api-key`; with no token or key set, the gateway listens on loopback
+/// addresses only, and answers no web page (see docs/serve.md). SIGTERM or
+/// Ctrl-C stops taking requests and lets those in flight finish, up to --drain
+/// seconds; a second one stops at once. One line per request is logged on
+/// stderr (RUST_LOG filters, `info` by default); spans are exported over OTLP
+/// when OTEL_EXPORTER_OTLP_ENDPOINT is set.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The configuration: TOML naming the models (see docs/serve.md).

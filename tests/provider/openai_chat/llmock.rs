@@ -1,7 +1,8 @@
 //! Faults injected by a real mock provider, llmock (PyPI `llmock==0.2.2`),
 //! running on loopback: rate limits with `Retry-After`, server errors, dropped
 //! connections, truncated, malformed and stalled streams — through the real
-//! transport, the OpenAI provider and the retry layer.
+//! transport, the OpenAI provider and the retry layer; and the deployments'
+//! fallbacks past each of them.
 //!
 //! These tests need the server: `.ci/test` starts it and sets
 //! `LMSTACK_LLMOCK_URL`. A plain `cargo test` lists them as ignored; run with
@@ -17,6 +18,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::llmock::{ANSWER, attempts, llmock, read, script, script_faults_then_answer, unique};
+use lmstack::deploy::Deployments;
 use lmstack::provider::openai_chat::{OpenAi, OpenAiConfig};
 use lmstack::provider::transport::HttpConfig;
 use lmstack::provider::{ProviderError, TransportErrorKind};
@@ -293,4 +295,75 @@ async fn a_scripted_tool_call_streams_and_joins() {
             json!({"city": "Paris", "unit": "celsius"})
         );
     }
+}
+
+/// Deployments of one model over llmock, one per scripted model name (each
+/// deployment's provider asks for its own), opening a breaker at the first
+/// failure.
+fn deployments(names: &[&str]) -> Deployments<OpenAi> {
+    let providers = names.iter().map(|name| {
+        let config = OpenAiConfig::new(format!("{}/v1", llmock())).model(*name);
+        OpenAi::new(config).unwrap()
+    });
+    Deployments::new(providers).failures_to_open(1)
+}
+
+/// A request that names no model: each deployment asks for its own.
+fn unnamed(stream: bool) -> ChatRequest {
+    ChatRequest::new(vec![Message::user("Count to five")]).streaming(stream)
+}
+
+#[tokio::test]
+#[ignore = "needs a running llmock server: .ci/test starts one and sets LMSTACK_LLMOCK_URL"]
+async fn deployments_fall_back_past_each_llmock_fault_and_cool_the_failing_ones() {
+    let limited = &unique("deploy-429");
+    let broken = &unique("deploy-503");
+    let dropped = &unique("deploy-disconnect-early");
+    let healthy = &unique("deploy-healthy");
+    script(
+        limited,
+        json!([{"type": "fail", "status": 429, "retry_after": 30}]),
+    )
+    .await;
+    script(broken, json!([{"type": "fail", "status": 503, "times": 5}])).await;
+    // The first chunk only says `role: assistant`: nothing was delivered yet.
+    let fault = json!({"type": "stream_fault", "kind": "disconnect", "after_chunks": 1});
+    script_faults_then_answer(dropped, fault).await;
+    script(
+        healthy,
+        json!([{"type": "reply", "text": ANSWER, "times": 3}]),
+    )
+    .await;
+    let deployments = deployments(&[limited, broken, dropped, healthy]);
+
+    for (round, stream) in [true, false, true].into_iter().enumerate() {
+        let reply = deployments.clone().oneshot(unnamed(stream)).await.unwrap();
+        let (text, end) = read(reply).await;
+        end.unwrap();
+        assert_eq!(text, ANSWER, "round {round}");
+    }
+    // Each failing deployment was called once, then cooled down.
+    for name in [limited, broken, dropped] {
+        assert_eq!(attempts(name).await.len(), 1, "{name}");
+    }
+    assert_eq!(attempts(healthy).await.len(), 3);
+    assert_eq!(deployments.cooling_down(), [true, true, true, false]);
+}
+
+#[tokio::test]
+#[ignore = "needs a running llmock server: .ci/test starts one and sets LMSTACK_LLMOCK_URL"]
+async fn deployments_never_send_a_request_again_after_its_first_event() {
+    let dropped = &unique("deploy-disconnect-mid");
+    let healthy = &unique("deploy-unused");
+    let fault = json!({"type": "stream_fault", "kind": "disconnect", "after_chunks": 4});
+    script_faults_then_answer(dropped, fault).await;
+    script(healthy, json!([{"type": "reply", "text": ANSWER}])).await;
+    let deployments = deployments(&[dropped, healthy]);
+
+    let reply = deployments.oneshot(unnamed(true)).await.unwrap();
+    let (text, end) = read(reply).await;
+    assert_eq!(text, "one two three ");
+    transport_error(end);
+    assert_eq!(attempts(dropped).await.len(), 1);
+    assert!(attempts(healthy).await.is_empty());
 }
