@@ -63,8 +63,13 @@ where
         .with_resource(resource())
         .build();
     let tracer = provider.tracer("lmstack");
+    // Only the conventions' attributes: no busy/idle times (taken at every
+    // poll of a stream, the costliest part), source locations or threads.
     let layer = tracing_opentelemetry::layer()
         .with_tracer(tracer)
+        .with_tracked_inactivity(false)
+        .with_location(false)
+        .with_threads(false)
         .with_filter(filter_fn(|metadata| {
             metadata.is_span() && metadata.target().starts_with("lmstack")
         }));
