@@ -118,6 +118,21 @@ impl Config {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_documented_configuration_reads_whole() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/serve.md");
+        let docs = std::fs::read_to_string(path).unwrap();
+        let start = docs.find("```toml\n# lmstack.toml").expect("the example") + 8;
+        let text = &docs[start..][..docs[start..].find("```").unwrap()];
+        let config: Config = toml::from_str(text).unwrap();
+        assert_eq!(config.check_names(), Ok(()));
+        assert_eq!(config.server.keys.len(), 1);
+        let claude = &config.models["claude"];
+        assert_eq!(claude.deployments.len(), 2);
+        assert_eq!(claude.fallbacks, ["gpt"]);
+        assert!(config.models["gpt"].price.is_some());
+    }
+
     fn checked(text: &str) -> Result<(), String> {
         toml::from_str::<Config>(text).unwrap().check_names()
     }

@@ -242,6 +242,8 @@ fn a_table_with_an_unknown_field_or_a_key_in_it_is_refused() {
     assert!(error.to_string().contains("unknown provider"), "{error}");
 }
 
+// The example prices its models, a field of feature `server`.
+#[cfg(feature = "server")]
 #[test]
 fn the_model_tables_of_the_documented_configuration_read() {
     let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/serve.md"));
