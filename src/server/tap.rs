@@ -166,8 +166,11 @@ fn wanted(event: &Event) -> bool {
 /// What a kept line is, one slot each (errors are all kept).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Slot {
-    /// The first call of a function (replayed as [`standing_call`]).
+    /// The first call of a function, replayed as one of a fixed shape.
     Call,
+    /// The first piece of a refusal (OpenAI), replayed as one of a fixed
+    /// shape.
+    Refusal,
     Start,
     Usage,
     Finish,
@@ -175,7 +178,7 @@ enum Slot {
     Error,
 }
 
-const SLOTS: usize = 6;
+const SLOTS: usize = 7;
 
 /// A stream's lines: the line cut by the last piece's end, and the lines kept.
 #[derive(Debug, Default)]
@@ -229,11 +232,13 @@ impl Lines {
     fn line(&mut self, kind: Kind, line: &[u8]) -> bool {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         self.in_event = !line.is_empty();
-        let call = &mut self.kept[Slot::Call as usize];
-        if call.1.is_empty() && calls(kind, line) {
-            self.count += 1;
-            call.0 = self.count;
-            call.1.extend_from_slice(standing_call(kind));
+        if let Some((slot, standing)) = marks(kind, line) {
+            let (order, kept) = &mut self.kept[slot as usize];
+            if kept.is_empty() {
+                self.count += 1;
+                *order = self.count;
+                kept.extend_from_slice(standing);
+            }
         }
         let Some(slot) = classify(kind, line) else {
             return false;
@@ -266,16 +271,27 @@ impl Lines {
     }
 }
 
-/// A call of a function in the fixed shape the tap replays for a stream's
-/// first (its lifter then reads the end of the turn as the full path does).
-fn standing_call(kind: Kind) -> &'static [u8] {
+/// A Gemini call of a function, as the tap replays a stream's first.
+const GEMINI_CALL: &[u8] = b"data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"functionCall\":{\"name\":\"f\",\"args\":{}}}]}}]}\n\n";
+
+/// An OpenAI call of a function, as the tap replays a stream's first.
+const OPENAI_CALL: &[u8] = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}}]}\n\n";
+
+/// An OpenAI refusal, as the tap replays a stream's first piece of one.
+const OPENAI_REFUSAL: &[u8] =
+    b"data: {\"choices\":[{\"index\":0,\"delta\":{\"refusal\":\"r\"}}]}\n\n";
+
+/// What `line`, of a stream of the wire `kind`, says that changes how its
+/// lifter reads the end of the turn (OpenAI and Gemini name a call's end, and
+/// OpenAI a refusal's, `stop`): its slot, and the line of a fixed shape that
+/// stands for it.
+fn marks(kind: Kind, line: &[u8]) -> Option<(Slot, &'static [u8])> {
+    let data = line.strip_prefix(b"data:")?;
     match kind {
-        Kind::Gemini => {
-            b"data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"functionCall\":{\"name\":\"f\",\"args\":{}}}]}}]}\n\n"
-        }
-        _ => {
-            b"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}}]}\n\n"
-        }
+        Kind::OpenAiChat if TOOL_CALLS.with(data, b'[') => Some((Slot::Call, OPENAI_CALL)),
+        Kind::OpenAiChat if REFUSAL.with_text(data) => Some((Slot::Refusal, OPENAI_REFUSAL)),
+        Kind::Gemini if FUNCTION_CALL.with(data, b'{') => Some((Slot::Call, GEMINI_CALL)),
+        _ => None,
     }
 }
 
@@ -316,6 +332,7 @@ key!(TYPE, "\"type\"");
 key!(USAGE_METADATA, "\"usageMetadata\"");
 key!(GEMINI_FINISH, "\"finishReason\"");
 key!(TOOL_CALLS, "\"tool_calls\"");
+key!(REFUSAL, "\"refusal\"");
 key!(FUNCTION_CALL, "\"functionCall\"");
 
 impl Key {
@@ -325,6 +342,14 @@ impl Key {
         self.0
             .find_iter(json)
             .any(|at| value_at(json, at + self.0.needle().len()).first() == Some(&first))
+    }
+
+    /// Whether `json` holds this key with a string value that is not empty.
+    fn with_text(&self, json: &[u8]) -> bool {
+        self.0.find_iter(json).any(|at| {
+            let value = value_at(json, at + self.0.needle().len());
+            value.len() > 1 && value[0] == b'"' && value[1] != b'"'
+        })
     }
 
     /// The first string value of this key in `json`.
@@ -387,19 +412,6 @@ fn classify(kind: Kind, line: &[u8]) -> Option<Slot> {
             }
         }
         _ => None,
-    }
-}
-
-/// Whether `line`, of a stream of the wire `kind`, calls a function (where
-/// the lifter reads a `stop` after one as `tool_calls`).
-fn calls(kind: Kind, line: &[u8]) -> bool {
-    let Some(data) = line.strip_prefix(b"data:") else {
-        return false;
-    };
-    match kind {
-        Kind::OpenAiChat => TOOL_CALLS.with(data, b'['),
-        Kind::Gemini => FUNCTION_CALL.with(data, b'{'),
-        _ => false,
     }
 }
 
@@ -495,6 +507,85 @@ mod tests {
         assert!(lines.partial.is_empty() && lines.skipping);
         tap.push(b"\ndata: [DONE]\n\n");
         assert!(tap.between_events());
+    }
+
+    /// Recorded streams of each wire (SSE, or a chunk's JSON a line).
+    fn recorded() -> Vec<(Kind, String, Vec<u8>)> {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/");
+        let read = |name: &str| std::fs::read(format!("{dir}{name}")).unwrap();
+        let framed = |name: &str| {
+            let text = String::from_utf8(read(name)).unwrap();
+            let lines = text.lines().filter(|line| !line.trim().is_empty());
+            lines.map(|line| format!("data: {line}\n\n")).collect::<String>().into_bytes()
+        };
+        let mut streams = Vec::new();
+        for name in ["refusal", "max_tokens_reached", "strict_tool", "parallel_tools"] {
+            let name = format!("openai/openai-python/{name}.sse");
+            streams.push((Kind::OpenAiChat, name.clone(), read(&name)));
+        }
+        let name = "openai_compat/vercel-ai/groq-tool-call.chunks.txt";
+        streams.push((Kind::OpenAiChat, name.into(), framed(name)));
+        let name = "anthropic/LmDotnetTools/sample-response-anthropic.sse.txt";
+        streams.push((Kind::Anthropic, name.into(), read(name)));
+        for name in [
+            "anthropic/vercel-ai/anthropic-clear-thinking.1.chunks.txt",
+            "anthropic/vercel-ai/anthropic-tool-no-args.chunks.txt",
+        ] {
+            streams.push((Kind::Anthropic, name.into(), framed(name)));
+        }
+        #[cfg(feature = "gemini")]
+        {
+            for name in [
+                "google/hand-made/grounding.sse",
+                "google/vertexai-sdk-test-data/vertexai/streaming-failure-error-mid-stream.txt",
+                "google/vertexai-sdk-test-data/googleai/streaming-success-thinking-function-call-thought-summary-signature.txt",
+            ] {
+                streams.push((Kind::Gemini, name.into(), read(name)));
+            }
+            for name in [
+                "google/vercel-ai/google-stream-tool-call-arguments.chunks.txt",
+                "google/vercel-ai/google-tool-call-gemini3.chunks.txt",
+            ] {
+                streams.push((Kind::Gemini, name.into(), framed(name)));
+            }
+        }
+        streams
+    }
+
+    /// What the full path reads of a stream: its usage and finish events, and
+    /// whether it failed.
+    fn lifted(kind: Kind, stream: &[u8]) -> (Vec<Event>, bool) {
+        summed(replay(kind, Bytes::copy_from_slice(stream), true).items)
+    }
+
+    fn summed(items: Vec<Result<Event, Error>>) -> (Vec<Event>, bool) {
+        let failed = items.iter().any(Result::is_err);
+        (items.into_iter().filter_map(Result::ok).collect(), failed)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_taps_usage_and_finish_are_the_full_paths_at_any_chunking(
+            which in proptest::prelude::any::<proptest::sample::Index>(),
+            sizes in proptest::collection::vec(1usize..300, 1..8),
+        ) {
+            let streams = recorded();
+            let (kind, name, stream) = &streams[which.index(streams.len())];
+            let mut tap = Tap::new(*kind, Some("text/event-stream"), true);
+            let mut rest = &stream[..];
+            for size in sizes.iter().cycle() {
+                if rest.is_empty() {
+                    break;
+                }
+                let (piece, after) = rest.split_at((*size).min(rest.len()));
+                tap.push(piece);
+                rest = after;
+            }
+            let tapped = summed(tap.finish().items);
+            let full = lifted(*kind, stream);
+            proptest::prop_assert!(!full.0.is_empty() || full.1, "{name}: nothing to compare");
+            proptest::prop_assert_eq!(tapped, full, "{}", name);
+        }
     }
 
     #[test]
