@@ -45,10 +45,11 @@ use crate::{ChatRequest, Error};
 /// clients of its wire as they came (the same-wire fast path: see
 /// docs/serve.md): a provider, the model it is asked for, and the retries of
 /// a request that fails before its answer begins. Give it to
-/// [`Gateway::forward`] beside the model's stack — whose layers must not
-/// change a same-wire request or its reply but where [`plan`] sends it to the
-/// stack (a configuration's [`ModelConfig::forward`](crate::config::ModelConfig::forward)
-/// says when that holds).
+/// [`Gateway::forward`] beside the model's stack, whose layers must not
+/// change a same-wire request or its reply but for the requests the gateway
+/// sends down the full path anyway (a configuration's
+/// [`ModelConfig::forward`](crate::config::ModelConfig::forward) says when
+/// that holds).
 ///
 /// ```
 /// use lmstack::provider::AnyProvider;
@@ -66,8 +67,11 @@ pub struct Forward {
     model: String,
     #[cfg(feature = "retry")]
     retry: Option<crate::retry::RetryLayer>,
-    full_path_for: Option<Arc<dyn Fn(&Caller) -> bool + Send + Sync>>,
+    full_path_for: Option<CallerTest>,
 }
+
+/// Which callers [`Forward::full_path_for`] names.
+type CallerTest = Arc<dyn Fn(&Caller) -> bool + Send + Sync>;
 
 impl std::fmt::Debug for Forward {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -104,7 +108,10 @@ impl Forward {
     ///
     /// [`LimitLayer`]: crate::limit::LimitLayer
     /// [`LimitLayer::limits`]: crate::limit::LimitLayer::limits
-    pub fn full_path_for(mut self, callers: impl Fn(&Caller) -> bool + Send + Sync + 'static) -> Self {
+    pub fn full_path_for(
+        mut self,
+        callers: impl Fn(&Caller) -> bool + Send + Sync + 'static,
+    ) -> Self {
         self.full_path_for = Some(Arc::new(callers));
         self
     }
@@ -114,29 +121,42 @@ impl Forward {
         self.provider.kind()
     }
 
+    /// The wait before retry number `retry + 1` after `error`, as the
+    /// model's retry layer would wait; `None` when not retried.
+    fn wait_before(&self, retry: u32, error: &Error) -> Option<BoxFuture<'static, ()>> {
+        #[cfg(feature = "retry")]
+        if let Some(layer) = &self.retry {
+            return layer
+                .next_wait(retry, error)
+                .map(|wait| layer.wait_out(wait));
+        }
+        let _ = (retry, error);
+        None
+    }
+
     /// Sends `body` for `head`, retried as configured, until the upstream's
     /// answer begins or an attempt fails for good.
-    fn send(&self, head: ChatRequest, body: Bytes) -> BoxFuture<'static, Result<HttpResponse, Error>> {
+    fn send(
+        &self,
+        head: ChatRequest,
+        body: Bytes,
+    ) -> BoxFuture<'static, Result<HttpResponse, Error>> {
         let this = self.clone();
         Box::pin(async move {
-            #[cfg_attr(not(feature = "retry"), allow(unused_mut))]
             let mut retry = 0;
             loop {
                 let error = match this.provider.forward(&head, body.clone()).await {
                     Ok(response) => return Ok(response),
                     Err(error) => error,
                 };
-                #[cfg(feature = "retry")]
-                if let Some(layer) = &this.retry
-                    && let Some(wait) = layer.next_wait(retry, &error)
-                {
-                    tracing::debug!("retrying the forwarded request in {wait:?}: {error}");
-                    layer.wait_out(wait).await;
-                    retry += 1;
-                    continue;
+                match this.wait_before(retry, &error) {
+                    Some(wait) => {
+                        tracing::debug!("retrying the forwarded request: {error}");
+                        wait.await;
+                        retry += 1;
+                    }
+                    None => return Err(error),
                 }
-                let _ = retry;
-                return Err(error);
             }
         })
     }
@@ -185,7 +205,8 @@ fn needs_the_stack(body: &[u8]) -> bool {
 /// content must not be captured in spans.
 pub(super) fn plan<F: Format>(entered: &Entered, headers: &HeaderMap) -> Option<Plan> {
     let forward = entered.served.forward.as_deref()?;
-    let caller_counted = |caller: &Caller| forward.full_path_for.as_ref().is_some_and(|f| f(caller));
+    let caller_counted =
+        |caller: &Caller| forward.full_path_for.as_ref().is_some_and(|f| f(caller));
     if !F::FORWARDS
         || forward.kind() != F::KIND
         || !entered.served.fallbacks.is_empty()
@@ -347,7 +368,9 @@ async fn whole<F: Format>(kind: Kind, response: HttpResponse, mut answering: Ans
     answering.ended = true;
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
-    response.headers_mut().insert(header::CONTENT_TYPE, content_type);
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, content_type);
     response
 }
 
@@ -483,7 +506,9 @@ mod tests {
 
     #[test]
     fn only_the_model_field_is_rewritten() {
-        let body = Bytes::from_static(br#"{"messages":[{"role":"user","content":"model"}], "model" : "alias","stream":true}"#);
+        let body = Bytes::from_static(
+            br#"{"messages":[{"role":"user","content":"model"}], "model" : "alias","stream":true}"#,
+        );
         let read: Head = serde_json::from_slice(&body).unwrap();
         let at = span_of(&body, read.model.unwrap().get());
         let rewritten = with_model(&body, at.clone(), "up\"stream").unwrap();
@@ -491,15 +516,24 @@ mod tests {
             &rewritten[..],
             br#"{"messages":[{"role":"user","content":"model"}], "model" : "up\"stream","stream":true}"#
         );
-        assert_eq!(with_model(&body, at, "alias").unwrap().as_ptr(), body.as_ptr());
+        assert_eq!(
+            with_model(&body, at, "alias").unwrap().as_ptr(),
+            body.as_ptr()
+        );
         assert_eq!(read.stream, Some(true));
     }
 
     #[test]
     fn sealed_ids_and_structured_output_need_the_stack() {
         assert!(!needs_the_stack(br#"{"model":"m","messages":[]}"#));
-        assert!(needs_the_stack(br#"{"messages":[{"tool_call_id":"lmc_eyJpZCI6"}]}"#));
-        assert!(needs_the_stack(br#"{"response_format":{"type":"json_object"}}"#));
-        assert!(needs_the_stack(br#"{"generationConfig":{"responseJsonSchema":{}}}"#));
+        assert!(needs_the_stack(
+            br#"{"messages":[{"tool_call_id":"lmc_eyJpZCI6"}]}"#
+        ));
+        assert!(needs_the_stack(
+            br#"{"response_format":{"type":"json_object"}}"#
+        ));
+        assert!(needs_the_stack(
+            br#"{"generationConfig":{"responseJsonSchema":{}}}"#
+        ));
     }
 }

@@ -294,7 +294,12 @@ impl Metrics {
         header(&mut text, "forwarded_total", "counter", help);
         for (model, series) in &all {
             let n = series.forwarded.load(Ordering::Relaxed);
-            sample(&mut text, "forwarded_total", &format!("model=\"{model}\""), n as f64);
+            sample(
+                &mut text,
+                "forwarded_total",
+                &format!("model=\"{model}\""),
+                n as f64,
+            );
         }
         let name = "request_duration_seconds";
         let help = "Time from request to the end of its answer.";

@@ -51,7 +51,7 @@ pub(crate) struct Tap {
 
 #[derive(Debug)]
 enum Reading {
-    Stream(Lines),
+    Stream(Box<Lines>),
     /// A whole body, kept (`None` once past [`MAX_BODY`]).
     Whole(Option<Vec<u8>>),
 }
@@ -62,7 +62,7 @@ impl Tap {
     /// reads it).
     pub(crate) fn new(kind: Kind, content_type: Option<&str>, streaming: bool) -> Self {
         let reading = match is_stream(content_type, streaming) {
-            true => Reading::Stream(Lines::default()),
+            true => Reading::Stream(Box::default()),
             false => Reading::Whole(Some(Vec::new())),
         };
         Tap { kind, reading }
@@ -442,8 +442,14 @@ mod tests {
         assert!(USAGE.with(br#"{"usage": {"a":1}}"#, b'{'));
         assert!(!USAGE.with(br#"{"usage":null}"#, b'{'));
         assert!(!USAGE.with(br#"{"text":"\"usage\":{"}"#, b'{'));
-        assert!(FINISH_REASON.with(br#"{"finish_reason":null,"x":{"finish_reason" : "stop"}}"#, b'"'));
-        assert_eq!(TYPE.string(br#"{"type": "message_delta"}"#), Some(&b"message_delta"[..]));
+        assert!(FINISH_REASON.with(
+            br#"{"finish_reason":null,"x":{"finish_reason" : "stop"}}"#,
+            b'"'
+        ));
+        assert_eq!(
+            TYPE.string(br#"{"type": "message_delta"}"#),
+            Some(&b"message_delta"[..])
+        );
         assert_eq!(TYPE.string(br#"{"type":"#), None);
     }
 
@@ -490,7 +496,12 @@ mod tests {
         assert!(tap.push(error));
         let items = tap.finish().items;
         let error = items.iter().find_map(|item| item.as_ref().err());
-        assert!(error.is_some_and(|error| error.http_status() == 529 || error.to_string().contains("Overloaded")), "{items:?}");
+        assert!(
+            error.is_some_and(
+                |error| error.http_status() == 529 || error.to_string().contains("Overloaded")
+            ),
+            "{items:?}"
+        );
     }
 
     #[test]
@@ -516,10 +527,18 @@ mod tests {
         let framed = |name: &str| {
             let text = String::from_utf8(read(name)).unwrap();
             let lines = text.lines().filter(|line| !line.trim().is_empty());
-            lines.map(|line| format!("data: {line}\n\n")).collect::<String>().into_bytes()
+            lines
+                .map(|line| format!("data: {line}\n\n"))
+                .collect::<String>()
+                .into_bytes()
         };
         let mut streams = Vec::new();
-        for name in ["refusal", "max_tokens_reached", "strict_tool", "parallel_tools"] {
+        for name in [
+            "refusal",
+            "max_tokens_reached",
+            "strict_tool",
+            "parallel_tools",
+        ] {
             let name = format!("openai/openai-python/{name}.sse");
             streams.push((Kind::OpenAiChat, name.clone(), read(&name)));
         }
@@ -595,7 +614,12 @@ mod tests {
         tap.push(&body[..10]);
         tap.push(&body[10..]);
         let items = tap.finish().items;
-        assert!(items.iter().any(|item| matches!(item, Ok(Event::Usage(usage)) if usage.input_tokens == 3)), "{items:?}");
+        assert!(
+            items
+                .iter()
+                .any(|item| matches!(item, Ok(Event::Usage(usage)) if usage.input_tokens == 3)),
+            "{items:?}"
+        );
         assert!(items.iter().any(|item| matches!(item, Ok(Event::Finish { reason }) if *reason == FinishReason::Length)), "{items:?}");
     }
 }

@@ -35,7 +35,10 @@ struct Wire {
 }
 
 fn read<L: Lift + Default>(bytes: &[u8]) -> Result<Vec<Message>, Error> {
-    lift_with(BodyDecoder::for_content_type(L::default(), Some("text/event-stream"), true), bytes)
+    lift_with(
+        BodyDecoder::for_content_type(L::default(), Some("text/event-stream"), true),
+        bytes,
+    )
 }
 
 fn openai() -> Wire {
@@ -43,7 +46,9 @@ fn openai() -> Wire {
         kind: Kind::OpenAiChat,
         path: |_, _| "/v1/chat/completions".into(),
         body: |model, stream| {
-            format!(r#"{{"model":"{model}","messages":[{{"role":"user","content":"Hi"}}],"stream":{stream},"stream_options":{{"include_usage":true}}}}"#)
+            format!(
+                r#"{{"model":"{model}","messages":[{{"role":"user","content":"Hi"}}],"stream":{stream},"stream_options":{{"include_usage":true}}}}"#
+            )
         },
         read: read::<lmstack::provider::openai_chat::Lifter>,
         streams: recorded_openai_streams(),
@@ -55,7 +60,9 @@ fn anthropic() -> Wire {
         kind: Kind::Anthropic,
         path: |_, _| "/v1/messages".into(),
         body: |model, stream| {
-            format!(r#"{{"model":"{model}","max_tokens":64,"messages":[{{"role":"user","content":"Hi"}}],"stream":{stream}}}"#)
+            format!(
+                r#"{{"model":"{model}","max_tokens":64,"messages":[{{"role":"user","content":"Hi"}}],"stream":{stream}}}"#
+            )
         },
         read: read::<lmstack::provider::anthropic::Lifter>,
         streams: recorded_anthropic_streams(),
@@ -191,30 +198,64 @@ async fn alike(wire: &Wire, stream: usize, sizes: &[usize]) -> Result<(), TestCa
     let (base, gateway) = gateway(&config(wire.kind, &upstream)).await;
     let mut answers = Vec::new();
     for model in ["fast", "full"] {
-        let (status, _, body) = post(&base, &(wire.path)(model, true), (wire.body)(model, true)).await;
-        prop_assert_eq!(status, 200, "{} via {}: {}", name, model, String::from_utf8_lossy(&body));
+        let (status, _, body) =
+            post(&base, &(wire.path)(model, true), (wire.body)(model, true)).await;
+        prop_assert_eq!(
+            status,
+            200,
+            "{} via {}: {}",
+            name,
+            model,
+            String::from_utf8_lossy(&body)
+        );
         answers.push(said((wire.read)(&body)));
     }
     prop_assert_eq!(&answers[0], &answers[1], "{}", name);
     let text = gateway_metrics(&gateway);
     for kind in ["input", "output"] {
-        let fast = metric(&text, &format!("lmstack_tokens_total{{model=\"fast\",kind=\"{kind}\"}}"));
-        let full = metric(&text, &format!("lmstack_tokens_total{{model=\"full\",kind=\"{kind}\"}}"));
+        let fast = metric(
+            &text,
+            &format!("lmstack_tokens_total{{model=\"fast\",kind=\"{kind}\"}}"),
+        );
+        let full = metric(
+            &text,
+            &format!("lmstack_tokens_total{{model=\"full\",kind=\"{kind}\"}}"),
+        );
         prop_assert_eq!(fast, full, "{} tokens of {}", kind, name);
     }
-    prop_assert_eq!(metric(&text, "lmstack_forwarded_total{model=\"fast\"}"), 1.0);
-    prop_assert_eq!(metric(&text, "lmstack_forwarded_total{model=\"full\"}"), 0.0);
+    prop_assert_eq!(
+        metric(&text, "lmstack_forwarded_total{model=\"fast\"}"),
+        1.0
+    );
+    prop_assert_eq!(
+        metric(&text, "lmstack_forwarded_total{model=\"full\"}"),
+        0.0
+    );
     // The upstream was asked for its model, with its key, both times.
     for (headers, body) in upstream.requests() {
-        let key = headers.get("authorization").or(headers.get("x-api-key")).or(headers.get("x-goog-api-key"));
+        let key = headers
+            .get("authorization")
+            .or(headers.get("x-api-key"))
+            .or(headers.get("x-goog-api-key"));
         let key = key.unwrap().to_str().unwrap();
-        prop_assert!(key.contains(UPSTREAM_KEY) && !key.contains(CLIENT_KEY), "{}", key);
+        prop_assert!(
+            key.contains(UPSTREAM_KEY) && !key.contains(CLIENT_KEY),
+            "{}",
+            key
+        );
         if wire.kind != Kind::Gemini {
             prop_assert_eq!(&body["model"], "up-model");
         }
     }
     if wire.kind == Kind::Gemini {
-        prop_assert!(upstream.uris().iter().all(|uri| uri.contains("/models/up-model:")), "{:?}", upstream.uris());
+        prop_assert!(
+            upstream
+                .uris()
+                .iter()
+                .all(|uri| uri.contains("/models/up-model:")),
+            "{:?}",
+            upstream.uris()
+        );
     }
     Ok(())
 }
@@ -256,31 +297,57 @@ async fn every_recorded_stream_says_the_same_on_both_paths() {
 async fn a_whole_answer_is_forwarded_with_its_tokens_and_none_of_the_upstreams_headers() {
     let body = br#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"up-model","choices":[{"index":0,"message":{"role":"assistant","content":"Hello."},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}}"#;
     let mut answer = Answer::ok("application/json", body, &[5, 40]);
-    answer.headers.push(("set-cookie", "session=upstream".into()));
-    answer.headers.push(("x-upstream-secret", UPSTREAM_KEY.into()));
+    answer
+        .headers
+        .push(("set-cookie", "session=upstream".into()));
+    answer
+        .headers
+        .push(("x-upstream-secret", UPSTREAM_KEY.into()));
     let upstream = Server::start(vec![answer]).await;
     let (base, gateway) = gateway(&config(Kind::OpenAiChat, &upstream)).await;
     let wire = openai();
-    let (status, headers, forwarded) = post(&base, "/v1/chat/completions", (wire.body)("fast", false)).await;
+    let (status, headers, forwarded) =
+        post(&base, "/v1/chat/completions", (wire.body)("fast", false)).await;
     assert_eq!(status, 200);
     assert_eq!(forwarded, body, "the upstream's bytes, as they came");
-    assert!(headers.get("set-cookie").is_none() && headers.get("x-upstream-secret").is_none(), "{headers:?}");
+    assert!(
+        headers.get("set-cookie").is_none() && headers.get("x-upstream-secret").is_none(),
+        "{headers:?}"
+    );
     let text = gateway_metrics(&gateway);
-    assert_eq!(metric(&text, "lmstack_tokens_total{model=\"fast\",kind=\"input\"}"), 9.0);
-    assert_eq!(metric(&text, "lmstack_tokens_total{model=\"fast\",kind=\"output\"}"), 2.0);
-    assert_eq!(metric(&text, "lmstack_forwarded_total{model=\"fast\"}"), 1.0);
+    assert_eq!(
+        metric(&text, "lmstack_tokens_total{model=\"fast\",kind=\"input\"}"),
+        9.0
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "lmstack_tokens_total{model=\"fast\",kind=\"output\"}"
+        ),
+        2.0
+    );
+    assert_eq!(
+        metric(&text, "lmstack_forwarded_total{model=\"fast\"}"),
+        1.0
+    );
 }
 
 #[tokio::test]
 async fn an_upstream_error_is_the_clients_format_error_without_the_key() {
-    let echo = format!(r#"{{"error":{{"message":"Incorrect API key provided: {UPSTREAM_KEY}","type":"invalid_request_error"}}}}"#);
+    let echo = format!(
+        r#"{{"error":{{"message":"Incorrect API key provided: {UPSTREAM_KEY}","type":"invalid_request_error"}}}}"#
+    );
     let upstream = Server::start(vec![Answer::error(401, echo.as_bytes(), &[])]).await;
     let (base, _) = gateway(&config(Kind::OpenAiChat, &upstream)).await;
-    let (status, _, body) = post(&base, "/v1/chat/completions", (openai().body)("fast", true)).await;
+    let (status, _, body) =
+        post(&base, "/v1/chat/completions", (openai().body)("fast", true)).await;
     let body = String::from_utf8(body).unwrap();
     assert!(status >= 400, "{status} {body}");
     assert!(!body.contains(UPSTREAM_KEY), "{body}");
-    assert!(serde_json::from_str::<serde_json::Value>(&body).unwrap()["error"].is_object(), "{body}");
+    assert!(
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()["error"].is_object(),
+        "{body}"
+    );
 }
 
 /// A request of `body` to a gateway over `config`: whether it was forwarded.
@@ -290,18 +357,29 @@ async fn forwarded(config: ModelConfig, body: &str, answer: Answer) -> bool {
     let (base, gateway) = gateway(&config).await;
     let (status, _, reply) = post(&base, "/v1/chat/completions", body.to_owned()).await;
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&reply));
-    metric(&gateway_metrics(&gateway), "lmstack_forwarded_total{model=\"fast\"}") == 1.0
+    metric(
+        &gateway_metrics(&gateway),
+        "lmstack_forwarded_total{model=\"fast\"}",
+    ) == 1.0
 }
 
 #[tokio::test]
 async fn a_request_that_needs_the_stack_takes_the_full_path() {
     let done = br#"{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"{}"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
     let answer = || Answer::ok("application/json", done, &[usize::MAX]);
-    let plain = ModelConfig::new(Kind::OpenAiChat).model("up-model").api_key(ApiKey::new(UPSTREAM_KEY)).retry(false);
+    let plain = ModelConfig::new(Kind::OpenAiChat)
+        .model("up-model")
+        .api_key(ApiKey::new(UPSTREAM_KEY))
+        .retry(false);
     let hi = r#"{"model":"fast","messages":[{"role":"user","content":"Hi"}]}"#;
-    assert!(forwarded(plain.clone(), hi, answer()).await, "a plain request is forwarded");
+    assert!(
+        forwarded(plain.clone(), hi, answer()).await,
+        "a plain request is forwarded"
+    );
     // Natural tools: the stack renders tools and parses calls.
-    let natural = plain.clone().natural_tools(NaturalTools::Dialect(Dialect::Hermes));
+    let natural = plain
+        .clone()
+        .natural_tools(NaturalTools::Dialect(Dialect::Hermes));
     assert!(!forwarded(natural, hi, answer()).await);
     // Structured output: the stack checks the answer.
     let structured = r#"{"model":"fast","messages":[{"role":"user","content":"Hi"}],"response_format":{"type":"json_object"}}"#;
@@ -344,7 +422,12 @@ async fn a_limited_key_takes_the_full_path_and_another_the_fast_one() {
         .forward("fast", forward);
     let (base, gateway) = served(gateway).await;
     let body = (openai().body)("fast", false);
-    let forwarded = || metric(&gateway_metrics(&gateway), "lmstack_forwarded_total{model=\"fast\"}");
+    let forwarded = || {
+        metric(
+            &gateway_metrics(&gateway),
+            "lmstack_forwarded_total{model=\"fast\"}",
+        )
+    };
     let response = reqwest::Client::new()
         .post(format!("{base}/v1/chat/completions"))
         .header("content-type", "application/json")
@@ -354,7 +437,11 @@ async fn a_limited_key_takes_the_full_path_and_another_the_fast_one() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
-    assert_eq!(forwarded(), 0.0, "the metered key's request is counted by its stack");
+    assert_eq!(
+        forwarded(),
+        0.0,
+        "the metered key's request is counted by its stack"
+    );
     let (status, _, _) = post(&base, "/v1/chat/completions", body).await;
     assert_eq!(status, 200);
     assert_eq!(forwarded(), 1.0);
