@@ -300,6 +300,22 @@ impl RetryLayer {
     }
 }
 
+impl RetryLayer {
+    /// The wait before retry number `retry + 1` of a call that failed with
+    /// `error`, drawn as the layer's own calls draw it (its jitter source);
+    /// `None` when not retried. For a gateway that sends requests of its own.
+    #[cfg(feature = "server")]
+    pub(crate) fn next_wait(&self, retry: u32, error: &Error) -> Option<Duration> {
+        self.config.next_wait(retry, error)
+    }
+
+    /// Waits `wait` as the layer's own calls wait (its sleep).
+    #[cfg(feature = "server")]
+    pub(crate) fn wait_out(&self, wait: Duration) -> SleepFuture {
+        (self.config.sleep)(wait)
+    }
+}
+
 impl<S> Layer<S> for RetryLayer {
     type Service = Retry<S>;
 

@@ -159,6 +159,13 @@ async fn serve(args: Args) -> Result<(), Error> {
             .model(name, model.upstream_name(), stack, model.max_concurrent)
             .token_counter(name, model.token_counter(name)?)
             .fallbacks(name, model.fallbacks.iter().cloned());
+        if let Some(mut forward) = model.forward(name)? {
+            // The limited keys' requests are counted by their stack.
+            if let Some(limits) = key_limits.clone() {
+                forward = forward.full_path_for(move |caller| limits.limits(caller));
+            }
+            gateway = gateway.forward(name, forward);
+        }
         for alias in &model.aliases {
             gateway = gateway.alias(alias, name);
         }

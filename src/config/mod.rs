@@ -625,6 +625,48 @@ impl ModelConfig {
         Ok((BoxChatService::new(stack), secrets))
     }
 
+    /// The model's upstream for a gateway's same-wire fast path
+    /// ([`Gateway::forward`](crate::server::Gateway::forward)), named `name`
+    /// as in [`stack`](Self::stack): its provider (built afresh), asked for
+    /// the upstream's model, retried as the stack retries; `None` when the
+    /// stack would change a request or its reply — several deployments,
+    /// natural tools, MCP servers (the tool loop).
+    ///
+    /// ```
+    /// use lmstack::config::{ModelConfig, NaturalTools};
+    /// use lmstack::natural::Dialect;
+    /// use lmstack::provider::Kind;
+    ///
+    /// let plain = ModelConfig::new(Kind::OpenAiChat).base_url("http://127.0.0.1:8080/v1");
+    /// assert!(plain.forward("qwen")?.is_some());
+    /// let natural = plain.natural_tools(NaturalTools::Dialect(Dialect::Hermes));
+    /// assert!(natural.forward("qwen")?.is_none());
+    /// # Ok::<(), lmstack::Error>(())
+    /// ```
+    #[cfg(feature = "server")]
+    pub fn forward(&self, name: &str) -> Result<Option<crate::server::Forward>, Error> {
+        #[cfg(feature = "mcp")]
+        if !self.mcp.is_empty() || !self.mcp_urls.is_empty() {
+            return Ok(None);
+        }
+        let mut upstreams = self.upstreams()?;
+        let (Some((one, _)), None) = (upstreams.pop(), upstreams.pop()) else {
+            return Ok(None);
+        };
+        if one.natural_tools.is_some() {
+            return Ok(None);
+        }
+        let (provider, _) = one.own_provider()?;
+        let model = one.model.as_deref().unwrap_or(name);
+        let forward = crate::server::Forward::new(provider, model);
+        #[cfg(feature = "retry")]
+        let forward = match one.retry {
+            true => forward.retry(crate::retry::RetryLayer::default()),
+            false => forward,
+        };
+        Ok(Some(forward))
+    }
+
     /// The model's token counter, named `name` as in [`stack`](Self::stack):
     /// its provider, asked to count each request for the upstream's model
     /// (what a gateway answers `POST /v1/messages/count_tokens` with; an

@@ -194,6 +194,19 @@ impl LimitLayer {
         self
     }
 
+    /// Whether `caller`'s key is limited here (its requests are counted).
+    ///
+    /// ```
+    /// use lmstack::limit::{Caller, KeyLimits, LimitLayer};
+    ///
+    /// let layer = LimitLayer::new().key("alice", KeyLimits::new().requests_per_minute(10));
+    /// assert!(layer.limits(&Caller::new("alice")));
+    /// assert!(!layer.limits(&Caller::new("bob")));
+    /// ```
+    pub fn limits(&self, caller: &Caller) -> bool {
+        self.keys.contains_key(caller.name())
+    }
+
     /// The prices of the model served (its spend counts toward budgets; a
     /// model without one costs nothing).
     pub fn price(mut self, price: Option<Price>) -> Self {

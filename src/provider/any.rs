@@ -169,6 +169,23 @@ impl<T> AnyProvider<T> {
     }
 }
 
+impl<T> AnyProvider<T>
+where
+    T: Service<HttpRequest, Response = HttpResponse, Error = Error> + Clone + Send + Sync + 'static,
+    T::Future: Send,
+{
+    /// Sends a client's request `body`, written in this provider's wire, to
+    /// the endpoint of `head` (its model and mode), with the provider's key
+    /// and headers: [`Provider::forward`].
+    pub fn forward(
+        &self,
+        head: &ChatRequest,
+        body: bytes::Bytes,
+    ) -> futures::future::BoxFuture<'static, Result<HttpResponse, Error>> {
+        each_wire!(self, provider => Box::pin(provider.forward(head, body)))
+    }
+}
+
 impl<T> super::TokenCounter for AnyProvider<T>
 where
     T: Service<HttpRequest, Response = HttpResponse, Error = Error> + Clone + Send + Sync + 'static,

@@ -200,6 +200,17 @@ enum Framing {
 
 const STAGE: &str = "response body decoder";
 
+/// Whether a response with this `Content-Type` is read as a stream, as
+/// [`BodyDecoder::for_content_type`] reads it.
+pub(crate) fn is_stream(content_type: Option<&str>, streaming: bool) -> bool {
+    let content_type = content_type.unwrap_or("").to_ascii_lowercase();
+    if content_type.starts_with("text/event-stream") {
+        true
+    } else {
+        !content_type.starts_with("application/json") && streaming
+    }
+}
+
 impl<L: Lift> BodyDecoder<L> {
     /// A decoder for a streamed body (`text/event-stream`), framed as the
     /// wire frames its streams ([`Lift::frames`]: SSE unless it brings its
@@ -219,13 +230,9 @@ impl<L: Lift> BodyDecoder<L> {
     /// stream of the wire's own framing, such as
     /// `application/vnd.amazon.eventstream`, when streaming).
     pub fn for_content_type(lifter: L, content_type: Option<&str>, streaming: bool) -> Self {
-        let content_type = content_type.unwrap_or("").to_ascii_lowercase();
-        if content_type.starts_with("text/event-stream") {
-            Self::sse(lifter)
-        } else if content_type.starts_with("application/json") || !streaming {
-            Self::json(lifter)
-        } else {
-            Self::sse(lifter)
+        match is_stream(content_type, streaming) {
+            true => Self::sse(lifter),
+            false => Self::json(lifter),
         }
     }
 

@@ -161,8 +161,73 @@ impl<W: Wire, T> Provider<W, T> {
         body: &serde_json::Value,
         now: SystemTime,
     ) -> Result<HttpRequest, Error> {
-        let config = &self.config;
         let body = serde_json::to_vec(body).map_err(|e| Error::json("request body", e))?;
+        self.post_bytes(request, path, Bytes::from(body), now)
+    }
+
+    /// The HTTP request that forwards `body`, a client's request body written
+    /// in this wire already, to the endpoint of `head` (its model and mode;
+    /// its messages are not read): the same endpoint, key and headers as
+    /// [`http_request_at`](Self::http_request_at) gives, marked [`Streaming`]
+    /// in streaming mode — nothing of the body is read or changed.
+    ///
+    /// ```
+    /// use lmstack::ChatRequest;
+    /// use lmstack::provider::ApiKey;
+    /// use lmstack::provider::openai_chat::{OpenAi, OpenAiConfig};
+    ///
+    /// let config =
+    ///     OpenAiConfig::new("http://127.0.0.1:8080/v1").api_key(ApiKey::new("sk-upstream"));
+    /// let provider = OpenAi::new(config)?;
+    /// let mut head = ChatRequest::new(vec![]);
+    /// head.options.model = Some("qwen3-8b".into());
+    /// let body = bytes::Bytes::from_static(br#"{"model":"qwen3-8b","messages":[]}"#);
+    /// let request = provider.forward_request(&head, body.clone(), std::time::SystemTime::now())?;
+    /// assert_eq!(request.uri(), "http://127.0.0.1:8080/v1/chat/completions");
+    /// assert_eq!(request.headers()["authorization"], "Bearer sk-upstream");
+    /// assert_eq!(request.body(), &body);
+    /// # Ok::<(), lmstack::Error>(())
+    /// ```
+    pub fn forward_request(
+        &self,
+        head: &ChatRequest,
+        body: Bytes,
+        now: SystemTime,
+    ) -> Result<HttpRequest, Error> {
+        let mut http_request = self.post_bytes(head, &self.config.wire.path(head), body, now)?;
+        if head.options.stream {
+            http_request.extensions_mut().insert(Streaming);
+        }
+        Ok(http_request)
+    }
+
+    /// Sends `body` as [`forward_request`](Self::forward_request) builds it,
+    /// on a clone of the transport: the upstream's answer as it comes (an
+    /// error status is an error, as for every call).
+    pub fn forward(
+        &self,
+        head: &ChatRequest,
+        body: Bytes,
+    ) -> impl Future<Output = Result<HttpResponse, Error>> + Send + 'static
+    where
+        T: Service<HttpRequest, Response = HttpResponse, Error = Error> + Clone + Send + 'static,
+        T::Future: Send,
+    {
+        let prepared = self.forward_request(head, body, SystemTime::now());
+        let transport = self.transport.clone();
+        async move { transport.oneshot(prepared?).await }
+    }
+
+    /// The POST of the bytes `body` to `path` for `request`, with the headers
+    /// of [`post`](Self::post).
+    fn post_bytes(
+        &self,
+        request: &ChatRequest,
+        path: &str,
+        body: Bytes,
+        now: SystemTime,
+    ) -> Result<HttpRequest, Error> {
+        let config = &self.config;
         let url = config.url(path);
         let accept = match request.options.stream {
             true => "text/event-stream",
@@ -171,7 +236,7 @@ impl<W: Wire, T> Provider<W, T> {
         let mut http_request = ::http::Request::post(&url)
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, accept)
-            .body(Bytes::from(body))
+            .body(body)
             .map_err(|error| {
                 TransportError::new(
                     W::KIND.name(),

@@ -40,6 +40,25 @@ pub(super) struct Named {
     pub(super) stream: bool,
 }
 
+/// A request let in before its body is decoded: its access checked, its body
+/// read, its model found and one of the model's places taken.
+pub(super) struct Entered {
+    /// The key the client presented, by name.
+    pub(super) caller: Option<crate::limit::Caller>,
+    /// The body as it came.
+    pub(super) bytes: Bytes,
+    /// The body's hold on the gateway's budget of bodies being read.
+    reading: Option<OwnedSemaphorePermit>,
+    /// The model served, by its name.
+    pub(super) name: String,
+    pub(super) served: Served,
+    pub(super) permit: OwnedSemaphorePermit,
+    /// What the route's path says of the request.
+    pub(super) named: Option<Named>,
+    /// The request, when it was decoded already (to read its model).
+    pub(super) decoded: Option<ChatRequest>,
+}
+
 /// Checks the access, reads the body, finds the model (the one the path
 /// names, else the body's), takes one of its places and decodes the body;
 /// else the refusal to answer; a model `named` by the path is the decoded
@@ -54,6 +73,20 @@ pub(super) async fn admit_to<F: Decode, T>(
     named: Option<Named>,
     prepare: impl FnOnce(&ChatRequest, &str) -> T,
 ) -> Result<Admitted<T>, Refusal> {
+    enter::<F>(shared, headers, body, named)
+        .await?
+        .admit::<F, T>(headers, prepare)
+}
+
+/// Checks the access, reads the body, finds the model (the one the path
+/// names, else the body's) and takes one of its places; else the refusal to
+/// answer.
+pub(super) async fn enter<F: Decode>(
+    shared: &Shared,
+    headers: &HeaderMap,
+    body: Body,
+    named: Option<Named>,
+) -> Result<Entered, Refusal> {
     let gateway = &shared.gateway;
     let early = Refusal::before_model;
     let caller = gateway.guard.check(headers, Route::Chat).map_err(early)?;
@@ -67,7 +100,7 @@ pub(super) async fn admit_to<F: Decode, T>(
     // The model is read first, without decoding the rest; a body it cannot be
     // read from is decoded whole, for the error that names the field at fault.
     let from_path = named.as_ref().map(|named| named.model.clone());
-    let (name, mut decoded) = match from_path.or_else(|| F::model(&bytes)) {
+    let (name, decoded) = match from_path.or_else(|| F::model(&bytes)) {
         Some(name) => (name, None),
         None => {
             let request = F::decode(&bytes).map_err(early)?;
@@ -87,47 +120,79 @@ pub(super) async fn admit_to<F: Decode, T>(
     };
     // Counted, logged and answered as the model served (a bounded label).
     let name = served_name.to_owned();
-    let refusal = |error| Refusal::for_model(&name, served, error);
     let Ok(permit) = served.limit.clone().try_acquire_owned() else {
         let message = format!(
             "the model `{name}` is answering its limit of {} requests at once; try again shortly",
             served.max_concurrent
         );
-        return Err(refusal(refused(429, message)));
+        return Err(Refusal::for_model(&name, served, refused(429, message)));
     };
-    let mut request = match decoded.take() {
-        Some(request) => request,
-        None => F::decode(&bytes).map_err(refusal)?,
-    };
-    drop((bytes, reading));
-    if let Some(named) = named {
-        request.options.model = Some(named.model);
-        request.options.stream = named.stream;
-    }
-    F::decode_headers(headers, &mut request);
-    // The conversation, for the deployments' affinity: by the agents' headers,
-    // else by the body's keys read before its options are fitted to an
-    // upstream (which may drop them).
-    if let Some(session) = session_key(headers).or_else(|| {
-        let key = common_session_key(&request)?;
-        (key.len() <= SESSION_KEY_LONGEST).then(|| SessionKey::new(key))
-    }) {
-        request.extensions.insert(session);
-    }
-    if let Some(caller) = caller {
-        request.extensions.insert(caller);
-    }
-    let prepared = prepare(&request, &name);
-    // Fitted to each upstream it goes to (`fit`), from the client's names.
-    request.extensions.insert(OptionsWire(F::KIND));
-    open_request(&mut request);
-    Ok(Admitted {
-        request,
-        served: served.clone(),
+    Ok(Entered {
+        caller,
+        bytes,
+        reading,
         name,
+        served: served.clone(),
         permit,
-        prepared,
+        named,
+        decoded,
     })
+}
+
+impl Entered {
+    /// Decodes the body (unless it was already) into the request to run: its
+    /// model and mode those the path names, what the headers add, its session
+    /// and caller in its extensions, its sealed ids opened; `prepare` reads it
+    /// as the client sent it.
+    pub(super) fn admit<F: Decode, T>(
+        self,
+        headers: &HeaderMap,
+        prepare: impl FnOnce(&ChatRequest, &str) -> T,
+    ) -> Result<Admitted<T>, Refusal> {
+        let Entered {
+            caller,
+            bytes,
+            reading,
+            name,
+            served,
+            permit,
+            named,
+            decoded,
+        } = self;
+        let mut request = match decoded {
+            Some(request) => request,
+            None => F::decode(&bytes).map_err(|error| Refusal::for_model(&name, &served, error))?,
+        };
+        drop((bytes, reading));
+        if let Some(named) = named {
+            request.options.model = Some(named.model);
+            request.options.stream = named.stream;
+        }
+        F::decode_headers(headers, &mut request);
+        // The conversation, for the deployments' affinity: by the agents' headers,
+        // else by the body's keys read before its options are fitted to an
+        // upstream (which may drop them).
+        if let Some(session) = session_key(headers).or_else(|| {
+            let key = common_session_key(&request)?;
+            (key.len() <= SESSION_KEY_LONGEST).then(|| SessionKey::new(key))
+        }) {
+            request.extensions.insert(session);
+        }
+        if let Some(caller) = caller {
+            request.extensions.insert(caller);
+        }
+        let prepared = prepare(&request, &name);
+        // Fitted to each upstream it goes to (`fit`), from the client's names.
+        request.extensions.insert(OptionsWire(F::KIND));
+        open_request(&mut request);
+        Ok(Admitted {
+            request,
+            served,
+            name,
+            permit,
+            prepared,
+        })
+    }
 }
 
 /// The headers by which coding agents name their conversation: Claude Code's

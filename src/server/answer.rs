@@ -83,6 +83,7 @@ pub(super) fn record<F: Format>(
         upstream: &upstream,
         format: F::KIND.name(),
         stream: None,
+        path: None,
         status,
         took,
         tally: &Tally::default(),
@@ -127,12 +128,15 @@ pub(super) struct Answer {
     span: tracing::Span,
     tally: Arc<Mutex<Tally>>,
     in_flight: Option<InFlight>,
-    permit: Option<OwnedSemaphorePermit>,
-    status: u16,
+    pub(super) permit: Option<OwnedSemaphorePermit>,
+    pub(super) status: u16,
     /// Whether the answer was written to its end (else its client went away).
-    ended: bool,
+    pub(super) ended: bool,
     /// The key the client presented, by name.
     caller: Option<Caller>,
+    /// Which path answered: `full` (the stack), or `fast` (the upstream's
+    /// bytes forwarded: [`forward`](super::forward)).
+    path: &'static str,
 }
 
 impl Answer {
@@ -177,7 +181,34 @@ impl Answer {
             status: 200,
             ended: false,
             caller: request.extensions.get::<Caller>().cloned(),
+            path: "full",
         }
+    }
+
+    /// Marks the answer as one of the fast path, and counts it so.
+    pub(super) fn forwarded(&mut self) {
+        self.path = "fast";
+        self.metrics.forwarded(&self.model);
+    }
+
+    /// The gateway's secrets, scrubbed from what it says.
+    pub(super) fn secrets(&self) -> &Secrets {
+        &self.secrets
+    }
+
+    /// Notes that a streamed answer's first bytes came now, unless some came
+    /// before.
+    pub(super) fn first_chunk(&self) {
+        let mut tally = self.tally.lock().unwrap_or_else(PoisonError::into_inner);
+        if tally.first_chunk.is_none() {
+            tally.first_chunk = Some(self.started.elapsed());
+        }
+    }
+
+    /// Counts what a reply said, as [`observer`](Self::observer) does.
+    pub(super) fn observe(&self, items: &[Result<Event, Error>]) {
+        let mut observe = self.observer();
+        items.iter().for_each(&mut observe);
     }
 
     /// The request's span.
@@ -214,7 +245,7 @@ impl Answer {
 
     /// Marks the answer failed before its reply with `error`, answered with
     /// `status`.
-    fn failed(&mut self, error: &Error, status: u16) {
+    pub(super) fn failed(&mut self, error: &Error, status: u16) {
         self.status = status;
         self.ended = true;
         let mut tally = self.tally.lock().unwrap_or_else(PoisonError::into_inner);
@@ -250,6 +281,7 @@ impl Drop for Answer {
             upstream: &self.upstream,
             format: self.format,
             stream: Some(self.stream),
+            path: Some(self.path),
             status: self.status,
             took,
             tally: &tally,
@@ -267,6 +299,8 @@ struct Logged<'a> {
     upstream: &'a str,
     format: &'static str,
     stream: Option<bool>,
+    /// Which path answered (none for an answer given at once).
+    path: Option<&'static str>,
     status: u16,
     took: Duration,
     tally: &'a Tally,
@@ -292,6 +326,7 @@ impl Logged<'_> {
             upstream = self.upstream,
             format = self.format,
             stream = self.stream,
+            path = self.path,
             status = self.status,
             duration_ms = self.took.as_secs_f64() * 1e3,
             input_tokens = self.tally.observed.input_tokens,
@@ -365,7 +400,7 @@ pub(super) async fn answer<F: Format>(
 
 /// The most bytes of ready SSE frames joined into one chunk of a streamed
 /// body.
-const STREAM_CHUNK_BYTES: usize = 32 << 10;
+pub(super) const STREAM_CHUNK_BYTES: usize = 32 << 10;
 
 /// A reply's items, each passed on as an item (an `Err` too: the encoder
 /// writes it as the format's error).
@@ -443,26 +478,16 @@ fn streamed<F: Format>(
     Box::pin(async_stream::stream! {
         let mut answering = answering;
         let span = answering.span.clone();
-        // One timer for the stream, not one per frame: a tick that finds no
-        // frame since the one before sends a keep-alive.
-        let mut ticks = keep_alive.map(|every| {
-            let start = tokio::time::Instant::now() + every;
-            let mut ticks = tokio::time::interval_at(start, every);
-            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            ticks
-        });
+        let mut ticks = Ticks::new(keep_alive);
         let reply = match begun {
             Ok(reply) => reply,
             Err(mut call) => {
                 // One keep-alive interval has passed without a word.
                 yield Ok(Bytes::from_static(F::KEEP_ALIVE));
                 let begun = loop {
-                    let Some(ticks) = ticks.as_mut() else {
-                        break (&mut call).instrument(span.clone()).await;
-                    };
                     tokio::select! {
                         begun = (&mut call).instrument(span.clone()) => break begun,
-                        _ = ticks.tick() => yield Ok(Bytes::from_static(F::KEEP_ALIVE)),
+                        () = ticks.tick() => yield Ok(Bytes::from_static(F::KEEP_ALIVE)),
                     }
                 };
                 // The retry layer retries only before the first event, so
@@ -478,17 +503,14 @@ fn streamed<F: Format>(
         let mut framed = false;
         loop {
             // `next` loses nothing when a tick wins: it is asked again.
-            let next = match ticks.as_mut() {
-                Some(ticks) => tokio::select! {
-                    next = encoded.next() => next,
-                    _ = ticks.tick() => {
-                        if !std::mem::take(&mut framed) {
-                            yield Ok(Bytes::from_static(F::KEEP_ALIVE));
-                        }
-                        continue;
+            let next = tokio::select! {
+                next = encoded.next() => next,
+                () = ticks.tick() => {
+                    if !std::mem::take(&mut framed) {
+                        yield Ok(Bytes::from_static(F::KEEP_ALIVE));
                     }
-                },
-                None => encoded.next().await,
+                    continue;
+                }
             };
             let Some(item) = next else { break };
             framed = true;
@@ -505,8 +527,35 @@ fn streamed<F: Format>(
     })
 }
 
+/// The keep-alive timer of a stream: one for the stream, not one per frame
+/// (a tick that finds no frame since the one before sends a keep-alive); it
+/// never ticks without an interval.
+pub(super) struct Ticks(Option<tokio::time::Interval>);
+
+impl Ticks {
+    /// Ticks every `every`, from one interval on.
+    pub(super) fn new(every: Option<Duration>) -> Self {
+        Ticks(every.map(|every| {
+            let start = tokio::time::Instant::now() + every;
+            let mut ticks = tokio::time::interval_at(start, every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            ticks
+        }))
+    }
+
+    /// The next tick (never, without an interval).
+    pub(super) async fn tick(&mut self) {
+        match &mut self.0 {
+            Some(ticks) => {
+                ticks.tick().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+}
+
 /// An error as a log line shows it: scrubbed of `secrets`.
-fn shown(secrets: &Secrets, error: &Error) -> String {
+pub(super) fn shown(secrets: &Secrets, error: &Error) -> String {
     secrets.scrub(&error.to_string()).into_owned()
 }
 

@@ -44,6 +44,10 @@ pub(crate) trait Decode: Send + Sync + 'static {
 pub(crate) trait Format: Decode {
     /// A frame that keeps a silent stream open, which clients skip.
     const KEEP_ALIVE: &'static [u8];
+    /// Whether a request of this format may be forwarded as it came to an
+    /// upstream of its wire (the same-wire fast path: `super::forward`): the
+    /// format is the upstream's own, framed as the upstream frames it.
+    const FORWARDS: bool = false;
     /// The machine that writes a reply.
     type Encoder: Machine<In = Result<Event, Error>, Out = Bytes>;
 
@@ -73,6 +77,7 @@ impl Decode for ChatCompletions {
 
 impl Format for ChatCompletions {
     const KEEP_ALIVE: &'static [u8] = b": keep-alive\n\n";
+    const FORWARDS: bool = true;
     type Encoder = openai_chat::ReplyEncoder;
 
     fn encoder(request: &ChatRequest, model: &str, now: SystemTime) -> openai_chat::ReplyEncoder {
@@ -135,6 +140,7 @@ impl Decode for MessagesCount {
 
 impl Format for Messages {
     const KEEP_ALIVE: &'static [u8] = b"event: ping\ndata: {\"type\": \"ping\"}\n\n";
+    const FORWARDS: bool = true;
     type Encoder = anthropic::ReplyEncoder;
 
     fn encoder(request: &ChatRequest, model: &str, _now: SystemTime) -> anthropic::ReplyEncoder {
@@ -244,6 +250,7 @@ mod gemini_formats {
 
     impl Format for GenerateContent {
         const KEEP_ALIVE: &'static [u8] = b"data: {}\n\n";
+        const FORWARDS: bool = true;
         type Encoder = ReplyEncoder;
 
         fn encoder(request: &ChatRequest, model: &str, _now: SystemTime) -> ReplyEncoder {

@@ -18,11 +18,12 @@ use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 use tracing::Instrument;
 
 use super::admit::refused;
-use super::admit::{Admitted, Named, admit_to};
+use super::admit::{Admitted, Named, admit_to, enter};
 use super::answer::{Answer, Refusal, answer, json_response, record};
 use super::fallback::Fallback;
 use super::fit::fit_to_named;
 use super::format::{ChatCompletions, Decode, Format, Messages, MessagesCount};
+use super::forward::{self, Forward};
 use super::guard::{Guard, Route};
 use super::response_store::{MemoryResponseStore, ResponseStore};
 #[cfg(feature = "openai-responses")]
@@ -167,6 +168,8 @@ pub(super) struct Served {
     /// The models tried when this one fails before its first event, in order
     /// (resolved by [`Gateway::router`]).
     pub(super) fallbacks: Arc<[Fallback]>,
+    /// Its upstream, for the requests of its wire that take the fast path.
+    pub(super) forward: Option<Arc<Forward>>,
 }
 
 impl std::fmt::Debug for Served {
@@ -175,6 +178,7 @@ impl std::fmt::Debug for Served {
             .field("provider", &self.provider)
             .field("max_concurrent", &self.max_concurrent)
             .field("fallbacks", &self.fallbacks.len())
+            .field("forward", &self.forward)
             .finish_non_exhaustive()
     }
 }
@@ -256,6 +260,7 @@ impl Gateway {
                 limit: Arc::new(Semaphore::new(max_concurrent)),
                 max_concurrent,
                 fallbacks: Arc::new([]),
+                forward: None,
             },
         );
         self
@@ -281,6 +286,39 @@ impl Gateway {
     /// ```
     pub fn token_counter(mut self, name: impl Into<String>, counter: impl TokenCounter) -> Self {
         self.counters.0.insert(name.into(), Arc::new(counter));
+        self
+    }
+
+    /// Forwards the model `name`'s requests that take the same-wire fast path
+    /// to `forward`'s upstream as they came, and its answer to the client as
+    /// it comes (see docs/serve.md, "Same-wire fast path"): a request of
+    /// `forward`'s wire (OpenAI Chat, Anthropic Messages or Gemini), for a
+    /// model without fallbacks, whose body needs nothing of the stack (no ids
+    /// the gateway sealed, no structured output it checks), from a caller
+    /// that `forward` does not send down the full path, while the spans do
+    /// not capture content. Every other request is answered by the model's
+    /// stack — so give a `Forward` only to a model whose stack would not
+    /// change such a request or its reply (its one upstream and at most a
+    /// retry: [`ModelConfig::forward`](crate::config::ModelConfig::forward)).
+    /// Call it after [`model`](Self::model); a name not served is ignored.
+    ///
+    /// ```
+    /// use lmstack::provider::AnyProvider;
+    /// use lmstack::provider::openai_chat::{OpenAi, OpenAiConfig};
+    /// use lmstack::server::{Forward, Gateway};
+    ///
+    /// let upstream = OpenAi::new(OpenAiConfig::new("http://127.0.0.1:8080/v1").model("qwen3-8b"))?;
+    /// let forward = Forward::new(AnyProvider::from(upstream.clone()), "qwen3-8b");
+    /// let gateway = Gateway::new()
+    ///     .model("qwen", "openai", upstream, 8)
+    ///     .forward("qwen", forward);
+    /// # let _ = gateway;
+    /// # Ok::<(), lmstack::Error>(())
+    /// ```
+    pub fn forward(mut self, name: &str, forward: Forward) -> Self {
+        if let Some(served) = self.models.get_mut(name) {
+            served.forward = Some(Arc::new(forward));
+        }
         self
     }
 
@@ -660,8 +698,15 @@ pub(super) async fn chat_named<F: Format>(
     named: Option<Named>,
 ) -> Response {
     let started = std::time::Instant::now();
+    let entered = match enter::<F>(&shared, &headers, body, named).await {
+        Ok(entered) => entered,
+        Err(refusal) => return refusal.respond::<F>(&shared.gateway, started),
+    };
+    if let Some(plan) = forward::plan::<F>(&entered, &headers) {
+        return forward::answer::<F>(&shared.gateway, plan, entered, started).await;
+    }
     let encoder = |request: &ChatRequest, name: &str| F::encoder(request, name, SystemTime::now());
-    match admit_to::<F, _>(&shared, &headers, body, named, encoder).await {
+    match entered.admit::<F, _>(&headers, encoder) {
         Ok(Admitted {
             request,
             name,

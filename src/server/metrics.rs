@@ -22,6 +22,8 @@ const BUCKETS: &[f64] = &[
 /// - `lmstack_requests_in_flight{model}`: requests being answered;
 /// - `lmstack_tokens_total{model, kind}`: input and output tokens the models
 ///   reported;
+/// - `lmstack_forwarded_total{model}`: requests answered on the same-wire
+///   fast path ([`forwarded`](Metrics::forwarded));
 /// - `lmstack_request_duration_seconds{model}`: a histogram of the time from
 ///   the request to the end of its answer;
 /// - the OpenTelemetry GenAI metrics of each chat operation
@@ -75,6 +77,8 @@ struct Series {
     in_flight: AtomicU64,
     input_tokens: AtomicU64,
     output_tokens: AtomicU64,
+    /// Requests answered on the same-wire fast path.
+    forwarded: AtomicU64,
     durations: Histogram,
     gen_ai: GenAiSeries,
 }
@@ -86,6 +90,7 @@ impl Default for Series {
             in_flight: AtomicU64::default(),
             input_tokens: AtomicU64::default(),
             output_tokens: AtomicU64::default(),
+            forwarded: AtomicU64::default(),
             durations: Histogram::seconds(BUCKETS),
             gen_ai: GenAiSeries::default(),
         }
@@ -219,6 +224,12 @@ impl Metrics {
         models.get(model).cloned()
     }
 
+    /// Counts a request answered on the same-wire fast path (its upstream's
+    /// bytes forwarded as they came).
+    pub fn forwarded(&self, model: &str) {
+        self.series(model).forwarded.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Adds the tokens a model reported.
     pub fn tokens(&self, model: &str, input: u64, output: u64) {
         let series = self.series(model);
@@ -277,6 +288,18 @@ impl Metrics {
                 let n = n.load(Ordering::Relaxed);
                 sample(&mut text, "tokens_total", &labels, n as f64);
             }
+        }
+        let help = "Requests answered on the same-wire fast path (the upstream's bytes \
+                    forwarded), of those counted in lmstack_requests_total.";
+        header(&mut text, "forwarded_total", "counter", help);
+        for (model, series) in &all {
+            let n = series.forwarded.load(Ordering::Relaxed);
+            sample(
+                &mut text,
+                "forwarded_total",
+                &format!("model=\"{model}\""),
+                n as f64,
+            );
         }
         let name = "request_duration_seconds";
         let help = "Time from request to the end of its answer.";

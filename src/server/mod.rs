@@ -10,6 +10,8 @@
 //! - [`Metrics`]: what was served, in the Prometheus text format;
 //! - `ResponseStore` (feature `server`): the conversations a Responses API
 //!   client continues by `previous_response_id`, in memory by default;
+//! - `Forward` (feature `server`): a model's upstream, to which the gateway
+//!   forwards same-wire requests as they came (the fast path);
 //! - `Gateway` (feature `server`): stacks by model name, served over HTTP in
 //!   the OpenAI Chat Completions, OpenAI Responses (feature
 //!   `openai-responses`), Anthropic Messages and (feature `gemini`) Gemini
@@ -36,6 +38,8 @@ mod fit;
 #[cfg(feature = "server")]
 mod format;
 #[cfg(feature = "server")]
+mod forward;
+#[cfg(feature = "server")]
 mod gateway;
 #[cfg(all(feature = "server", feature = "gemini"))]
 mod gemini_routes;
@@ -49,12 +53,16 @@ mod response_store;
 mod responses;
 pub mod sealed_ids;
 mod status;
+#[cfg(feature = "server")]
+mod tap;
 
 pub use auth::BearerToken;
 #[cfg(feature = "server")]
 pub use connections::{ConnectionLimits, serve};
 #[cfg(feature = "server")]
 pub use fit::{Fit, FitLayer, OptionsWire};
+#[cfg(feature = "server")]
+pub use forward::Forward;
 #[cfg(feature = "server")]
 pub use gateway::Gateway;
 pub use metrics::{GenAi, InFlight, Metrics};

@@ -16,6 +16,8 @@ mod regressions;
 mod anthropic_clients;
 mod caching;
 mod citations;
+#[cfg(feature = "http")]
+mod forward;
 mod gateway;
 mod gemini_clients;
 #[cfg(feature = "http")]

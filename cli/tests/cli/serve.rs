@@ -511,3 +511,39 @@ async fn what_the_upstream_cannot_take_is_dropped_with_a_warning_in_the_log() {
         "server tool `code_execution`",
     ]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_same_wire_request_is_forwarded_and_its_log_line_says_so() {
+    let completion = br#"{"id":"c1","object":"chat.completion","created":1,"model":"qwen3-8b",
+        "choices":[{"index":0,"message":{"role":"assistant","content":"Hi."},"finish_reason":"stop"}],
+        "usage":{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}}"#;
+    let answer = Answer::ok("application/json", completion, &[usize::MAX]);
+    let upstream = Server::start(vec![answer.clone(), answer]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        &dir,
+        &format!(
+            "[models.gpt]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"qwen3-8b\"\n\
+             retry = false\n",
+            upstream.base_url()
+        ),
+    );
+    let serving = serve(&["--config", &config]);
+    let post = |body: serde_json::Value| {
+        reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", serving.base))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+    };
+    let hi = json!({"model": "gpt", "messages": [{"role": "user", "content": "Hi"}]});
+    let response = post(hi).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(&response.bytes().await.unwrap()[..], &completion[..]);
+    assert_eq!(upstream.requests()[0].1["model"], "qwen3-8b");
+    serving.log_containing(&["path=\"fast\"", "input_tokens=4", "output_tokens=2"]);
+    let structured = json!({"model": "gpt", "messages": [{"role": "user", "content": "Hi"}],
+        "response_format": {"type": "text"}});
+    assert_eq!(post(structured).await.unwrap().status(), 200);
+    serving.log_containing(&["path=\"full\""]);
+}

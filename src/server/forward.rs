@@ -1,0 +1,539 @@
+//! The same-wire fast path: a request whose client speaks its model's
+//! upstream wire, and that nothing in the model's stack would change, is sent
+//! to the upstream as it came — the client's key replaced by the upstream's,
+//! the model the client named by the upstream's — and the upstream's answer
+//! goes back as it comes, streamed or whole, read on its way by a [`Tap`] for
+//! the usage, the finish reason and errors (the metrics, the span, the log
+//! line). Every other request takes the full path: decoded, run by the stack,
+//! encoded.
+//!
+//! The choice is made per request, before its body is decoded
+//! ([`plan`]), and shown in its log line (`path="fast"`) and in
+//! `lmstack_forwarded_total`.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::Response;
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use memchr::memmem;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tracing::Instrument;
+
+use super::admit::Entered;
+use super::answer::{Answer, STREAM_CHUNK_BYTES, Ticks, error_response, shown};
+use super::coalesce::Coalesce;
+use super::format::Format;
+use super::gateway::Gateway;
+use super::sealed_ids::{SEALED_PREFIX, SEALED_REASONING_PREFIX};
+use super::tap::Tap;
+use crate::limit::Caller;
+use crate::provider::body::DEFAULT_MAX_BODY_BYTES;
+use crate::provider::transport::HttpResponse;
+use crate::provider::{AnyProvider, Kind};
+use crate::service::{Machine, Output};
+use crate::{ChatRequest, Error};
+
+/// A model's one upstream, to which a gateway forwards the requests of
+/// clients of its wire as they came (the same-wire fast path: see
+/// docs/serve.md): a provider, the model it is asked for, and the retries of
+/// a request that fails before its answer begins. Give it to
+/// [`Gateway::forward`] beside the model's stack, whose layers must not
+/// change a same-wire request or its reply but for the requests the gateway
+/// sends down the full path anyway (a configuration's
+/// [`ModelConfig::forward`](crate::config::ModelConfig::forward) says when
+/// that holds).
+///
+/// ```
+/// use lmstack::provider::AnyProvider;
+/// use lmstack::provider::openai_chat::{OpenAi, OpenAiConfig};
+/// use lmstack::server::Forward;
+///
+/// let provider = AnyProvider::from(OpenAi::new(OpenAiConfig::new("http://127.0.0.1:8080/v1"))?);
+/// let forward = Forward::new(provider, "qwen3-8b").full_path_for(|caller| caller.name() == "metered");
+/// # let _ = forward;
+/// # Ok::<(), lmstack::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Forward {
+    provider: AnyProvider,
+    model: String,
+    #[cfg(feature = "retry")]
+    retry: Option<crate::retry::RetryLayer>,
+    full_path_for: Option<CallerTest>,
+}
+
+/// Which callers [`Forward::full_path_for`] names.
+type CallerTest = Arc<dyn Fn(&Caller) -> bool + Send + Sync>;
+
+impl std::fmt::Debug for Forward {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Forward")
+            .field("kind", &self.provider.kind())
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Forward {
+    /// Forwards to `provider`, asking it for `model`; no retries.
+    pub fn new(provider: AnyProvider, model: impl Into<String>) -> Self {
+        Forward {
+            provider,
+            model: model.into(),
+            #[cfg(feature = "retry")]
+            retry: None,
+            full_path_for: None,
+        }
+    }
+
+    /// Retries a request that fails before its answer begins (a 429, a 5xx,
+    /// a failed connection) as `retry` retries a stack's calls.
+    #[cfg(feature = "retry")]
+    pub fn retry(mut self, retry: crate::retry::RetryLayer) -> Self {
+        self.retry = Some(retry);
+        self
+    }
+
+    /// Sends the requests of the callers for which `callers` is true down the
+    /// full path: those whose stack counts them (a [`LimitLayer`]'s limited
+    /// keys: [`LimitLayer::limits`]).
+    ///
+    /// [`LimitLayer`]: crate::limit::LimitLayer
+    /// [`LimitLayer::limits`]: crate::limit::LimitLayer::limits
+    pub fn full_path_for(
+        mut self,
+        callers: impl Fn(&Caller) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.full_path_for = Some(Arc::new(callers));
+        self
+    }
+
+    /// The upstream's wire.
+    pub fn kind(&self) -> Kind {
+        self.provider.kind()
+    }
+
+    /// The wait before retry number `retry + 1` after `error`, as the
+    /// model's retry layer would wait; `None` when not retried.
+    fn wait_before(&self, retry: u32, error: &Error) -> Option<BoxFuture<'static, ()>> {
+        #[cfg(feature = "retry")]
+        if let Some(layer) = &self.retry {
+            return layer
+                .next_wait(retry, error)
+                .map(|wait| layer.wait_out(wait));
+        }
+        let _ = (retry, error);
+        None
+    }
+
+    /// Sends `body` for `head`, retried as configured, until the upstream's
+    /// answer begins or an attempt fails for good.
+    fn send(
+        &self,
+        head: ChatRequest,
+        body: Bytes,
+    ) -> BoxFuture<'static, Result<HttpResponse, Error>> {
+        let this = self.clone();
+        Box::pin(async move {
+            let mut retry = 0;
+            loop {
+                let error = match this.provider.forward(&head, body.clone()).await {
+                    Ok(response) => return Ok(response),
+                    Err(error) => error,
+                };
+                match this.wait_before(retry, &error) {
+                    Some(wait) => {
+                        tracing::debug!("retrying the forwarded request: {error}");
+                        wait.await;
+                        retry += 1;
+                    }
+                    None => return Err(error),
+                }
+            }
+        })
+    }
+}
+
+/// A request the fast path takes: what the upstream is sent.
+pub(super) struct Plan {
+    /// The upstream's model and the mode (no messages).
+    head: ChatRequest,
+    body: Bytes,
+    forward: Forward,
+}
+
+/// The request's model field and mode, read without decoding the rest.
+#[derive(Deserialize)]
+struct Head<'a> {
+    #[serde(borrow)]
+    model: Option<&'a RawValue>,
+    stream: Option<bool>,
+}
+
+/// What in a request body only the full path serves: ids the gateway sealed
+/// (which it opens), and structured output (which the stack checks).
+const NEEDS_THE_STACK: [&str; 7] = [
+    SEALED_PREFIX,
+    SEALED_REASONING_PREFIX,
+    "\"response_format\"",
+    "\"output_format\"",
+    "\"output_config\"",
+    "\"responseSchema\"",
+    "\"responseJsonSchema\"",
+];
+
+/// Whether the request `body` needs the stack: it holds one of
+/// [`NEEDS_THE_STACK`].
+fn needs_the_stack(body: &[u8]) -> bool {
+    NEEDS_THE_STACK
+        .iter()
+        .any(|needle| memmem::find(body, needle.as_bytes()).is_some())
+}
+
+/// The fast path's plan for a request let in with format `F`, or `None` when
+/// it takes the full path: its model must have a [`Forward`] of `F`'s wire
+/// and no fallbacks, its caller must not be one the stack counts, nothing in
+/// its body may need the stack ([`NEEDS_THE_STACK`]), and the conversation's
+/// content must not be captured in spans.
+pub(super) fn plan<F: Format>(entered: &Entered, headers: &HeaderMap) -> Option<Plan> {
+    let forward = entered.served.forward.as_deref()?;
+    let caller_counted =
+        |caller: &Caller| forward.full_path_for.as_ref().is_some_and(|f| f(caller));
+    if !F::FORWARDS
+        || forward.kind() != F::KIND
+        || !entered.served.fallbacks.is_empty()
+        || entered.decoded.is_some()
+        || entered.caller.as_ref().is_some_and(caller_counted)
+        || crate::gen_ai::capture_content()
+        || needs_the_stack(&entered.bytes)
+    {
+        return None;
+    }
+    let bytes = &entered.bytes;
+    let read: Head = serde_json::from_slice(bytes).ok()?;
+    let model_at = read.model.map(|raw| span_of(bytes, raw.get()));
+    let mut head = ChatRequest::new(Vec::new());
+    head.options.stream = match &entered.named {
+        Some(named) => named.stream,
+        None => read.stream.unwrap_or(false),
+    };
+    head.options.model = Some(forward.model.clone());
+    F::decode_headers(headers, &mut head);
+    let body = match model_at {
+        Some(at) => with_model(bytes, at, &forward.model)?,
+        None => bytes.clone(),
+    };
+    Some(Plan {
+        head,
+        body,
+        forward: forward.clone(),
+    })
+}
+
+/// Where `part`, a slice of `whole`, lies in it.
+fn span_of(whole: &[u8], part: &str) -> Range<usize> {
+    let start = part.as_ptr() as usize - whole.as_ptr() as usize;
+    start..start + part.len()
+}
+
+/// `body` with its model's value (at `at`, JSON) set to `model`: itself when
+/// it names it already; `None` when the value is not a string.
+fn with_model(body: &Bytes, at: Range<usize>, model: &str) -> Option<Bytes> {
+    let named: String = serde_json::from_slice(&body[at.clone()]).ok()?;
+    if named == model {
+        return Some(body.clone());
+    }
+    let value = serde_json::to_string(model).ok()?;
+    let mut rewritten = Vec::with_capacity(body.len() - at.len() + value.len());
+    rewritten.extend_from_slice(&body[..at.start]);
+    rewritten.extend_from_slice(value.as_bytes());
+    rewritten.extend_from_slice(&body[at.end..]);
+    Some(Bytes::from(rewritten))
+}
+
+/// Answers a request on the fast path: sends it, and forwards the answer —
+/// a stream's headers once it has begun or after one keep-alive interval, a
+/// whole body once it is read — holding the model's place until the end.
+pub(super) async fn answer<F: Format>(
+    gateway: &Gateway,
+    plan: Plan,
+    entered: Entered,
+    started: Instant,
+) -> Response {
+    let Plan {
+        mut head,
+        body,
+        forward,
+    } = plan;
+    if let Some(caller) = entered.caller {
+        head.extensions.insert(caller);
+    }
+    let name = entered.name;
+    let mut answering = Answer::new::<F>(gateway, &name, &entered.served, &head, started);
+    answering.forwarded();
+    answering.permit = Some(entered.permit);
+    drop(entered.bytes);
+    let span = answering.span().clone();
+    let keep_alive = gateway.keep_alive;
+    async move {
+        let kind = forward.kind();
+        let stream = head.options.stream;
+        let mut sending = forward.send(head.clone(), body);
+        let begun = match keep_alive.filter(|_| stream) {
+            Some(every) => tokio::time::timeout(every, &mut sending).await.ok(),
+            None => Some((&mut sending).await),
+        };
+        let begun = match begun {
+            Some(Ok(response)) => Ok(response),
+            Some(Err(error)) => return failed::<F>(&mut answering, &error),
+            None => Err(sending),
+        };
+        match begun {
+            Ok(response) if !stream => whole::<F>(kind, response, answering).await,
+            begun => {
+                let content_type = match &begun {
+                    Ok(response) => content_type(response),
+                    Err(_) => HeaderValue::from_static("text/event-stream"),
+                };
+                let error_encoder = F::encoder(&head, &name, SystemTime::now());
+                let body = streamed::<F>(kind, begun, error_encoder, keep_alive, answering);
+                let body = Coalesce::new(body, STREAM_CHUNK_BYTES);
+                let mut response = Response::new(Body::from_stream(body));
+                let headers = response.headers_mut();
+                headers.insert(header::CONTENT_TYPE, content_type);
+                headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+                response
+            }
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// The answer to a request that failed before its answer began.
+fn failed<F: Format>(answering: &mut Answer, error: &Error) -> Response {
+    let said = shown(answering.secrets(), error);
+    tracing::warn!("failed before the reply: {said}");
+    let (status, response) = error_response::<F>(error, answering.secrets());
+    answering.failed(error, status);
+    response
+}
+
+/// The `Content-Type` the upstream's answer came with, passed on: the one
+/// header of the upstream's that reaches the client (never its cookies, its
+/// keys' limits, its framing).
+fn content_type(response: &HttpResponse) -> HeaderValue {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .cloned()
+        .unwrap_or(HeaderValue::from_static("application/json"))
+}
+
+/// A whole answer: read within the body limit, tapped, sent as it came.
+async fn whole<F: Format>(kind: Kind, response: HttpResponse, mut answering: Answer) -> Response {
+    let status = response.status();
+    let content_type = content_type(&response);
+    let mut chunks = response.into_body();
+    let mut body = Vec::new();
+    while let Some(chunk) = chunks.next().await {
+        let read = chunk.and_then(|chunk| {
+            if body.len() + chunk.len() > DEFAULT_MAX_BODY_BYTES {
+                return Err(Error::LimitExceeded {
+                    stage: kind.name(),
+                    what: "the response body",
+                    limit: DEFAULT_MAX_BODY_BYTES,
+                });
+            }
+            body.extend_from_slice(&chunk);
+            Ok(())
+        });
+        if let Err(error) = read {
+            return failed::<F>(&mut answering, &error);
+        }
+    }
+    let body = Bytes::from(body);
+    let streaming = false;
+    let tapped = Tap::read(kind, content_type.to_str().ok(), streaming, body.clone());
+    answering.observe(&tapped.items);
+    answering.status = status.as_u16();
+    answering.ended = true;
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, content_type);
+    response
+}
+
+/// A stream's body: keep-alives until the answer begins (if it had not),
+/// then the upstream's bytes as they come, tapped, with a keep-alive in a
+/// silence that falls between two events. An error once the headers are out
+/// is written as the format's in-stream error (where it falls between two
+/// events; elsewhere the stream is cut). The body owns the answer, so a
+/// client that goes away drops the upstream's answer and frees the place.
+fn streamed<F: Format>(
+    kind: Kind,
+    begun: Result<HttpResponse, BoxFuture<'static, Result<HttpResponse, Error>>>,
+    error_encoder: F::Encoder,
+    keep_alive: Option<Duration>,
+    answering: Answer,
+) -> BoxStream<'static, Result<Bytes, Error>> {
+    Box::pin(async_stream::stream! {
+        let mut answering = answering;
+        let mut ticks = Ticks::new(keep_alive);
+        let response = match begun {
+            Ok(response) => response,
+            Err(mut sending) => {
+                // One keep-alive interval has passed without a word.
+                yield Ok(Bytes::from_static(F::KEEP_ALIVE));
+                let begun = loop {
+                    tokio::select! {
+                        begun = &mut sending => break begun,
+                        () = ticks.tick() => yield Ok(Bytes::from_static(F::KEEP_ALIVE)),
+                    }
+                };
+                match begun {
+                    Ok(response) => response,
+                    Err(error) => {
+                        let said = shown(answering.secrets(), &error);
+                        tracing::warn!("failed before the reply: {said}");
+                        let error = answering.secrets().scrub_error(error);
+                        let error = observed(&answering, vec![Err(error)]);
+                        yield Ok(in_stream_error(error_encoder, error));
+                        answering.ended = true;
+                        return;
+                    }
+                }
+            }
+        };
+        let content_type = content_type(&response);
+        let mut tap = Tap::new(kind, content_type.to_str().ok(), true);
+        let mut chunks = response.into_body();
+        let mut framed = false;
+        loop {
+            // `next` loses nothing when a tick wins: it is asked again.
+            let next = tokio::select! {
+                next = chunks.next() => next,
+                () = ticks.tick() => {
+                    if !std::mem::take(&mut framed) && tap.between_events() {
+                        yield Ok(Bytes::from_static(F::KEEP_ALIVE));
+                    }
+                    continue;
+                }
+            };
+            match next {
+                None => break,
+                Some(Ok(chunk)) => {
+                    answering.first_chunk();
+                    framed = true;
+                    let chunk = match tap.push(&chunk) {
+                        true => scrubbed(chunk, &answering),
+                        false => chunk,
+                    };
+                    yield Ok(chunk);
+                }
+                Some(Err(error)) => {
+                    let said = shown(answering.secrets(), &error);
+                    tracing::warn!("the upstream's answer broke off: {said}");
+                    let between_events = tap.between_events();
+                    let mut items = tap.finish().items;
+                    // The tap's own word would be that the stream was cut.
+                    items.retain(Result::is_ok);
+                    items.push(Err(answering.secrets().scrub_error(error)));
+                    let error = observed(&answering, items);
+                    if between_events {
+                        yield Ok(in_stream_error(error_encoder, error));
+                    }
+                    answering.ended = true;
+                    return;
+                }
+            }
+        }
+        observed(&answering, tap.finish().items);
+        answering.ended = true;
+    })
+}
+
+/// A piece of the answer that completed an error event, scrubbed of the
+/// gateway's secrets (an upstream may quote the key it was sent).
+fn scrubbed(chunk: Bytes, answering: &Answer) -> Bytes {
+    let Ok(text) = std::str::from_utf8(&chunk) else {
+        return chunk;
+    };
+    match answering.secrets().scrub(text) {
+        std::borrow::Cow::Borrowed(_) => chunk,
+        std::borrow::Cow::Owned(scrubbed) => Bytes::from(scrubbed),
+    }
+}
+
+/// Counts `items` for the answer; the error among them, if any.
+fn observed(answering: &Answer, items: Vec<Result<crate::Event, Error>>) -> Option<Error> {
+    answering.observe(&items);
+    items.into_iter().find_map(Result::err)
+}
+
+/// `error` as the client's format writes it inside a stream, by its encoder
+/// (which wrote nothing yet); nothing without an error.
+fn in_stream_error<E: Machine<In = Result<crate::Event, Error>, Out = Bytes>>(
+    mut encoder: E,
+    error: Option<Error>,
+) -> Bytes {
+    let Some(error) = error else {
+        return Bytes::new();
+    };
+    let mut out = Output::new();
+    let _ = encoder.push(Err(error), &mut out);
+    let _ = encoder.finish(&mut out);
+    let mut bytes = Vec::new();
+    for piece in out.drain() {
+        bytes.extend_from_slice(&piece);
+    }
+    Bytes::from(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_model_field_is_rewritten() {
+        let body = Bytes::from_static(
+            br#"{"messages":[{"role":"user","content":"model"}], "model" : "alias","stream":true}"#,
+        );
+        let read: Head = serde_json::from_slice(&body).unwrap();
+        let at = span_of(&body, read.model.unwrap().get());
+        let rewritten = with_model(&body, at.clone(), "up\"stream").unwrap();
+        assert_eq!(
+            &rewritten[..],
+            br#"{"messages":[{"role":"user","content":"model"}], "model" : "up\"stream","stream":true}"#
+        );
+        assert_eq!(
+            with_model(&body, at, "alias").unwrap().as_ptr(),
+            body.as_ptr()
+        );
+        assert_eq!(read.stream, Some(true));
+    }
+
+    #[test]
+    fn sealed_ids_and_structured_output_need_the_stack() {
+        assert!(!needs_the_stack(br#"{"model":"m","messages":[]}"#));
+        assert!(needs_the_stack(
+            br#"{"messages":[{"tool_call_id":"lmc_eyJpZCI6"}]}"#
+        ));
+        assert!(needs_the_stack(
+            br#"{"response_format":{"type":"json_object"}}"#
+        ));
+        assert!(needs_the_stack(
+            br#"{"generationConfig":{"responseJsonSchema":{}}}"#
+        ));
+    }
+}
