@@ -35,6 +35,7 @@ programs=(
     "$(command -v nginx || echo /usr/sbin/nginx)"
     "$(command -v redis-server)"
     "$(command -v taskset)"
+    "$(command -v pgrep)"
     "$(command -v curl)"
 )
 for program in "${programs[@]}"; do

@@ -18,7 +18,7 @@ BENCH_DIR="${BENCH_DIR:-$repo/target/gateway-bench}"
 DURATION="${DURATION:-10}"          # seconds per cell
 WARMUP="${WARMUP:-2}"               # seconds of load before each mode's cells, not counted
 CONCURRENCY="${CONCURRENCY:-16 256}"
-TARGETS="${TARGETS:-mock nginx lmstack lmstack-anthropic lmstack-natural portkey litellm}"
+TARGETS="${TARGETS:-mock nginx lmstack lmstack-full lmstack-anthropic lmstack-natural portkey litellm}"
 TTFB_SAMPLES="${TTFB_SAMPLES:-200}" # sequential streaming requests, during the streaming load
 LITELLM_VERSION="1.108.5"
 PORTKEY_VERSION="1.15.2"
@@ -212,23 +212,26 @@ EOF
             >"$BENCH_DIR/logs/nginx.log" 2>&1 &
         url="http://127.0.0.1:$NGINX_PORT/v1/chat/completions"
         ;;
-    lmstack | lmstack-natural | lmstack-nodelay | lmstack-anthropic | lmstack-deploy | lmstack-limits | \
-        lmstack-redis | lmstack-otel)
+    lmstack | lmstack-full | lmstack-natural | lmstack-nodelay | lmstack-anthropic | lmstack-deploy | \
+        lmstack-limits | lmstack-redis | lmstack-otel)
         local natural="" preload="" server="" extra="" env=()
         case "$name" in
         # An Anthropic client through the gateway to the OpenAI mock: every
         # chunk lifted, and written again in the other wire.
         lmstack-anthropic) request=messages ;;
+        # The same wire, without the fast path: each chunk lifted and encoded
+        # again (the layers below all take this path too).
+        lmstack-full) extra="fast_path = false" ;;
         # The cost of each of the team gateway's layers (issue 29), one at a
         # time: two deployments of the model (both on the mock); a client key
         # with limits whose counters are in memory, or in Redis; spans
         # exported over OTLP (to the mock, which takes them as a collector).
         lmstack-deploy)
-            extra="$(printf '[[models.bench.deployments]]\nweight = 1\n[[models.bench.deployments]]\nweight = 2')"
+            extra="$(printf 'fast_path = false\n[[models.bench.deployments]]\nweight = 1\n[[models.bench.deployments]]\nweight = 2')"
             ;;
         lmstack-limits | lmstack-redis)
             server="$(printf '[[server.keys]]\nname = "bench"\nkey_env = "LMSTACK_BENCH_KEY"\nrequests_per_minute = 1000000000\ntokens_per_minute = 1000000000000\nbudget = 1000000000.0')"
-            extra="$(printf '[models.bench.price]\ninput = 3.0\noutput = 15.0')"
+            extra="$(printf 'fast_path = false\n[models.bench.price]\ninput = 3.0\noutput = 15.0')"
             env=(LMSTACK_BENCH_KEY=sk-bench-gateway)
             headers=("Authorization: Bearer sk-bench-gateway")
             if [ "$name" = lmstack-redis ]; then
@@ -239,6 +242,7 @@ EOF
         lmstack-otel)
             # A batch every 100 ms, so that export runs all along the cells.
             env=(OTEL_EXPORTER_OTLP_ENDPOINT="$MOCK" OTEL_BSP_SCHEDULE_DELAY=100)
+            extra="fast_path = false"
             ;;
         esac
         [ "$name" = lmstack-natural ] && natural='natural_tools = "tagged"'

@@ -144,6 +144,13 @@ pub struct ModelConfig {
     /// feature `server`).
     #[serde(default)]
     pub fallbacks: Vec<String>,
+    /// Whether a gateway may forward a request of the upstream's own wire as
+    /// it came, its answer as it comes, where nothing in the stack would
+    /// change them (the same-wire fast path, [`forward`](Self::forward); on
+    /// by default). Off, every request takes the full path: decoded, lifted
+    /// and encoded again.
+    #[serde(default = "yes")]
+    pub fast_path: bool,
     /// With several deployments: how long one that failed takes no call, in
     /// seconds (30 by default; [`Deployments::cool_down`]).
     pub cool_down_secs: Option<Seconds>,
@@ -319,6 +326,7 @@ impl ModelConfig {
             mcp_urls: Vec::new(),
             deployments: Vec::new(),
             fallbacks: Vec::new(),
+            fast_path: yes(),
             cool_down_secs: None,
             failures_to_open: None,
         }
@@ -630,7 +638,7 @@ impl ModelConfig {
     /// as in [`stack`](Self::stack): its provider (built afresh), asked for
     /// the upstream's model, retried as the stack retries; `None` when the
     /// stack would change a request or its reply — several deployments,
-    /// natural tools, MCP servers (the tool loop).
+    /// natural tools, MCP servers (the tool loop) — or `fast_path` is off.
     ///
     /// ```
     /// use lmstack::config::{ModelConfig, NaturalTools};
@@ -641,10 +649,16 @@ impl ModelConfig {
     /// assert!(plain.forward("qwen")?.is_some());
     /// let natural = plain.natural_tools(NaturalTools::Dialect(Dialect::Hermes));
     /// assert!(natural.forward("qwen")?.is_none());
+    /// let mut full = ModelConfig::new(Kind::OpenAiChat);
+    /// full.fast_path = false;
+    /// assert!(full.forward("qwen")?.is_none());
     /// # Ok::<(), lmstack::Error>(())
     /// ```
     #[cfg(feature = "server")]
     pub fn forward(&self, name: &str) -> Result<Option<crate::server::Forward>, Error> {
+        if !self.fast_path {
+            return Ok(None);
+        }
         #[cfg(feature = "mcp")]
         if !self.mcp.is_empty() || !self.mcp_urls.is_empty() {
             return Ok(None);
