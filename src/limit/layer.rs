@@ -22,7 +22,7 @@ use crate::{ChatRequest, Error, Event, Message, Reply, Usage};
 
 /// What one key may use: requests and tokens per minute, and a spend per
 /// [`Period`] (in the currency of the models' [`Price`]s). Each is unlimited
-/// when left out.
+/// when left out; a limit of 0 refuses every request.
 ///
 /// ```
 /// use lmstack::limit::{KeyLimits, Period};

@@ -330,3 +330,19 @@ async fn a_request_under_all_three_limits_is_one_step_in_and_one_step_settled() 
         .unwrap();
     assert_eq!(steps(), (3, 2));
 }
+
+#[tokio::test]
+async fn a_limit_of_zero_refuses_every_request() {
+    let zero = [
+        KeyLimits::new().requests_per_minute(0),
+        KeyLimits::new().tokens_per_minute(0),
+        KeyLimits::new().budget(0.0, Period::Total),
+    ];
+    for limits in zero {
+        let layer = LimitLayer::new().clock(|| 0).key("alice", limits.clone());
+        let refused = run(&layer.layer(model(1, 1, 1)), request("alice", 0))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.http_status(), 429, "{limits:?}");
+    }
+}
