@@ -13,7 +13,7 @@ use futures::{FutureExt, Stream, StreamExt};
 use tower::{Layer, Service, ServiceExt};
 
 use super::price::micros;
-use super::store::{Counter, LimitStore, MemoryLimitStore};
+use super::store::{Add, Counter, LimitStore, MemoryLimitStore, Take};
 use super::window::{Period, Window};
 use super::{Caller, Price};
 use crate::provider::ProviderError;
@@ -22,7 +22,7 @@ use crate::{ChatRequest, Error, Event, Message, Reply, Usage};
 
 /// What one key may use: requests and tokens per minute, and a spend per
 /// [`Period`] (in the currency of the models' [`Price`]s). Each is unlimited
-/// when left out.
+/// when left out; a limit of 0 refuses every request.
 ///
 /// ```
 /// use lmstack::limit::{KeyLimits, Period};
@@ -96,7 +96,10 @@ type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 /// A request's caller is the [`Caller`] in its
 /// [`extensions`](crate::ChatRequest::extensions) (the gateway puts it there
 /// from the key the client presented); a request without one, or whose key
-/// has no limits, passes as it is. Otherwise, in this order:
+/// has no limits, passes as it is. Otherwise it is let in when all of these
+/// have room, in one atomic step of the store that takes from every counter
+/// or from none (a refused request uses nothing), and the first without
+/// room refuses it:
 ///
 /// - **budget**: refused while the key's spend in the current period has
 ///   reached its budget (so the last request let in may pass it by its own
@@ -107,7 +110,8 @@ type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 ///   input (its messages' JSON size / 4) reserved in the key's current minute
 ///   (at most the whole limit, so that no request is refused for ever), and
 ///   settled with the reply's reported usage once it ends (a reply without
-///   usage keeps its reservation).
+///   usage keeps its reservation) in one more step, which also adds the
+///   spend.
 ///
 /// A refusal is a 429 [`ProviderError`] (`rate_limit_error`,
 /// `rate_limit_exceeded`) whose `retry_after` is the time until the window
@@ -340,7 +344,8 @@ fn reservation(request: &ChatRequest, default: u64) -> u64 {
 
 impl LimitLayer {
     /// Checks the budget, takes a request and reserves `reserve` tokens from
-    /// `caller`'s windows: what to settle once the reply ends.
+    /// `caller`'s windows, in one step of the store that takes all or
+    /// nothing: what to settle once the reply ends.
     async fn admit(
         &self,
         caller: &Caller,
@@ -349,7 +354,7 @@ impl LimitLayer {
     ) -> Result<Settle, Refused> {
         let now = (self.clock)();
         let name = caller.name();
-        let store = &self.store;
+        let minute = Window::fixed(now, MINUTE);
         let mut settle = Settle {
             layer: self.clone(),
             caller: caller.clone(),
@@ -357,48 +362,77 @@ impl LimitLayer {
             reserved: None,
             usage: None,
         };
+        // Each take, with the limit it checks and its window.
+        let mut takes = Vec::with_capacity(3);
+        let mut checks = Vec::with_capacity(3);
         if let Some(budget) = limits.budget {
-            let period = limits.budget_period;
-            let window = period.window(now);
-            let spent = store
-                .read(&counter("spend", name, window), now)
-                .await
-                .map_err(Refused::Store)?;
-            if spent >= micros(budget) {
-                let message = format!(
-                    "the key `{name}` has spent its budget of {budget} for this {}",
-                    period.name()
-                );
-                return Err(Refused::Over(over(message, window.wait(now))));
-            }
+            let window = limits.budget_period.window(now);
+            // A take of 0: room while the spend is under the budget.
+            takes.push(Take {
+                counter: counter("spend", name, window),
+                amount: 0,
+                limit: micros(budget),
+            });
+            checks.push((Limit::Budget(budget, limits.budget_period), window));
         }
-        let minute = Window::fixed(now, MINUTE);
         if let Some(limit) = limits.requests_per_minute {
-            let taken = store
-                .take(&counter("rpm", name, minute), 1, limit, now)
-                .await
-                .map_err(Refused::Store)?;
-            if !taken.admitted {
-                let message =
-                    format!("the key `{name}` is over its limit of {limit} requests per minute");
-                return Err(Refused::Over(over(message, minute.wait(now))));
-            }
+            takes.push(Take {
+                counter: counter("rpm", name, minute),
+                amount: 1,
+                limit,
+            });
+            checks.push((Limit::Requests(limit), minute));
         }
         if let Some(limit) = limits.tokens_per_minute {
             let tokens = counter("tpm", name, minute);
             let amount = reserve.min(limit);
-            let taken = store
-                .take(&tokens, amount, limit, now)
-                .await
-                .map_err(Refused::Store)?;
-            if !taken.admitted {
-                let message =
-                    format!("the key `{name}` is over its limit of {limit} tokens per minute");
-                return Err(Refused::Over(over(message, minute.wait(now))));
-            }
+            takes.push(Take {
+                counter: tokens.clone(),
+                amount,
+                limit,
+            });
+            checks.push((Limit::Tokens(limit), minute));
             settle.reserved = Some((tokens, amount));
         }
-        Ok(settle)
+        if takes.is_empty() {
+            return Ok(settle);
+        }
+        let admission = self
+            .store
+            .take_all(&takes, now)
+            .await
+            .map_err(Refused::Store)?;
+        match admission.refused.and_then(|index| checks.get(index)) {
+            Some((limit, window)) => {
+                Err(Refused::Over(over(limit.refusal(name), window.wait(now))))
+            }
+            None => Ok(settle),
+        }
+    }
+}
+
+/// The limit a take checks, for the words of its refusal.
+enum Limit {
+    Budget(f64, Period),
+    Requests(u64),
+    Tokens(u64),
+}
+
+impl Limit {
+    /// Why the key `name` is refused by this limit.
+    fn refusal(&self, name: &str) -> String {
+        match self {
+            Limit::Budget(budget, period) => format!(
+                "the key `{name}` has spent its budget of {budget} for this {}",
+                period.name()
+            ),
+            Limit::Requests(limit) => {
+                format!("the key `{name}` is over its limit of {limit} requests per minute")
+            }
+            Limit::Tokens(limit) => {
+                format!("the key `{name}` is over its limit of {limit} tokens per minute")
+            }
+        }
     }
 }
 
@@ -471,27 +505,35 @@ impl Settle {
         }
     }
 
+    /// Settles the reserved tokens with the usage, and adds the spend: one
+    /// step of the store (none when there is nothing to add).
     async fn run(self) {
         let Some(usage) = &self.usage else {
             return;
         };
-        let store = &self.layer.store;
         let now = (self.layer.clock)();
-        let mut settled = Ok(());
+        let mut adds = Vec::with_capacity(2);
         if let Some((tokens, reserved)) = &self.reserved {
             let used = usage.input_tokens.saturating_add(usage.output_tokens);
             let delta = i128::from(used) - i128::from(*reserved);
-            let delta = i64::try_from(delta).unwrap_or(i64::MAX);
-            settled = store.add(tokens, delta, now).await.map(drop);
+            adds.push(Add {
+                counter: tokens.clone(),
+                amount: i64::try_from(delta).unwrap_or(i64::MAX),
+            });
         }
         let cost = self.layer.price.map_or(0, |price| price.cost_micros(usage));
-        if let (Some(period), true, Ok(())) = (self.budget, cost > 0, &settled) {
-            let spend = counter("spend", self.caller.name(), period.window(now));
-            let cost = i64::try_from(cost).unwrap_or(i64::MAX);
-            settled = store.add(&spend, cost, now).await.map(drop);
+        if let Some(period) = self.budget {
+            adds.push(Add {
+                counter: counter("spend", self.caller.name(), period.window(now)),
+                amount: i64::try_from(cost).unwrap_or(i64::MAX),
+            });
         }
-        match settled {
-            Ok(()) => self.layer.outage.answered(),
+        adds.retain(|add| add.amount != 0);
+        if adds.is_empty() {
+            return;
+        }
+        match self.layer.store.add_all(&adds, now).await {
+            Ok(_) => self.layer.outage.answered(),
             Err(error) => self.layer.outage.failed(&error, self.layer.on_store_error),
         }
     }

@@ -7,8 +7,9 @@
 //!   of the key the client presented);
 //! - [`LimitLayer`] / [`Limits`]: the tower layer that enforces each key's
 //!   [`KeyLimits`], answering 429 with the wait past a limit;
-//! - [`LimitStore`]: the counters' atomic steps; [`MemoryLimitStore`] in
-//!   this process, `RedisLimitStore` (feature `redis`) shared;
+//! - [`LimitStore`]: the counters' atomic steps, each over several counters
+//!   ([`Take`]s all or nothing, [`Add`]s); [`MemoryLimitStore`] in this
+//!   process, `RedisLimitStore` (feature `redis`) shared;
 //! - [`Window`], [`Period`], [`fits`]: the pure arithmetic of the windows;
 //!   [`Price`]: what tokens cost.
 
@@ -25,7 +26,7 @@ pub use layer::{KeyLimits, LimitLayer, Limits, OnStoreError};
 pub use price::Price;
 #[cfg(feature = "redis")]
 pub use redis::RedisLimitStore;
-pub use store::{Counter, LimitFuture, LimitStore, MemoryLimitStore, Taken};
+pub use store::{Add, Admission, Counter, LimitFuture, LimitStore, MemoryLimitStore, Take};
 pub use window::{Period, Window, fits};
 
 /// Who calls: the name of the key a client presented to the gateway, in a

@@ -7,37 +7,68 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, Script};
 use tokio::sync::OnceCell;
 
-use super::store::{Counter, LimitFuture, LimitStore, Taken};
+use super::store::{Add, Admission, Counter, LimitFuture, LimitStore, Take};
 use crate::Error;
 
-/// Adds ARGV[1] to KEYS[1] if it then holds at most ARGV[2]; the key expires
-/// at ARGV[3] (Unix ms; 0: never). `{admitted, count}`.
-const TAKE: &str = r"
-local count = tonumber(redis.call('GET', KEYS[1]) or '0')
-local amount = tonumber(ARGV[1])
-if count + amount > tonumber(ARGV[2]) then return {0, count} end
-count = redis.call('INCRBY', KEYS[1], ARGV[1])
-if ARGV[3] ~= '0' then redis.call('PEXPIREAT', KEYS[1], ARGV[3]) end
-return {1, count}
+/// Takes from each of KEYS in turn if every one fits, else from none:
+/// ARGV[1] is now (Unix ms), then per key its amount, its limit and when it
+/// expires (Unix ms; 0: never). A key fits while under its limit with the
+/// amount added ([`fits`](super::fits)); an expired key is not written.
+/// `{refused (1-based; 0: none), count of each key}`.
+const TAKE_ALL: &str = r"
+local now = tonumber(ARGV[1])
+local after, refused = {}, 0
+for i, key in ipairs(KEYS) do
+  local amount, limit = tonumber(ARGV[3 * i - 1]), tonumber(ARGV[3 * i])
+  local count = after[key] or tonumber(redis.call('GET', key) or '0')
+  if refused == 0 and (count >= limit or count + amount > limit) then refused = i end
+  after[key] = count + amount
+end
+local result = {refused}
+for i, key in ipairs(KEYS) do
+  local amount, expires = ARGV[3 * i - 1], ARGV[3 * i + 1]
+  local live = expires == '0' or tonumber(expires) > now
+  local count
+  if refused ~= 0 or (live and amount == '0') then
+    count = tonumber(redis.call('GET', key) or '0')
+  elseif live then
+    count = redis.call('INCRBY', key, amount)
+    if expires ~= '0' then redis.call('PEXPIREAT', key, expires) end
+  else
+    count = 0
+  end
+  result[i + 1] = count
+end
+return result
 ";
 
-/// Adds ARGV[1] (maybe negative; the count stays at least 0) to KEYS[1],
-/// unless its expiry ARGV[2] (Unix ms; 0: never) is past ARGV[3] (now).
-const ADD: &str = r"
-local expires = ARGV[2]
-if expires ~= '0' and tonumber(expires) <= tonumber(ARGV[3]) then return 0 end
-local count = redis.call('INCRBY', KEYS[1], ARGV[1])
-if count < 0 then
-  redis.call('SET', KEYS[1], 0)
-  count = 0
+/// Adds to each of KEYS in turn: ARGV[1] is now (Unix ms), then per key its
+/// amount (maybe negative; the count stays at least 0) and when it expires
+/// (Unix ms; 0: never); an expired key is not written (counts 0). The count
+/// of each key.
+const ADD_ALL: &str = r"
+local now = tonumber(ARGV[1])
+local counts = {}
+for i, key in ipairs(KEYS) do
+  local amount, expires = ARGV[2 * i], ARGV[2 * i + 1]
+  local count = 0
+  if expires == '0' or tonumber(expires) > now then
+    count = redis.call('INCRBY', key, amount)
+    if count < 0 then
+      redis.call('SET', key, 0)
+      count = 0
+    end
+    if expires ~= '0' then redis.call('PEXPIREAT', key, expires) end
+  end
+  counts[i] = count
 end
-if expires ~= '0' then redis.call('PEXPIREAT', KEYS[1], expires) end
-return count
+return counts
 ";
 
 /// A [`LimitStore`] in Redis, which replicas of a gateway share: each step is
-/// one Lua script (atomic on the server), each key carries a prefix and
-/// expires at its window's end. The connection is made on first use (a
+/// one Lua script over all its counters (one round trip, atomic on the
+/// server, sent as `EVALSHA`), each key carries a prefix and expires at its
+/// window's end. The connection is made on first use (a
 /// gateway starts while Redis is down) and remade when lost; every step has
 /// a [`timeout`](Self::timeout) (500 ms by default), past which it fails.
 ///
@@ -55,8 +86,8 @@ pub struct RedisLimitStore {
     connection: OnceCell<ConnectionManager>,
     prefix: String,
     timeout: Duration,
-    take: Script,
-    add: Script,
+    take_all: Script,
+    add_all: Script,
 }
 
 impl std::fmt::Debug for RedisLimitStore {
@@ -85,8 +116,8 @@ impl RedisLimitStore {
             connection: OnceCell::new(),
             prefix: Self::DEFAULT_PREFIX.to_owned(),
             timeout: Self::DEFAULT_TIMEOUT,
-            take: Script::new(TAKE),
-            add: Script::new(ADD),
+            take_all: Script::new(TAKE_ALL),
+            add_all: Script::new(ADD_ALL),
         })
     }
 
@@ -140,56 +171,56 @@ fn signed(amount: u64) -> i64 {
     i64::try_from(amount).unwrap_or(i64::MAX)
 }
 
+/// A count as Redis answers it (never below 0).
+fn unsigned(count: i64) -> u64 {
+    u64::try_from(count).unwrap_or(0)
+}
+
 impl LimitStore for RedisLimitStore {
-    fn take<'a>(
-        &'a self,
-        counter: &'a Counter,
-        amount: u64,
-        limit: u64,
-        _now: u64,
-    ) -> LimitFuture<'a, Taken> {
+    fn take_all<'a>(&'a self, takes: &'a [Take], now: u64) -> LimitFuture<'a, Admission> {
         Box::pin(async move {
-            let key = self.key(counter);
-            let expires = counter.expires_at.unwrap_or(0);
-            let (admitted, count): (i64, i64) = self
+            let answer: Vec<i64> = self
                 .run(async |connection| {
-                    let mut invocation = self.take.key(&key);
-                    invocation
-                        .arg(signed(amount))
-                        .arg(signed(limit))
-                        .arg(expires);
+                    let mut invocation = self.take_all.prepare_invoke();
+                    invocation.arg(now);
+                    for take in takes {
+                        invocation
+                            .key(self.key(&take.counter))
+                            .arg(signed(take.amount))
+                            .arg(signed(take.limit))
+                            .arg(take.counter.expires_at.unwrap_or(0));
+                    }
                     invocation.invoke_async(connection).await
                 })
                 .await?;
-            Ok(Taken {
-                admitted: admitted == 1,
-                count: count.max(0) as u64,
+            let (refused, counts) = answer
+                .split_first()
+                .ok_or_else(|| Error::stage("redis limit store", "an empty answer to a take"))?;
+            Ok(Admission {
+                refused: usize::try_from(*refused)
+                    .ok()
+                    .and_then(|refused| refused.checked_sub(1)),
+                counts: counts.iter().copied().map(unsigned).collect(),
             })
         })
     }
 
-    fn add<'a>(&'a self, counter: &'a Counter, amount: i64, now: u64) -> LimitFuture<'a, u64> {
+    fn add_all<'a>(&'a self, adds: &'a [Add], now: u64) -> LimitFuture<'a, Vec<u64>> {
         Box::pin(async move {
-            let key = self.key(counter);
-            let expires = counter.expires_at.unwrap_or(0);
-            let count: i64 = self
+            let counts: Vec<i64> = self
                 .run(async |connection| {
-                    let mut invocation = self.add.key(&key);
-                    invocation.arg(amount).arg(expires).arg(now);
+                    let mut invocation = self.add_all.prepare_invoke();
+                    invocation.arg(now);
+                    for add in adds {
+                        invocation
+                            .key(self.key(&add.counter))
+                            .arg(add.amount)
+                            .arg(add.counter.expires_at.unwrap_or(0));
+                    }
                     invocation.invoke_async(connection).await
                 })
                 .await?;
-            Ok(count.max(0) as u64)
-        })
-    }
-
-    fn read<'a>(&'a self, counter: &'a Counter, _now: u64) -> LimitFuture<'a, u64> {
-        Box::pin(async move {
-            let key = self.key(counter);
-            let count: Option<i64> = self
-                .run(async |connection| redis::cmd("GET").arg(&key).query_async(connection).await)
-                .await?;
-            Ok(count.unwrap_or(0).max(0) as u64)
+            Ok(counts.into_iter().map(unsigned).collect())
         })
     }
 }

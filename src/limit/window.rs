@@ -44,8 +44,9 @@ impl Window {
 }
 
 /// Whether `amount` may be added to a window that holds `count` under
-/// `limit`: only if the sum stays within the limit. (A store applies this
-/// rule atomically.)
+/// `limit`: only if the window has room left (`count < limit`) and the sum
+/// stays within the limit. An amount of 0 checks for room: a spend under its
+/// budget. (A store applies this rule atomically.)
 ///
 /// ```
 /// use lmstack::limit::fits;
@@ -53,9 +54,10 @@ impl Window {
 /// assert!(fits(59, 1, 60));
 /// assert!(!fits(60, 1, 60));
 /// assert!(!fits(0, 61, 60));
+/// assert!(fits(59, 0, 60) && !fits(60, 0, 60), "a check for room");
 /// ```
 pub fn fits(count: u64, amount: u64, limit: u64) -> bool {
-    count.checked_add(amount).is_some_and(|sum| sum <= limit)
+    count < limit && count.checked_add(amount).is_some_and(|sum| sum <= limit)
 }
 
 /// The period a spend budget is counted over, in UTC: it resets at the start
@@ -213,13 +215,14 @@ mod tests {
         }
 
         #[test]
-        fn an_amount_fits_only_within_the_limit(
+        fn an_amount_fits_only_in_a_window_with_room_and_within_the_limit(
             count in any::<u64>(),
             amount in any::<u64>(),
             limit in any::<u64>(),
         ) {
             let fits = fits(count, amount, limit);
-            prop_assert_eq!(fits, u128::from(count) + u128::from(amount) <= u128::from(limit));
+            let sum = u128::from(count) + u128::from(amount);
+            prop_assert_eq!(fits, count < limit && sum <= u128::from(limit));
         }
     }
 }

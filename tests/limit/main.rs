@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use lmstack::limit::{
-    Caller, Counter, KeyLimits, LimitFuture, LimitLayer, LimitStore, MemoryLimitStore,
-    OnStoreError, Period, Price, Taken,
+    Add, Admission, Caller, Counter, KeyLimits, LimitFuture, LimitLayer, LimitStore,
+    MemoryLimitStore, OnStoreError, Period, Price, Take,
 };
 use lmstack::testing::ScriptedModel;
 use lmstack::{ChatRequest, Error, Event, Message, Reply, Usage};
@@ -69,6 +69,29 @@ fn wait(error: &Error) -> Option<Duration> {
     error.provider_error().and_then(|error| error.retry_after)
 }
 
+/// The count of `counter` in `store` at `now`, read as a take of nothing.
+async fn read(store: &impl LimitStore, counter: &Counter, now: u64) -> Result<u64, Error> {
+    let read = [Take {
+        counter: counter.clone(),
+        amount: 0,
+        limit: u64::MAX,
+    }];
+    Ok(store.take_all(&read, now).await?.counts[0])
+}
+
+/// The count of `key` (in the minute from 0) in `store`.
+async fn count(store: &impl LimitStore, key: &str) -> u64 {
+    read(store, &minute(key), 1).await.unwrap()
+}
+
+/// The counter `key` of the minute from 0.
+fn minute(key: &str) -> Counter {
+    Counter {
+        key: key.into(),
+        expires_at: Some(60_000),
+    }
+}
+
 #[tokio::test]
 async fn requests_per_minute_are_counted_per_key_and_the_wait_is_the_minutes_end() {
     let clock = Clock::at(600_000 + 15_000);
@@ -106,12 +129,8 @@ async fn tokens_are_reserved_on_admission_and_settled_with_the_usage() {
         .key("alice", KeyLimits::new().tokens_per_minute(1_000));
     // Each reply uses 100 tokens; each request reserves 400 (+ its input / 4).
     let service = layer.layer(model(10, 60, 40));
-    let tokens = Counter {
-        key: "tpm:alice:0".into(),
-        expires_at: Some(60_000),
-    };
     run(&service, request("alice", 400)).await.unwrap();
-    assert_eq!(store.read(&tokens, 1).await.unwrap(), 100, "settled");
+    assert_eq!(count(&store, "tpm:alice:0").await, 100, "settled");
     // Two replies held open reserve 2 × ~400: a third does not fit in the 1000.
     let first = service
         .clone()
@@ -123,7 +142,7 @@ async fn tokens_are_reserved_on_admission_and_settled_with_the_usage() {
         .oneshot(request("alice", 400))
         .await
         .unwrap();
-    let reserved = store.read(&tokens, 1).await.unwrap();
+    let reserved = count(&store, "tpm:alice:0").await;
     assert!(reserved > 900, "{reserved} reserved");
     let refused = run(&service, request("alice", 400)).await.unwrap_err();
     assert_eq!(refused.http_status(), 429);
@@ -133,7 +152,7 @@ async fn tokens_are_reserved_on_admission_and_settled_with_the_usage() {
     );
     first.collect().await.unwrap();
     second.collect().await.unwrap();
-    assert_eq!(store.read(&tokens, 1).await.unwrap(), 300, "all settled");
+    assert_eq!(count(&store, "tpm:alice:0").await, 300, "all settled");
     run(&service, request("alice", 400)).await.unwrap();
     // A request larger than the whole limit passes alone in an empty minute.
     clock.set(60_000);
@@ -152,11 +171,7 @@ async fn a_failed_call_gives_its_reservation_back() {
     });
     let service = layer.layer(failing);
     assert!(service.oneshot(request("alice", 500)).await.is_err());
-    let tokens = Counter {
-        key: "tpm:alice:0".into(),
-        expires_at: Some(60_000),
-    };
-    assert_eq!(store.read(&tokens, 1).await.unwrap(), 0);
+    assert_eq!(count(&store, "tpm:alice:0").await, 0);
 }
 
 #[tokio::test]
@@ -189,13 +204,10 @@ async fn the_budget_is_spent_at_the_models_prices_until_the_periods_end() {
 struct Down;
 
 impl LimitStore for Down {
-    fn take<'a>(&'a self, _: &'a Counter, _: u64, _: u64, _: u64) -> LimitFuture<'a, Taken> {
+    fn take_all<'a>(&'a self, _: &'a [Take], _: u64) -> LimitFuture<'a, Admission> {
         Box::pin(async { Err(Error::stage("store", "unreachable")) })
     }
-    fn add<'a>(&'a self, _: &'a Counter, _: i64, _: u64) -> LimitFuture<'a, u64> {
-        Box::pin(async { Err(Error::stage("store", "unreachable")) })
-    }
-    fn read<'a>(&'a self, _: &'a Counter, _: u64) -> LimitFuture<'a, u64> {
+    fn add_all<'a>(&'a self, _: &'a [Add], _: u64) -> LimitFuture<'a, Vec<u64>> {
         Box::pin(async { Err(Error::stage("store", "unreachable")) })
     }
 }
@@ -217,4 +229,120 @@ async fn a_failing_store_lets_requests_pass_or_refuses_them_as_configured() {
         .unwrap_err();
     assert_eq!(refused.http_status(), 503);
     assert!(!lmstack::deploy::is_retryable(&refused));
+}
+
+#[tokio::test]
+async fn a_request_refused_by_one_limit_takes_nothing_from_the_others() {
+    let store = MemoryLimitStore::new();
+    let layer = LimitLayer::new().store(store.clone()).clock(|| 0).key(
+        "alice",
+        KeyLimits::new()
+            .requests_per_minute(3)
+            .tokens_per_minute(1_000),
+    );
+    let service = layer.layer(model(3, 100, 100));
+    // Held open, it keeps ~900 tokens reserved.
+    let open = service
+        .clone()
+        .oneshot(request("alice", 900))
+        .await
+        .unwrap();
+    for _ in 0..5 {
+        let refused = run(&service, request("alice", 500)).await.unwrap_err();
+        assert!(
+            refused.to_string().contains("tokens per minute"),
+            "{refused}"
+        );
+    }
+    assert_eq!(
+        count(&store, "rpm:alice:0").await,
+        1,
+        "no refusal took a request"
+    );
+    open.collect().await.unwrap();
+    assert_eq!(count(&store, "tpm:alice:0").await, 200, "settled");
+    // The two requests left in the minute are there to be had.
+    run(&service, request("alice", 100)).await.unwrap();
+    run(&service, request("alice", 100)).await.unwrap();
+    let refused = run(&service, request("alice", 100)).await.unwrap_err();
+    assert!(
+        refused.to_string().contains("3 requests per minute"),
+        "{refused}"
+    );
+}
+
+/// A store that counts its steps (the round trips to a shared store).
+#[derive(Clone, Default)]
+struct Counting {
+    store: MemoryLimitStore,
+    takes: Arc<AtomicU64>,
+    adds: Arc<AtomicU64>,
+}
+
+impl LimitStore for Counting {
+    fn take_all<'a>(&'a self, takes: &'a [Take], now: u64) -> LimitFuture<'a, Admission> {
+        self.takes.fetch_add(1, Ordering::SeqCst);
+        self.store.take_all(takes, now)
+    }
+    fn add_all<'a>(&'a self, adds: &'a [Add], now: u64) -> LimitFuture<'a, Vec<u64>> {
+        self.adds.fetch_add(1, Ordering::SeqCst);
+        self.store.add_all(adds, now)
+    }
+}
+
+#[tokio::test]
+async fn a_request_under_all_three_limits_is_one_step_in_and_one_step_settled() {
+    let store = Counting::default();
+    let price = Price {
+        input: 1.0,
+        cached_input: None,
+        output: 1.0,
+    };
+    let layer = LimitLayer::new()
+        .store(store.clone())
+        .clock(|| 0)
+        .price(Some(price))
+        .key(
+            "alice",
+            KeyLimits::new()
+                .requests_per_minute(2)
+                .tokens_per_minute(1_000)
+                .budget(1.0, Period::Total),
+        );
+    let service = layer.layer(model(2, 10, 5));
+    let steps = || {
+        (
+            store.takes.load(Ordering::SeqCst),
+            store.adds.load(Ordering::SeqCst),
+        )
+    };
+    run(&service, request("alice", 100)).await.unwrap();
+    assert_eq!(steps(), (1, 1));
+    assert_eq!(count(&store.store, "tpm:alice:0").await, 15);
+    run(&service, request("alice", 100)).await.unwrap();
+    assert_eq!(steps(), (2, 2));
+    // A refusal is one step, with nothing to settle.
+    run(&service, request("alice", 100)).await.unwrap_err();
+    assert_eq!(steps(), (3, 2));
+    // A caller without limits costs no step.
+    run(&layer.layer(model(1, 1, 1)), request("bob", 10))
+        .await
+        .unwrap();
+    assert_eq!(steps(), (3, 2));
+}
+
+#[tokio::test]
+async fn a_limit_of_zero_refuses_every_request() {
+    let zero = [
+        KeyLimits::new().requests_per_minute(0),
+        KeyLimits::new().tokens_per_minute(0),
+        KeyLimits::new().budget(0.0, Period::Total),
+    ];
+    for limits in zero {
+        let layer = LimitLayer::new().clock(|| 0).key("alice", limits.clone());
+        let refused = run(&layer.layer(model(1, 1, 1)), request("alice", 0))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.http_status(), 429, "{limits:?}");
+    }
 }
