@@ -440,10 +440,11 @@ impl Limit {
 const MINUTE: u64 = 60_000;
 
 /// The counter of `what` (`rpm`, `tpm`, `spend`) for the key `name` in
-/// `window`.
+/// `window`. The name is a hash tag (`{alice}`): a Redis Cluster keeps every
+/// counter of one key in one slot, so that one script may take from them all.
 fn counter(what: &str, name: &str, window: Window) -> Counter {
     Counter {
-        key: format!("{what}:{name}:{}", window.start),
+        key: format!("{what}:{{{name}}}:{}", window.start),
         expires_at: window.end,
     }
 }

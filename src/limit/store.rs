@@ -14,7 +14,8 @@ use crate::Error;
 pub type LimitFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, Error>> + Send + 'a>>;
 
 /// One counter of a store: its key (the caller, what it counts and its
-/// window, such as `rpm:alice:1739188800000`) and when the store may forget
+/// window, such as `rpm:{alice}:1739188800000`: the key's name a Redis
+/// hash tag, so that a cluster keeps one key's counters in one slot) and when the store may forget
 /// it (Unix milliseconds; never when `None`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Counter {

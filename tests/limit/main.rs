@@ -130,7 +130,7 @@ async fn tokens_are_reserved_on_admission_and_settled_with_the_usage() {
     // Each reply uses 100 tokens; each request reserves 400 (+ its input / 4).
     let service = layer.layer(model(10, 60, 40));
     run(&service, request("alice", 400)).await.unwrap();
-    assert_eq!(count(&store, "tpm:alice:0").await, 100, "settled");
+    assert_eq!(count(&store, "tpm:{alice}:0").await, 100, "settled");
     // Two replies held open reserve 2 × ~400: a third does not fit in the 1000.
     let first = service
         .clone()
@@ -142,7 +142,7 @@ async fn tokens_are_reserved_on_admission_and_settled_with_the_usage() {
         .oneshot(request("alice", 400))
         .await
         .unwrap();
-    let reserved = count(&store, "tpm:alice:0").await;
+    let reserved = count(&store, "tpm:{alice}:0").await;
     assert!(reserved > 900, "{reserved} reserved");
     let refused = run(&service, request("alice", 400)).await.unwrap_err();
     assert_eq!(refused.http_status(), 429);
@@ -152,7 +152,7 @@ async fn tokens_are_reserved_on_admission_and_settled_with_the_usage() {
     );
     first.collect().await.unwrap();
     second.collect().await.unwrap();
-    assert_eq!(count(&store, "tpm:alice:0").await, 300, "all settled");
+    assert_eq!(count(&store, "tpm:{alice}:0").await, 300, "all settled");
     run(&service, request("alice", 400)).await.unwrap();
     // A request larger than the whole limit passes alone in an empty minute.
     clock.set(60_000);
@@ -171,7 +171,7 @@ async fn a_failed_call_gives_its_reservation_back() {
     });
     let service = layer.layer(failing);
     assert!(service.oneshot(request("alice", 500)).await.is_err());
-    assert_eq!(count(&store, "tpm:alice:0").await, 0);
+    assert_eq!(count(&store, "tpm:{alice}:0").await, 0);
 }
 
 #[tokio::test]
@@ -255,12 +255,12 @@ async fn a_request_refused_by_one_limit_takes_nothing_from_the_others() {
         );
     }
     assert_eq!(
-        count(&store, "rpm:alice:0").await,
+        count(&store, "rpm:{alice}:0").await,
         1,
         "no refusal took a request"
     );
     open.collect().await.unwrap();
-    assert_eq!(count(&store, "tpm:alice:0").await, 200, "settled");
+    assert_eq!(count(&store, "tpm:{alice}:0").await, 200, "settled");
     // The two requests left in the minute are there to be had.
     run(&service, request("alice", 100)).await.unwrap();
     run(&service, request("alice", 100)).await.unwrap();
@@ -318,7 +318,7 @@ async fn a_request_under_all_three_limits_is_one_step_in_and_one_step_settled() 
     };
     run(&service, request("alice", 100)).await.unwrap();
     assert_eq!(steps(), (1, 1));
-    assert_eq!(count(&store.store, "tpm:alice:0").await, 15);
+    assert_eq!(count(&store.store, "tpm:{alice}:0").await, 15);
     run(&service, request("alice", 100)).await.unwrap();
     assert_eq!(steps(), (2, 2));
     // A refusal is one step, with nothing to settle.
