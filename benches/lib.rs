@@ -1,5 +1,6 @@
 //! lmstack's benchmarks live in the `benches` of this crate (`parser.rs`,
-//! `dialects.rs`, `sse.rs`); run them with `cargo bench -p lmstack-benches`.
+//! `dialects.rs`, `sse.rs`, `translate.rs`); run them with `cargo bench -p
+//! lmstack-benches`.
 //! This library holds what the parser benchmarks share: the tools, and the
 //! drivers that stream pieces through lmstack's parser and through a peer.
 

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use super::error::{TransportError, TransportErrorKind};
 use super::redact::Secrets;
-use super::sse::{SseDecoder, SseEvent};
+use super::sse::{EachEvent, SseDecoder, SseEvent};
 use crate::Error;
 use crate::message::Event;
 use crate::service::{Machine, Output, OutputCheck};
@@ -58,8 +58,9 @@ pub trait Lift: Send + 'static {
         })
     }
 
-    /// One event of a streamed response.
-    fn event(&mut self, event: SseEvent, out: &mut Output) -> Result<(), Error>;
+    /// One event of a streamed response, lent by the framing (which reuses
+    /// its buffers for the next one).
+    fn event(&mut self, event: &SseEvent, out: &mut Output) -> Result<(), Error>;
 
     /// A whole non-streaming body.
     fn body(&mut self, body: &[u8], out: &mut Output) -> Result<(), Error>;
@@ -73,24 +74,28 @@ pub trait Lift: Send + 'static {
 /// (an [`SseEvent`]): SSE for the wires so far; another framing, such as AWS's
 /// binary event stream (each message's `:event-type` header and its JSON
 /// payload), is one implementation that a wire's [`Lift::frames`] returns.
+///
+/// Each event is lent to `each` as soon as it is complete, so that a framing
+/// can build the next one in the same buffers; the first error `each`
+/// returns stops the framing and is returned.
 pub trait Frames: fmt::Debug + Send + 'static {
-    /// Frames `bytes`, the next piece of the body, handing out each complete
-    /// event.
-    fn push(&mut self, bytes: &[u8], events: &mut Output<SseEvent>) -> Result<(), Error>;
-    /// The body ended: hands out what is held; a cut frame is an error.
-    fn finish(&mut self, events: &mut Output<SseEvent>) -> Result<(), Error>;
+    /// Frames `bytes`, the next piece of the body, lending each complete
+    /// event to `each`.
+    fn push(&mut self, bytes: &[u8], each: &mut EachEvent<'_>) -> Result<(), Error>;
+    /// The body ended: lends what is held; a cut frame is an error.
+    fn finish(&mut self, each: &mut EachEvent<'_>) -> Result<(), Error>;
     /// Sets the largest event; past it, framing fails with
     /// [`Error::LimitExceeded`].
     fn set_max_event_bytes(&mut self, limit: usize);
 }
 
 impl Frames for SseDecoder {
-    fn push(&mut self, bytes: &[u8], events: &mut Output<SseEvent>) -> Result<(), Error> {
-        SseDecoder::push(self, bytes, events)
+    fn push(&mut self, bytes: &[u8], each: &mut EachEvent<'_>) -> Result<(), Error> {
+        self.push_each(bytes, each)
     }
 
-    fn finish(&mut self, events: &mut Output<SseEvent>) -> Result<(), Error> {
-        SseDecoder::finish(self, events)
+    fn finish(&mut self, each: &mut EachEvent<'_>) -> Result<(), Error> {
+        self.finish_each(each)
     }
 
     fn set_max_event_bytes(&mut self, limit: usize) {
@@ -131,12 +136,38 @@ pub fn parse<'a, T: Deserialize<'a>>(
     what: impl fmt::Display,
     expected: &str,
 ) -> Result<T, Error> {
-    serde_json::from_slice(data).map_err(|error| {
-        malformed(
-            provider,
-            format!("{what} is not {expected} ({error}): {}", excerpt(data)),
-        )
-    })
+    serde_json::from_slice(data).map_err(|error| not_read(provider, data, what, expected, &error))
+}
+
+/// [`parse`] for text (an SSE event's data): the same reading and errors,
+/// without checking again that the text is UTF-8.
+///
+/// ```
+/// use lmstack::provider::body::parse_text;
+/// assert_eq!(parse_text::<u32>("openai", "7", "chunk 1", "a number").unwrap(), 7);
+/// ```
+pub fn parse_text<'a, T: Deserialize<'a>>(
+    provider: &'static str,
+    data: &'a str,
+    what: impl fmt::Display,
+    expected: &str,
+) -> Result<T, Error> {
+    serde_json::from_str(data)
+        .map_err(|error| not_read(provider, data.as_bytes(), what, expected, &error))
+}
+
+/// The error of a piece `data` that [`parse`] could not read.
+fn not_read(
+    provider: &'static str,
+    data: &[u8],
+    what: impl fmt::Display,
+    expected: &str,
+    error: &serde_json::Error,
+) -> Error {
+    malformed(
+        provider,
+        format!("{what} is not {expected} ({error}): {}", excerpt(data)),
+    )
 }
 
 /// A response that breaks its wire's rules:
@@ -178,14 +209,20 @@ pub fn truncated(provider: &'static str, message: impl Into<String>) -> Error {
 pub struct BodyDecoder<L> {
     framing: Framing,
     lifter: L,
-    events: Output<SseEvent>,
     /// The bytes taken so far, of any framing.
     read: usize,
     max_body_bytes: usize,
+    counted: Counted,
+    secrets: Secrets,
+}
+
+/// What a [`BodyDecoder`] holds the lifted events to: the tool-call limit and
+/// the request's response format.
+#[derive(Debug)]
+struct Counted {
     /// How many tool calls the lifted events have started so far.
     calls: usize,
     max_tool_calls: usize,
-    secrets: Secrets,
     /// The check of the reply against the request's response format.
     check: Option<OutputCheck>,
 }
@@ -251,7 +288,7 @@ impl<L: Lift> BodyDecoder<L> {
     /// by default; at most `u32::MAX`, the event model's numbering): one more
     /// is [`Error::ToolCallLimit`].
     pub fn with_max_tool_calls(mut self, limit: usize) -> Self {
-        self.max_tool_calls = limit.min(u32::MAX as usize);
+        self.counted.max_tool_calls = limit.min(u32::MAX as usize);
         self
     }
 
@@ -268,7 +305,7 @@ impl<L: Lift> BodyDecoder<L> {
     /// that does not match it ends the reply with [`Error::InvalidOutput`]
     /// (after every event, so the caller sees what the model wrote).
     pub(crate) fn with_output_check(mut self, check: Option<OutputCheck>) -> Self {
-        self.check = check;
+        self.counted.check = check;
         self
     }
 
@@ -276,13 +313,14 @@ impl<L: Lift> BodyDecoder<L> {
         BodyDecoder {
             framing,
             lifter,
-            events: Output::new(),
             read: 0,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-            calls: 0,
-            max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
+            counted: Counted {
+                calls: 0,
+                max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
+                check: None,
+            },
             secrets: Secrets::new(),
-            check: None,
         }
     }
 
@@ -296,50 +334,57 @@ impl<L: Lift> BodyDecoder<L> {
                 limit: self.max_body_bytes,
             });
         }
+        let (lifter, counted) = (&mut self.lifter, &mut self.counted);
         match &mut self.framing {
-            Framing::Stream(frames) => frames.push(&bytes, &mut self.events)?,
-            Framing::Json(body) => body.extend_from_slice(&bytes),
+            Framing::Stream(frames) => frames.push(&bytes, &mut lift_each(lifter, counted, out)),
+            Framing::Json(body) => {
+                body.extend_from_slice(&bytes);
+                Ok(())
+            }
         }
-        self.lift_events(out)
     }
 
     /// [`Machine::finish`], before its errors are scrubbed.
     fn end(&mut self, out: &mut Output) -> Result<(), Error> {
+        let (lifter, counted) = (&mut self.lifter, &mut self.counted);
         match &mut self.framing {
-            Framing::Stream(frames) => {
-                frames.finish(&mut self.events)?;
-                self.lift_events(out)?;
-            }
+            Framing::Stream(frames) => frames.finish(&mut lift_each(lifter, counted, out))?,
             Framing::Json(body) => {
                 let body = std::mem::take(body);
                 let start = out.len();
-                let lifted = self.lifter.body(&body, out);
-                self.count_calls(out, start, lifted)?;
+                let lifted = lifter.body(&body, out);
+                counted.count::<L>(out, start, lifted)?;
             }
         }
         let start = out.len();
         let lifted = self.lifter.finish(out);
-        self.count_calls(out, start, lifted)?;
-        match &mut self.check {
+        self.counted.count::<L>(out, start, lifted)?;
+        match &mut self.counted.check {
             Some(check) => check.verdict(L::PROVIDER).map(drop),
             None => Ok(()),
         }
     }
+}
 
-    fn lift_events(&mut self, out: &mut Output) -> Result<(), Error> {
-        while let Some(event) = self.events.pop() {
-            let start = out.len();
-            let lifted = self.lifter.event(event, out);
-            self.count_calls(out, start, lifted)?;
-        }
-        Ok(())
+/// Lifts each event a framing lends, and counts what it gives.
+fn lift_each<'a, L: Lift>(
+    lifter: &'a mut L,
+    counted: &'a mut Counted,
+    out: &'a mut Output,
+) -> impl FnMut(&SseEvent) -> Result<(), Error> + 'a {
+    move |event| {
+        let start = out.len();
+        let lifted = lifter.event(event, out);
+        counted.count::<L>(out, start, lifted)
     }
+}
 
+impl Counted {
     /// Counts the calls started by the events the lifter put in `out` from
     /// `start` on (a lifter numbers its calls 0, 1, … in the order they
     /// start); the first event past the limit, and those after it, are taken
     /// back and the limit is the error. Else the lifter's own outcome.
-    fn count_calls(
+    fn count<L: Lift>(
         &mut self,
         out: &mut Output,
         start: usize,
@@ -422,7 +467,7 @@ mod tests {
     }
 
     impl Frames for LengthPrefixed {
-        fn push(&mut self, bytes: &[u8], events: &mut Output<SseEvent>) -> Result<(), Error> {
+        fn push(&mut self, bytes: &[u8], each: &mut EachEvent<'_>) -> Result<(), Error> {
             self.held.extend_from_slice(bytes);
             while let Some(&len) = self.held.first() {
                 let len = usize::from(len);
@@ -437,16 +482,16 @@ mod tests {
                     break;
                 }
                 let frame: Vec<u8> = self.held.drain(..=len).skip(1).collect();
-                events.push(SseEvent {
+                each(&SseEvent {
                     event: None,
                     data: String::from_utf8_lossy(&frame).into_owned(),
                     ..SseEvent::default()
-                });
+                })?;
             }
             Ok(())
         }
 
-        fn finish(&mut self, _events: &mut Output<SseEvent>) -> Result<(), Error> {
+        fn finish(&mut self, _each: &mut EachEvent<'_>) -> Result<(), Error> {
             match self.held.is_empty() {
                 true => Ok(()),
                 false => Err(truncated("test", "a frame was cut")),
@@ -469,8 +514,8 @@ mod tests {
             Box::new(LengthPrefixed::default())
         }
 
-        fn event(&mut self, event: SseEvent, out: &mut Output) -> Result<(), Error> {
-            out.push(Event::text(event.data));
+        fn event(&mut self, event: &SseEvent, out: &mut Output) -> Result<(), Error> {
+            out.push(Event::text(event.data.as_str()));
             Ok(())
         }
 

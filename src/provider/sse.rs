@@ -57,15 +57,20 @@ pub const STRAY_EVENT: &str = "lmstack.stray-lines";
 pub const DEFAULT_MAX_EVENT_BYTES: usize = 16 << 20;
 
 /// The decoder. See the [module docs](self).
+///
+/// [`push`](Self::push) hands out each event as a value of its own;
+/// [`push_each`](Self::push_each) lends each to a function instead, so that
+/// a reader that only looks at them (a provider's lifting) costs no
+/// allocation per event: the decoder reuses its buffers.
 #[derive(Debug)]
 pub struct SseDecoder {
     /// The start of a line whose end has not arrived yet.
     line: Vec<u8>,
-    /// The event being built.
-    data: String,
+    /// The event being built: its data, its name, the last id.
+    frame: SseEvent,
     has_data: bool,
-    event: Option<String>,
-    last_id: Option<String>,
+    /// The buffer of the last event's name, for the next one.
+    spare_name: String,
     retry: Option<Duration>,
     /// The last chunk ended with CR: a LF at the start of the next one belongs to it.
     after_cr: bool,
@@ -75,6 +80,10 @@ pub struct SseDecoder {
     /// Lines that are not SSE fields, when they are kept.
     stray: Option<String>,
 }
+
+/// What [`SseDecoder::push_each`] lends each event to: a reader of the event,
+/// which may stop the decoding with an error.
+pub type EachEvent<'a> = dyn FnMut(&SseEvent) -> Result<(), Error> + 'a;
 
 impl Default for SseDecoder {
     fn default() -> Self {
@@ -90,10 +99,9 @@ impl SseDecoder {
     pub fn new() -> Self {
         SseDecoder {
             line: Vec::new(),
-            data: String::new(),
+            frame: SseEvent::default(),
             has_data: false,
-            event: None,
-            last_id: None,
+            spare_name: String::new(),
             retry: None,
             after_cr: false,
             at_start: true,
@@ -123,7 +131,30 @@ impl SseDecoder {
     }
 
     /// Decodes `chunk` and appends the events it completes to `out`.
-    pub fn push(&mut self, mut chunk: &[u8], out: &mut Output<SseEvent>) -> Result<(), Error> {
+    pub fn push(&mut self, chunk: &[u8], out: &mut Output<SseEvent>) -> Result<(), Error> {
+        self.push_each(chunk, &mut |event| {
+            out.push(event.clone());
+            Ok(())
+        })
+    }
+
+    /// Decodes `chunk` and lends each event it completes to `each`, in
+    /// order; the first error `each` returns stops decoding and is returned.
+    ///
+    /// ```
+    /// use lmstack::provider::sse::SseDecoder;
+    ///
+    /// let mut decoder = SseDecoder::new();
+    /// let mut seen = Vec::new();
+    /// let mut each = |event: &lmstack::provider::sse::SseEvent| {
+    ///     seen.push(event.data.len());
+    ///     Ok(())
+    /// };
+    /// decoder.push_each(b"data: abc\n\ndata: de", &mut each).unwrap();
+    /// decoder.finish_each(&mut each).unwrap();
+    /// assert_eq!(seen, [3, 2]);
+    /// ```
+    pub fn push_each(&mut self, mut chunk: &[u8], each: &mut EachEvent<'_>) -> Result<(), Error> {
         if self.at_start {
             // The byte-order mark may itself arrive cut into pieces.
             let seen = self.line.len();
@@ -139,7 +170,7 @@ impl SseDecoder {
                 // Not a byte-order mark: what was held is ordinary text.
                 let held = std::mem::take(&mut self.line);
                 self.at_start = false;
-                self.push(&held, out)?;
+                self.push_each(&held, each)?;
             }
             self.at_start = false;
         }
@@ -151,12 +182,12 @@ impl SseDecoder {
         }
         while let Some(end) = line_end(chunk) {
             if self.line.is_empty() {
-                self.line_complete(&chunk[..end], out)?;
+                self.line_complete(&chunk[..end], each)?;
             } else {
                 self.check_limit(self.line.len() + end)?;
                 self.line.extend_from_slice(&chunk[..end]);
                 let line = std::mem::take(&mut self.line);
-                self.line_complete(&line, out)?;
+                self.line_complete(&line, each)?;
                 self.line = line;
                 self.line.clear();
             }
@@ -179,22 +210,30 @@ impl SseDecoder {
 
     /// Ends the input: delivers the last event even when its blank line is missing.
     pub fn finish(&mut self, out: &mut Output<SseEvent>) -> Result<(), Error> {
+        self.finish_each(&mut |event| {
+            out.push(event.clone());
+            Ok(())
+        })
+    }
+
+    /// Ends the input as [`finish`](Self::finish) does, lending the last
+    /// events to `each` as [`push_each`](Self::push_each) does.
+    pub fn finish_each(&mut self, each: &mut EachEvent<'_>) -> Result<(), Error> {
         if self.at_start && !self.line.is_empty() && BOM.starts_with(&self.line) {
             // Only part of a byte-order mark arrived: it is text after all.
             let held = std::mem::take(&mut self.line);
             self.at_start = false;
-            self.push(&held, out)?;
+            self.push_each(&held, each)?;
         }
         if !self.line.is_empty() {
             let line = std::mem::take(&mut self.line);
-            self.line_complete(&line, out)?;
+            self.line_complete(&line, each)?;
         }
-        self.dispatch(out);
-        Ok(())
+        self.dispatch(each)
     }
 
     fn check_limit(&self, line_bytes: usize) -> Result<(), Error> {
-        if line_bytes + self.data.len() > self.max_event_bytes {
+        if line_bytes + self.frame.data.len() > self.max_event_bytes {
             return Err(Error::LimitExceeded {
                 stage: STAGE,
                 what: "one event",
@@ -204,10 +243,9 @@ impl SseDecoder {
         Ok(())
     }
 
-    fn line_complete(&mut self, line: &[u8], out: &mut Output<SseEvent>) -> Result<(), Error> {
+    fn line_complete(&mut self, line: &[u8], each: &mut EachEvent<'_>) -> Result<(), Error> {
         if line.is_empty() {
-            self.dispatch(out);
-            return Ok(());
+            return self.dispatch(each);
         }
         if line[0] == b':' {
             return Ok(()); // a comment
@@ -222,19 +260,24 @@ impl SseDecoder {
         match name {
             b"data" => {
                 self.check_limit(value.len() + 1)?;
+                let data = &mut self.frame.data;
                 if self.has_data {
-                    self.data.push('\n');
+                    data.push('\n');
                 }
-                // Valid UTF-8 (nearly always) is checked the fast way.
-                match std::str::from_utf8(value) {
-                    Ok(text) => self.data.push_str(text),
-                    Err(_) => self.data.push_str(&String::from_utf8_lossy(value)),
-                }
+                push_lossy(data, value);
                 self.has_data = true;
             }
-            b"event" => self.event = Some(String::from_utf8_lossy(value).into_owned()),
+            b"event" => {
+                let mut name = match self.frame.event.take() {
+                    Some(name) => name,
+                    None => std::mem::take(&mut self.spare_name),
+                };
+                name.clear();
+                push_lossy(&mut name, value);
+                self.frame.event = Some(name);
+            }
             b"id" if !value.contains(&0) => {
-                self.last_id = Some(String::from_utf8_lossy(value).into_owned());
+                self.frame.id = Some(String::from_utf8_lossy(value).into_owned());
             }
             b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
                 if let Ok(millis) = std::str::from_utf8(value).unwrap_or("").parse() {
@@ -259,25 +302,42 @@ impl SseDecoder {
         Ok(())
     }
 
-    fn dispatch(&mut self, out: &mut Output<SseEvent>) {
+    /// Ends the event being built: lends it to `each` when it has data, and
+    /// starts the next one in the same buffers.
+    fn dispatch(&mut self, each: &mut EachEvent<'_>) -> Result<(), Error> {
         if let Some(stray) = self.stray.as_mut().filter(|stray| !stray.is_empty()) {
-            out.push(SseEvent {
+            each(&SseEvent {
                 event: Some(STRAY_EVENT.into()),
                 data: std::mem::take(stray),
-                id: self.last_id.clone(),
-            });
+                id: self.frame.id.clone(),
+            })?;
         }
-        let event = self.event.take().filter(|name| !name.is_empty());
-        if !std::mem::take(&mut self.has_data) {
-            return;
+        if self.frame.event.as_ref().is_some_and(String::is_empty) {
+            self.end_name();
         }
-        // The next event is likely as long as this one: one allocation, no regrowth.
-        let capacity = self.data.len();
-        out.push(SseEvent {
-            event,
-            data: std::mem::replace(&mut self.data, String::with_capacity(capacity)),
-            id: self.last_id.clone(),
-        });
+        let lent = match std::mem::take(&mut self.has_data) {
+            true => each(&self.frame),
+            false => Ok(()),
+        };
+        self.frame.data.clear();
+        self.end_name();
+        lent
+    }
+
+    /// Drops the event's name, keeping its buffer for the next one.
+    fn end_name(&mut self) {
+        if let Some(name) = self.frame.event.take() {
+            self.spare_name = name;
+        }
+    }
+}
+
+/// Appends `bytes` to `text`, invalid UTF-8 replaced (valid UTF-8, nearly
+/// always, is checked the fast way).
+fn push_lossy(text: &mut String, bytes: &[u8]) {
+    match std::str::from_utf8(bytes) {
+        Ok(valid) => text.push_str(valid),
+        Err(_) => text.push_str(&String::from_utf8_lossy(bytes)),
     }
 }
 
@@ -309,14 +369,7 @@ fn line_end(bytes: &[u8]) -> Option<usize> {
 /// );
 /// ```
 pub fn encode_event(out: &mut Vec<u8>, event: Option<&str>, data: &str) {
-    if let Some(name) = event {
-        out.extend_from_slice(b"event: ");
-        out.extend(
-            name.bytes()
-                .map(|b| if b == b'\n' || b == b'\r' { b' ' } else { b }),
-        );
-        out.push(b'\n');
-    }
+    write_name(out, event);
     let mut rest = data;
     loop {
         out.extend_from_slice(b"data: ");
@@ -332,6 +385,111 @@ pub fn encode_event(out: &mut Vec<u8>, event: Option<&str>, data: &str) {
                 out.extend_from_slice(b"\n\n");
                 return;
             }
+        }
+    }
+}
+
+/// The `event:` line of a named event, its line breaks written as spaces.
+fn write_name(out: &mut Vec<u8>, event: Option<&str>) {
+    let Some(name) = event else { return };
+    out.extend_from_slice(b"event: ");
+    let start = out.len();
+    out.extend_from_slice(name.as_bytes());
+    for byte in &mut out[start..] {
+        if *byte == b'\n' || *byte == b'\r' {
+            *byte = b' ';
+        }
+    }
+    out.push(b'\n');
+}
+
+#[cfg(feature = "http")]
+pub use writer::SseWriter;
+
+#[cfg(feature = "http")]
+mod writer {
+    use bytes::{Bytes, BytesMut};
+    use serde::Serialize;
+
+    use super::{encode_event, write_name};
+
+    /// The room a writer's buffer starts with, and takes again when a
+    /// frame does not fit: a stream's frames share it, and once the
+    /// frames handed out are dropped, the next ones reuse it.
+    const BUFFER_BYTES: usize = 4 << 10;
+
+    /// SSE frames written into buffers reused from frame to frame, for a
+    /// reply encoder: [`event`](Self::event) and [`json`](Self::json) write
+    /// frames, [`take`](Self::take) hands out those written since the last
+    /// take, as one [`Bytes`] cut from a shared buffer. Once the frames
+    /// handed out are dropped (written to the client), their room is written
+    /// again: a stream costs no allocation per frame.
+    ///
+    /// ```
+    /// use lmstack::provider::sse::SseWriter;
+    ///
+    /// let mut writer = SseWriter::new();
+    /// writer.json(Some("ping"), &serde_json::json!({"type": "ping"}));
+    /// writer.event(None, "[DONE]");
+    /// let frames = writer.take().unwrap();
+    /// assert_eq!(&frames[..], b"event: ping\ndata: {\"type\":\"ping\"}\n\ndata: [DONE]\n\n");
+    /// assert_eq!(writer.take(), None);
+    /// ```
+    #[derive(Debug, Default)]
+    pub struct SseWriter {
+        /// The frames written since the last take (and the room after them).
+        buffer: BytesMut,
+        /// The frame being written: a plain `Vec`, the fastest to write JSON
+        /// into piece by piece.
+        frame: Vec<u8>,
+    }
+
+    impl SseWriter {
+        /// A writer with nothing written (and no buffer yet).
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Writes an event as [`encode_event`] does.
+        pub fn event(&mut self, event: Option<&str>, data: &str) {
+            self.frame.clear();
+            encode_event(&mut self.frame, event, data);
+            self.keep_frame();
+        }
+
+        /// Writes an event whose data is `value` as compact JSON: one `data:`
+        /// line (compact JSON holds no line break; one in a string is
+        /// escaped). A value that cannot be written (a map with keys that are
+        /// not strings) leaves the data empty.
+        pub fn json(&mut self, event: Option<&str>, value: &impl Serialize) {
+            self.frame.clear();
+            write_name(&mut self.frame, event);
+            self.frame.extend_from_slice(b"data: ");
+            let start = self.frame.len();
+            if serde_json::to_writer(&mut self.frame, value).is_err() {
+                self.frame.truncate(start);
+            }
+            self.frame.extend_from_slice(b"\n\n");
+            self.keep_frame();
+        }
+
+        /// Whether no frame was written since the last take.
+        pub fn is_empty(&self) -> bool {
+            self.buffer.is_empty()
+        }
+
+        /// The frames written since the last take, if any.
+        pub fn take(&mut self) -> Option<Bytes> {
+            (!self.buffer.is_empty()).then(|| self.buffer.split().freeze())
+        }
+
+        /// Moves the frame written into the buffer: into its own room,
+        /// reclaimed once the frames cut from it are dropped, or a new one.
+        fn keep_frame(&mut self) {
+            if self.buffer.capacity() - self.buffer.len() < self.frame.len() {
+                self.buffer.reserve(self.frame.len().max(BUFFER_BYTES));
+            }
+            self.buffer.extend_from_slice(&self.frame);
         }
     }
 }

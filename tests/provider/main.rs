@@ -47,6 +47,8 @@ mod openai_chat {
     mod serve;
 }
 
+#[cfg(all(feature = "openai", feature = "anthropic"))]
+mod allocations;
 #[cfg(feature = "http")]
 mod citations;
 #[cfg(feature = "openai")]

@@ -16,7 +16,7 @@ use super::types::{
 };
 use crate::message::{Citation, Event, FinishReason, Joiner, Message, Role, ToolCallDelta, Usage};
 use crate::provider::EncodeReply;
-use crate::provider::sse::encode_event;
+use crate::provider::sse::SseWriter;
 use crate::provider::wire_extra;
 use crate::service::Output;
 use crate::{ContentBlock, Error};
@@ -176,7 +176,7 @@ pub struct ReplyEncoder {
 #[derive(Debug)]
 enum Sink {
     /// SSE frames, gathered for one push.
-    Sse(Vec<u8>),
+    Sse(SseWriter),
     /// The whole message, and the open call's input text.
     Whole(Box<Response>, String),
 }
@@ -212,7 +212,7 @@ impl ReplyEncoder {
     /// ```
     pub fn new(id: impl Into<String>, model: impl Into<String>, stream: bool) -> Self {
         let sink = if stream {
-            Sink::Sse(Vec::new())
+            Sink::Sse(SseWriter::new())
         } else {
             Sink::Whole(Box::new(Response::new("", "")), String::new())
         };
@@ -275,7 +275,7 @@ impl ReplyEncoder {
     /// Writes one wire event: an SSE frame, or a change to the whole message.
     fn emit(&mut self, event: StreamEvent) {
         match &mut self.sink {
-            Sink::Sse(frames) => encode_event(frames, Some(event.name()), &json(&event)),
+            Sink::Sse(frames) => frames.json(Some(event.name()), &event),
             Sink::Whole(message, input) => fold(message, input, event),
         }
     }
@@ -283,9 +283,9 @@ impl ReplyEncoder {
     /// Hands out the frames gathered (streaming mode).
     fn flush(&mut self, out: &mut Output<Bytes>) {
         if let Sink::Sse(frames) = &mut self.sink
-            && !frames.is_empty()
+            && let Some(frames) = frames.take()
         {
-            out.push(Bytes::from(mem::take(frames)));
+            out.push(frames);
         }
     }
 
@@ -622,7 +622,7 @@ impl EncodeReply for ReplyEncoder {
         match &mut self.sink {
             Sink::Sse(frames) => {
                 let event = StreamEvent::Error { error: body.error };
-                encode_event(frames, Some(event.name()), &json(&event));
+                frames.json(Some(event.name()), &event);
             }
             Sink::Whole(..) => out.push(Bytes::from(json(&body))),
         }

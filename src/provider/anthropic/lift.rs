@@ -572,7 +572,7 @@ impl Lifter {
 impl Lift for Lifter {
     const PROVIDER: &'static str = PROVIDER;
 
-    fn event(&mut self, event: SseEvent, out: &mut Output) -> Result<(), Error> {
+    fn event(&mut self, event: &SseEvent, out: &mut Output) -> Result<(), Error> {
         let from = out.len();
         let lifted = self.push_event(event.data.as_bytes(), out);
         let kept = self.order.keep_on_error(lifted, out);

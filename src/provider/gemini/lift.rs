@@ -278,7 +278,7 @@ impl Lift for Lifter {
 
     /// Lifts one event; text outside the event grammar is an error object
     /// appended to the stream (a provider error), or else malformed.
-    fn event(&mut self, event: SseEvent, out: &mut Output) -> Result<(), Error> {
+    fn event(&mut self, event: &SseEvent, out: &mut Output) -> Result<(), Error> {
         if event.event.as_deref() == Some(STRAY_EVENT) {
             let error = serde_json::from_str::<Value>(&event.data)
                 .ok()
@@ -446,7 +446,7 @@ mod tests {
         for response in responses {
             let data = response.to_string();
             lifter.event(
-                SseEvent {
+                &SseEvent {
                     data,
                     ..SseEvent::default()
                 },

@@ -19,7 +19,7 @@ use super::types::{
 use crate::message::{Metadata, Usage};
 use crate::provider::EncodeReply;
 use crate::provider::openai_shared;
-use crate::provider::sse::encode_event;
+use crate::provider::sse::SseWriter;
 use crate::provider::wire_extra;
 use crate::service::Output;
 use crate::{ChatRequest, ContentBlock, Error, Event, FinishReason, Message, Role, ToolCallDelta};
@@ -122,6 +122,8 @@ pub struct ReplyEncoder {
     finish_reason: Option<FinishReason>,
     ended: bool,
     status: u16,
+    /// Streaming: where the frames are written.
+    frames: SseWriter,
 }
 
 /// The call whose fragments are arriving.
@@ -154,6 +156,7 @@ impl ReplyEncoder {
             finish_reason: None,
             ended: false,
             status: 200,
+            frames: SseWriter::new(),
         }
     }
 
@@ -383,7 +386,7 @@ impl ReplyEncoder {
     }
 
     fn chunk(
-        &self,
+        &mut self,
         choices: &[ChunkChoice],
         usage: Option<&CompletionUsage>,
         out: &mut Output<Bytes>,
@@ -396,7 +399,15 @@ impl ReplyEncoder {
             choices,
             usage,
         };
-        frame(&chunk, out);
+        self.frames.json(None, &chunk);
+        self.flush(out);
+    }
+
+    /// Hands out the frames written (streaming).
+    fn flush(&mut self, out: &mut Output<Bytes>) {
+        if let Some(frames) = self.frames.take() {
+            out.push(frames);
+        }
     }
 
     /// The wire's finish reason.
@@ -454,21 +465,6 @@ fn chunk_choice(delta: ChatMessage, finish_reason: Option<String>) -> ChunkChoic
         finish_reason,
         logprobs: None,
     }
-}
-
-/// Writes `value` as one SSE frame.
-fn frame(value: &impl Serialize, out: &mut Output<Bytes>) {
-    // Written in place, in one buffer: compact JSON holds no line break (one in
-    // a string is escaped), so it is one `data:` line, as `encode_event` would
-    // write it. The wire structs hold strings, numbers and JSON values only:
-    // writing them cannot fail (if it did, the frame would be empty).
-    let mut frame = Vec::with_capacity(256);
-    frame.extend_from_slice(b"data: ");
-    if serde_json::to_writer(&mut frame, value).is_err() {
-        frame.truncate(b"data: ".len());
-    }
-    frame.extend_from_slice(b"\n\n");
-    out.push(frame.into());
 }
 
 /// Folds a delta into the message being built (non-streaming mode): text is
@@ -538,9 +534,8 @@ impl EncodeReply for ReplyEncoder {
         let (status, body) = error_body(error);
         self.status = status;
         if self.stream {
-            let mut frame = Vec::new();
-            encode_event(&mut frame, None, &body.to_string());
-            out.push(frame.into());
+            self.frames.json(None, &body);
+            self.flush(out);
         } else {
             out.push(body.to_string().into_bytes().into());
         }
@@ -562,9 +557,8 @@ impl EncodeReply for ReplyEncoder {
             if let Some(usage) = usage.filter(|_| self.include_usage) {
                 self.chunk(&[], Some(&usage), out);
             }
-            let mut done = Vec::new();
-            encode_event(&mut done, None, "[DONE]");
-            out.push(done.into());
+            self.frames.event(None, "[DONE]");
+            self.flush(out);
         } else {
             let mut message = std::mem::take(&mut self.message);
             message.role = Some(ChatRole::Assistant);
@@ -718,10 +712,11 @@ mod tests {
                 usage: usage.clone(),
             };
             let mut expected = Vec::new();
-            encode_event(&mut expected, None, &serde_json::to_string(&owned).unwrap());
-            let mut out = Output::new();
-            frame(&borrowed, &mut out);
-            let written = out.pop().unwrap();
+            let owned = serde_json::to_string(&owned).unwrap();
+            crate::provider::sse::encode_event(&mut expected, None, &owned);
+            let mut frames = SseWriter::new();
+            frames.json(None, &borrowed);
+            let written = frames.take().unwrap();
             assert_eq!(
                 std::str::from_utf8(&written).unwrap(),
                 std::str::from_utf8(&expected).unwrap()

@@ -12,7 +12,7 @@ use crate::Error;
 use crate::message::{
     Event, FinishReason, Metadata, ReasoningDelta, TextDelta, ToolCallDelta, Usage,
 };
-use crate::provider::body::{Lift, malformed, parse, truncated};
+use crate::provider::body::{Lift, malformed, parse, parse_text, truncated};
 use crate::provider::call_order::CallOrder;
 use crate::provider::error::ProviderError;
 use crate::provider::openai_shared;
@@ -22,6 +22,9 @@ use crate::service::Output;
 
 /// The data of the event that ends a stream.
 const DONE: &str = "[DONE]";
+
+/// What a streamed chunk should be, for its error.
+const CHUNK: &str = "a JSON chat completion chunk";
 
 /// Lifts Chat Completions responses — streamed chunks, or a whole body — into
 /// canonical events.
@@ -157,13 +160,29 @@ impl Lifter {
 
     /// Lifts one streamed chunk (the JSON text of one SSE `data:` field).
     pub fn push_chunk(&mut self, data: &[u8], out: &mut Output) -> Result<(), Error> {
-        self.chunks += 1;
-        if self.done {
-            return Ok(()); // nothing counts after [DONE]
+        if !self.next_chunk() {
+            return Ok(());
         }
         let what = format_args!("chunk {}", self.chunks);
-        let chunk = parse(PROVIDER, data, what, "a JSON chat completion chunk")?;
+        let chunk = parse(PROVIDER, data, what, CHUNK)?;
         self.lift(chunk, out)
+    }
+
+    /// [`push_chunk`](Self::push_chunk) for text, read without checking its
+    /// UTF-8 again.
+    fn push_text(&mut self, data: &str, out: &mut Output) -> Result<(), Error> {
+        if !self.next_chunk() {
+            return Ok(());
+        }
+        let what = format_args!("chunk {}", self.chunks);
+        let chunk = parse_text(PROVIDER, data, what, CHUNK)?;
+        self.lift(chunk, out)
+    }
+
+    /// Counts a chunk; whether it counts (nothing does after `[DONE]`).
+    fn next_chunk(&mut self) -> bool {
+        self.chunks += 1;
+        !self.done
     }
 
     fn lift(&mut self, chunk: ResponseRead<'_>, out: &mut Output) -> Result<(), Error> {
@@ -447,12 +466,12 @@ impl Lifter {
 impl Lift for Lifter {
     const PROVIDER: &'static str = PROVIDER;
 
-    fn event(&mut self, event: SseEvent, out: &mut Output) -> Result<(), Error> {
+    fn event(&mut self, event: &SseEvent, out: &mut Output) -> Result<(), Error> {
         if event.data == DONE {
             self.done = true;
             return Ok(());
         }
-        let lifted = self.push_chunk(event.data.as_bytes(), out);
+        let lifted = self.push_text(&event.data, out);
         self.order.keep_on_error(lifted, out)
     }
 

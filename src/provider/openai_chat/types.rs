@@ -681,7 +681,7 @@ pub use crate::provider::openai_shared::{
 #[derive(Debug, Default, Deserialize)]
 pub struct ResponseRead<'a> {
     /// The response id (borrowed from the text unless it holds escapes).
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "borrowed_text")]
     pub id: Option<Cow<'a, str>>,
     /// The choices (`null` reads as none).
     #[serde(default, deserialize_with = "null_as_default")]
@@ -886,6 +886,17 @@ fn lenient_x_groq<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<X
     Ok(value.filter(Value::is_object).map(|groq| XGroq {
         usage: groq.get("usage").and_then(CompletionUsage::read_lenient),
     }))
+}
+
+/// Text borrowed from the input where it can be: serde borrows a `Cow<str>`
+/// field marked `borrow`, but not one inside an `Option`, which it copies.
+#[derive(Deserialize)]
+struct CowText<'a>(#[serde(borrow)] Cow<'a, str>);
+
+fn borrowed_text<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Cow<'de, str>>, D::Error> {
+    Ok(Option::<CowText<'de>>::deserialize(deserializer)?.map(|CowText(text)| text))
 }
 
 fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>

@@ -498,7 +498,7 @@ impl Lifter {
 impl Lift for Lifter {
     const PROVIDER: &'static str = PROVIDER;
 
-    fn event(&mut self, event: SseEvent, out: &mut Output) -> Result<(), Error> {
+    fn event(&mut self, event: &SseEvent, out: &mut Output) -> Result<(), Error> {
         let lifted = self.push_event(event.data.as_bytes(), out);
         self.order.keep_on_error(lifted, out)
     }
