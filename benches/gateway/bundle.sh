@@ -42,7 +42,7 @@ for program in "${programs[@]}"; do
     name="$(basename "$program")"
     cp "$program" "$out/real/$name"
     strip "$out/real/$name" 2>/dev/null || true
-    ldd "$program" | awk '/=> \// { print $3 } /^\s*\/.*ld-linux/ { print $1 }' |
+    ldd "$program" | awk '/=> \// { print $3 } /ld-linux/ && !/=>/ { print $1 }' |
         while read -r lib; do cp -n "$(readlink -f "$lib")" "$out/lib/$(basename "$lib")"; done
     cat >"$out/bin/$name" <<'EOF'
 #!/bin/sh
