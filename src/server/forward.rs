@@ -168,14 +168,26 @@ pub(super) struct Plan {
     head: ChatRequest,
     body: Bytes,
     forward: Forward,
+    /// Whether the upstream was asked for a usage chunk that the client did
+    /// not ask for (left out of what it gets).
+    without_usage: bool,
 }
 
-/// The request's model field and mode, read without decoding the rest.
+/// The request's model field, mode and stream options, read without
+/// decoding the rest.
 #[derive(Deserialize)]
 struct Head<'a> {
     #[serde(borrow)]
     model: Option<&'a RawValue>,
     stream: Option<bool>,
+    /// Kept when `null` too.
+    #[serde(borrow, default, deserialize_with = "present")]
+    stream_options: Option<&'a RawValue>,
+}
+
+/// A field's raw value, `null` included.
+fn present<'a, D: serde::Deserializer<'a>>(field: D) -> Result<Option<&'a RawValue>, D::Error> {
+    <&RawValue>::deserialize(field).map(Some)
 }
 
 /// What in a request body only the full path serves: ids the gateway sealed
@@ -219,7 +231,6 @@ pub(super) fn plan<F: Format>(entered: &Entered, headers: &HeaderMap) -> Option<
     }
     let bytes = &entered.bytes;
     let read: Head = serde_json::from_slice(bytes).ok()?;
-    let model_at = read.model.map(|raw| span_of(bytes, raw.get()));
     let mut head = ChatRequest::new(Vec::new());
     head.options.stream = match &entered.named {
         Some(named) => named.stream,
@@ -227,14 +238,28 @@ pub(super) fn plan<F: Format>(entered: &Entered, headers: &HeaderMap) -> Option<
     };
     head.options.model = Some(forward.model.clone());
     F::decode_headers(headers, &mut head);
-    let body = match model_at {
-        Some(at) => with_model(bytes, at, &forward.model)?,
-        None => bytes.clone(),
-    };
+    let mut edits = Vec::with_capacity(2);
+    if let Some(raw) = read.model {
+        let at = span_of(bytes, raw.get());
+        let named: String = serde_json::from_str(raw.get()).ok()?;
+        if named != forward.model {
+            edits.push((at, serde_json::to_string(&forward.model).ok()?));
+        }
+    }
+    let mut without_usage = false;
+    if F::KIND == Kind::OpenAiChat
+        && head.options.stream
+        && let Some(edit) = with_usage(bytes, read.stream_options)?
+    {
+        edits.push(edit);
+        without_usage = true;
+    }
+    let body = edited(bytes, edits);
     Some(Plan {
         head,
         body,
         forward: forward.clone(),
+        without_usage,
     })
 }
 
@@ -244,19 +269,52 @@ fn span_of(whole: &[u8], part: &str) -> Range<usize> {
     start..start + part.len()
 }
 
-/// `body` with its model's value (at `at`, JSON) set to `model`: itself when
-/// it names it already; `None` when the value is not a string.
-fn with_model(body: &Bytes, at: Range<usize>, model: &str) -> Option<Bytes> {
-    let named: String = serde_json::from_slice(&body[at.clone()]).ok()?;
-    if named == model {
-        return Some(body.clone());
+/// The edit of an OpenAI Chat `body` that asks the upstream for its usage
+/// chunk as the full path does (`stream_options.include_usage`), the
+/// client's other stream options kept: `Some(None)` when the client asked
+/// for it itself, `None` when its stream options are not an object.
+fn with_usage(body: &[u8], options: Option<&RawValue>) -> Option<Option<(Range<usize>, String)>> {
+    const ASKED: &str = r#"{"include_usage":true}"#;
+    let Some(raw) = options else {
+        // Written first in the body's object.
+        let open = body.iter().position(|byte| *byte == b'{')? + 1;
+        let empty = body[open..].trim_ascii_start().starts_with(b"}");
+        let comma = if empty { "" } else { "," };
+        return Some(Some((
+            open..open,
+            format!(r#""stream_options":{ASKED}{comma}"#),
+        )));
+    };
+    if raw.get() == "null" {
+        return Some(Some((span_of(body, raw.get()), ASKED.into())));
     }
-    let value = serde_json::to_string(model).ok()?;
-    let mut rewritten = Vec::with_capacity(body.len() - at.len() + value.len());
-    rewritten.extend_from_slice(&body[..at.start]);
-    rewritten.extend_from_slice(value.as_bytes());
-    rewritten.extend_from_slice(&body[at.end..]);
-    Some(Bytes::from(rewritten))
+    let mut options: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(raw.get()).ok()?;
+    if options.get("include_usage") == Some(&serde_json::Value::Bool(true)) {
+        return Some(None);
+    }
+    options.insert("include_usage".into(), true.into());
+    let options = serde_json::to_string(&options).ok()?;
+    Some(Some((span_of(body, raw.get()), options)))
+}
+
+/// `body` with each of `edits` (a range of it, ascending, and what replaces
+/// it) made: itself when there are none.
+fn edited(body: &Bytes, mut edits: Vec<(Range<usize>, String)>) -> Bytes {
+    if edits.is_empty() {
+        return body.clone();
+    }
+    edits.sort_by_key(|(at, _)| at.start);
+    let added: usize = edits.iter().map(|(_, with)| with.len()).sum();
+    let mut rewritten = Vec::with_capacity(body.len() + added);
+    let mut copied = 0;
+    for (at, with) in edits {
+        rewritten.extend_from_slice(&body[copied..at.start]);
+        rewritten.extend_from_slice(with.as_bytes());
+        copied = at.end;
+    }
+    rewritten.extend_from_slice(&body[copied..]);
+    Bytes::from(rewritten)
 }
 
 /// Answers a request on the fast path: sends it, and forwards the answer —
@@ -272,6 +330,7 @@ pub(super) async fn answer<F: Format>(
         mut head,
         body,
         forward,
+        without_usage,
     } = plan;
     if let Some(caller) = entered.caller {
         head.extensions.insert(caller);
@@ -304,7 +363,15 @@ pub(super) async fn answer<F: Format>(
                     Err(_) => HeaderValue::from_static("text/event-stream"),
                 };
                 let error_encoder = F::encoder(&head, &name, SystemTime::now());
-                let body = streamed::<F>(kind, begun, error_encoder, keep_alive, answering);
+                let secrets = answering.secrets().clone();
+                let tap = move |content_type: Option<&str>| {
+                    let tap = Tap::new(kind, content_type, true).scrubbing(secrets);
+                    match without_usage {
+                        true => tap.without_usage_chunk(),
+                        false => tap,
+                    }
+                };
+                let body = streamed::<F>(tap, begun, error_encoder, keep_alive, answering);
                 let body = Coalesce::new(body, STREAM_CHUNK_BYTES);
                 let mut response = Response::new(Body::from_stream(body));
                 let headers = response.headers_mut();
@@ -381,7 +448,7 @@ async fn whole<F: Format>(kind: Kind, response: HttpResponse, mut answering: Ans
 /// events; elsewhere the stream is cut). The body owns the answer, so a
 /// client that goes away drops the upstream's answer and frees the place.
 fn streamed<F: Format>(
-    kind: Kind,
+    tap: impl FnOnce(Option<&str>) -> Tap + Send + 'static,
     begun: Result<HttpResponse, BoxFuture<'static, Result<HttpResponse, Error>>>,
     error_encoder: F::Encoder,
     keep_alive: Option<Duration>,
@@ -416,9 +483,10 @@ fn streamed<F: Format>(
             }
         };
         let content_type = content_type(&response);
-        let mut tap = Tap::new(kind, content_type.to_str().ok(), true);
+        let mut tap = tap(content_type.to_str().ok());
         let mut chunks = response.into_body();
         let mut framed = false;
+        let mut out = Vec::new();
         loop {
             // `next` loses nothing when a tick wins: it is asked again.
             let next = tokio::select! {
@@ -430,49 +498,42 @@ fn streamed<F: Format>(
                     continue;
                 }
             };
-            match next {
+            let failed = match next {
                 None => break,
                 Some(Ok(chunk)) => {
                     answering.first_chunk();
                     framed = true;
-                    let chunk = match tap.push(&chunk) {
-                        true => scrubbed(chunk, &answering),
-                        false => chunk,
-                    };
-                    yield Ok(chunk);
-                }
-                Some(Err(error)) => {
-                    let said = shown(answering.secrets(), &error);
-                    tracing::warn!("the upstream's answer broke off: {said}");
-                    let between_events = tap.between_events();
-                    let mut items = tap.finish().items;
-                    // The tap's own word would be that the stream was cut.
-                    items.retain(Result::is_ok);
-                    items.push(Err(answering.secrets().scrub_error(error)));
-                    let error = observed(&answering, items);
-                    if between_events {
-                        yield Ok(in_stream_error(error_encoder, error));
+                    let pushed = tap.push(chunk, &mut out);
+                    for piece in out.drain(..) {
+                        yield Ok(piece);
                     }
-                    answering.ended = true;
-                    return;
+                    match pushed {
+                        Ok(()) => continue,
+                        Err(error) => error,
+                    }
                 }
+                Some(Err(error)) => error,
+            };
+            let said = shown(answering.secrets(), &failed);
+            tracing::warn!("the upstream's answer broke off: {said}");
+            let between_events = tap.between_events();
+            let mut items = tap.finish().items;
+            // The tap's own word would be that the stream was cut.
+            items.retain(Result::is_ok);
+            items.push(Err(answering.secrets().scrub_error(failed)));
+            let error = observed(&answering, items);
+            if between_events {
+                yield Ok(in_stream_error(error_encoder, error));
             }
+            answering.ended = true;
+            return;
+        }
+        if let Some(rest) = tap.rest() {
+            yield Ok(rest);
         }
         observed(&answering, tap.finish().items);
         answering.ended = true;
     })
-}
-
-/// A piece of the answer that completed an error event, scrubbed of the
-/// gateway's secrets (an upstream may quote the key it was sent).
-fn scrubbed(chunk: Bytes, answering: &Answer) -> Bytes {
-    let Ok(text) = std::str::from_utf8(&chunk) else {
-        return chunk;
-    };
-    match answering.secrets().scrub(text) {
-        std::borrow::Cow::Borrowed(_) => chunk,
-        std::borrow::Cow::Owned(scrubbed) => Bytes::from(scrubbed),
-    }
 }
 
 /// Counts `items` for the answer; the error among them, if any.
@@ -504,23 +565,60 @@ fn in_stream_error<E: Machine<In = Result<crate::Event, Error>, Out = Bytes>>(
 mod tests {
     use super::*;
 
-    #[test]
-    fn only_the_model_field_is_rewritten() {
-        let body = Bytes::from_static(
-            br#"{"messages":[{"role":"user","content":"model"}], "model" : "alias","stream":true}"#,
-        );
+    /// `body` as the fast path sends it for the model `model`, and
+    /// whether the client gets the usage chunk.
+    fn planned(body: &'static [u8], model: &str) -> Option<(String, bool)> {
+        let body = Bytes::from_static(body);
         let read: Head = serde_json::from_slice(&body).unwrap();
+        let mut edits = Vec::new();
         let at = span_of(&body, read.model.unwrap().get());
-        let rewritten = with_model(&body, at.clone(), "up\"stream").unwrap();
+        edits.push((at, serde_json::to_string(model).unwrap()));
+        let usage = with_usage(&body, read.stream_options)?;
+        let asked = usage.is_none();
+        edits.extend(usage);
+        Some((
+            String::from_utf8(edited(&body, edits).to_vec()).unwrap(),
+            asked,
+        ))
+    }
+
+    #[test]
+    fn only_the_model_and_the_stream_options_are_rewritten() {
         assert_eq!(
-            &rewritten[..],
-            br#"{"messages":[{"role":"user","content":"model"}], "model" : "up\"stream","stream":true}"#
+            planned(
+                br#"{"messages":[{"role":"user","content":"model"}], "model" : "alias","stream":true}"#,
+                "up\"stream"
+            ),
+            Some((
+                r#"{"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"model"}], "model" : "up\"stream","stream":true}"#.into(),
+                false
+            ))
         );
         assert_eq!(
-            with_model(&body, at, "alias").unwrap().as_ptr(),
-            body.as_ptr()
+            planned(
+                br#"{"model":"a","stream_options":{"continuous_usage_stats":true, "include_usage":false},"stream":true}"#,
+                "b"
+            ),
+            Some((
+                r#"{"model":"b","stream_options":{"continuous_usage_stats":true,"include_usage":true},"stream":true}"#.into(),
+                false
+            ))
         );
-        assert_eq!(read.stream, Some(true));
+        let asked = br#"{"model":"a","stream_options":{"include_usage":true},"stream":true}"#;
+        assert_eq!(
+            planned(asked, "a"),
+            Some((String::from_utf8(asked.to_vec()).unwrap(), true))
+        );
+        assert_eq!(
+            planned(br#"{"model":"a","stream_options":null}"#, "a"),
+            Some((
+                r#"{"model":"a","stream_options":{"include_usage":true}}"#.into(),
+                false
+            ))
+        );
+        assert_eq!(planned(br#"{"model":"a","stream_options":[1]}"#, "a"), None);
+        let body = Bytes::from_static(b"{}");
+        assert_eq!(edited(&body, Vec::new()).as_ptr(), body.as_ptr());
     }
 
     #[test]

@@ -55,6 +55,19 @@ fn openai() -> Wire {
     }
 }
 
+/// An OpenAI client that does not ask for the usage chunk: the gateway asks
+/// for it and leaves it out of the client's answer.
+fn openai_without_usage() -> Wire {
+    Wire {
+        body: |model, stream| {
+            format!(
+                r#"{{"model":"{model}","messages":[{{"role":"user","content":"Hi"}}],"stream":{stream}}}"#
+            )
+        },
+        ..openai()
+    }
+}
+
 fn anthropic() -> Wire {
     Wire {
         kind: Kind::Anthropic,
@@ -98,7 +111,7 @@ fn gemini() -> Wire {
 }
 
 fn wires() -> Vec<Wire> {
-    let wires = vec![openai(), anthropic()];
+    let wires = vec![openai(), openai_without_usage(), anthropic()];
     #[cfg(feature = "gemini")]
     let wires = {
         let mut wires = wires;
@@ -211,6 +224,18 @@ async fn alike(wire: &Wire, stream: usize, sizes: &[usize]) -> Result<(), TestCa
         answers.push(said((wire.read)(&body)));
     }
     prop_assert_eq!(&answers[0], &answers[1], "{}", name);
+    if wire.kind == Kind::OpenAiChat {
+        // Asked for it or not, the client gets the usage as it asked, and
+        // the upstream is asked for it.
+        let asked = (wire.body)("fast", true).contains("include_usage");
+        let usage = |said: &serde_json::Value| said.to_string().contains("\"usage\"");
+        if let Ok(fast) = &answers[0] {
+            prop_assert!(asked || !usage(fast), "{}: {}", name, fast);
+        }
+        for (_, body) in upstream.requests() {
+            prop_assert_eq!(&body["stream_options"]["include_usage"], true);
+        }
+    }
     let text = gateway_metrics(&gateway);
     for kind in ["input", "output"] {
         let fast = metric(
@@ -274,7 +299,7 @@ proptest! {
 
     #[test]
     fn the_fast_path_and_the_full_path_say_the_same_at_any_chunking(
-        wire in 0usize..3,
+        wire in 0usize..4,
         stream in any::<usize>(),
         sizes in sizes(),
     ) {
