@@ -12,7 +12,6 @@
 //! `lmstack_forwarded_total`.
 
 use std::ops::Range;
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use axum::body::Body;
@@ -34,7 +33,7 @@ use super::format::Format;
 use super::gateway::Gateway;
 use super::sealed_ids::{SEALED_PREFIX, SEALED_REASONING_PREFIX};
 use super::tap::Tap;
-use crate::limit::Caller;
+use crate::limit::{Admitted, Caller, LimitLayer};
 use crate::provider::body::DEFAULT_MAX_BODY_BYTES;
 use crate::provider::transport::HttpResponse;
 use crate::provider::{AnyProvider, Kind};
@@ -49,15 +48,17 @@ use crate::{ChatRequest, Error};
 /// change a same-wire request or its reply but for the requests the gateway
 /// sends down the full path anyway (a configuration's
 /// [`ModelConfig::forward`](crate::config::ModelConfig::forward) says when
-/// that holds).
+/// that holds), and the stack's limits ([`limits`](Self::limits)).
 ///
 /// ```
+/// use lmstack::limit::{KeyLimits, LimitLayer};
 /// use lmstack::provider::AnyProvider;
 /// use lmstack::provider::openai_chat::{OpenAi, OpenAiConfig};
 /// use lmstack::server::Forward;
 ///
 /// let provider = AnyProvider::from(OpenAi::new(OpenAiConfig::new("http://127.0.0.1:8080/v1"))?);
-/// let forward = Forward::new(provider, "qwen3-8b").full_path_for(|caller| caller.name() == "metered");
+/// let limits = LimitLayer::new().key("metered", KeyLimits::new().requests_per_minute(60));
+/// let forward = Forward::new(provider, "qwen3-8b").limits(limits);
 /// # let _ = forward;
 /// # Ok::<(), lmstack::Error>(())
 /// ```
@@ -67,11 +68,8 @@ pub struct Forward {
     model: String,
     #[cfg(feature = "retry")]
     retry: Option<crate::retry::RetryLayer>,
-    full_path_for: Option<CallerTest>,
+    limits: Option<LimitLayer>,
 }
-
-/// Which callers [`Forward::full_path_for`] names.
-type CallerTest = Arc<dyn Fn(&Caller) -> bool + Send + Sync>;
 
 impl std::fmt::Debug for Forward {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -90,7 +88,7 @@ impl Forward {
             model: model.into(),
             #[cfg(feature = "retry")]
             retry: None,
-            full_path_for: None,
+            limits: None,
         }
     }
 
@@ -102,17 +100,13 @@ impl Forward {
         self
     }
 
-    /// Sends the requests of the callers for which `callers` is true down the
-    /// full path: those whose stack counts them (a [`LimitLayer`]'s limited
-    /// keys: [`LimitLayer::limits`]).
-    ///
-    /// [`LimitLayer`]: crate::limit::LimitLayer
-    /// [`LimitLayer::limits`]: crate::limit::LimitLayer::limits
-    pub fn full_path_for(
-        mut self,
-        callers: impl Fn(&Caller) -> bool + Send + Sync + 'static,
-    ) -> Self {
-        self.full_path_for = Some(Arc::new(callers));
+    /// Counts the requests of the keys `limits` limits as the model's stack
+    /// counts them (its [`LimitLayer`], with the model's price): each let in
+    /// by [`LimitLayer::admit`] before it is sent, or refused as the stack
+    /// refuses it, and settled with the usage the tap read once its answer
+    /// ends.
+    pub fn limits(mut self, limits: LimitLayer) -> Self {
+        self.limits = Some(limits);
         self
     }
 
@@ -171,10 +165,12 @@ pub(super) struct Plan {
     /// Whether the upstream was asked for a usage chunk that the client did
     /// not ask for (left out of what it gets).
     without_usage: bool,
+    /// The most output tokens the request asked for, for its key's limits.
+    max_tokens: Option<u64>,
 }
 
-/// The request's model field, mode and stream options, read without
-/// decoding the rest.
+/// The request's model field, mode, stream options and most output tokens,
+/// read without decoding the rest.
 #[derive(Deserialize)]
 struct Head<'a> {
     #[serde(borrow)]
@@ -183,6 +179,17 @@ struct Head<'a> {
     /// Kept when `null` too.
     #[serde(borrow, default, deserialize_with = "present")]
     stream_options: Option<&'a RawValue>,
+    max_tokens: Option<u64>,
+    max_completion_tokens: Option<u64>,
+    #[serde(rename = "generationConfig")]
+    generation_config: Option<GenerationConfig>,
+}
+
+/// Gemini's most output tokens.
+#[derive(Deserialize)]
+struct GenerationConfig {
+    #[serde(rename = "maxOutputTokens")]
+    max_output_tokens: Option<u64>,
 }
 
 /// A field's raw value, `null` included.
@@ -212,18 +219,15 @@ fn needs_the_stack(body: &[u8]) -> bool {
 
 /// The fast path's plan for a request let in with format `F`, or `None` when
 /// it takes the full path: its model must have a [`Forward`] of `F`'s wire
-/// and no fallbacks, its caller must not be one the stack counts, nothing in
-/// its body may need the stack ([`NEEDS_THE_STACK`]), and the conversation's
-/// content must not be captured in spans.
+/// and no fallbacks, nothing in its body may need the stack
+/// ([`NEEDS_THE_STACK`]), and the conversation's content must not be
+/// captured in spans.
 pub(super) fn plan<F: Format>(entered: &Entered, headers: &HeaderMap) -> Option<Plan> {
     let forward = entered.served.forward.as_deref()?;
-    let caller_counted =
-        |caller: &Caller| forward.full_path_for.as_ref().is_some_and(|f| f(caller));
     if !F::FORWARDS
         || forward.kind() != F::KIND
         || !entered.served.fallbacks.is_empty()
         || entered.decoded.is_some()
-        || entered.caller.as_ref().is_some_and(caller_counted)
         || crate::gen_ai::capture_content()
         || needs_the_stack(&entered.bytes)
     {
@@ -260,6 +264,10 @@ pub(super) fn plan<F: Format>(entered: &Entered, headers: &HeaderMap) -> Option<
         body,
         forward: forward.clone(),
         without_usage,
+        max_tokens: read
+            .max_tokens
+            .or(read.max_completion_tokens)
+            .or(read.generation_config.and_then(|config| config.max_output_tokens)),
     })
 }
 
@@ -331,6 +339,7 @@ pub(super) async fn answer<F: Format>(
         body,
         forward,
         without_usage,
+        max_tokens,
     } = plan;
     if let Some(caller) = entered.caller {
         head.extensions.insert(caller);
@@ -345,6 +354,15 @@ pub(super) async fn answer<F: Format>(
     async move {
         let kind = forward.kind();
         let stream = head.options.stream;
+        let mut admitted = None;
+        let caller = head.extensions.get::<Caller>();
+        if let (Some(limits), Some(caller)) = (&forward.limits, caller) {
+            let tokens = limits.reservation(max_tokens, body.len() as u64);
+            match limits.admit(caller, tokens).await {
+                Ok(admission) => admitted = admission,
+                Err(error) => return failed::<F>(&mut answering, &error),
+            }
+        }
         let mut sending = forward.send(head.clone(), body);
         let begun = match keep_alive.filter(|_| stream) {
             Some(every) => tokio::time::timeout(every, &mut sending).await.ok(),
@@ -352,11 +370,14 @@ pub(super) async fn answer<F: Format>(
         };
         let begun = match begun {
             Some(Ok(response)) => Ok(response),
-            Some(Err(error)) => return failed::<F>(&mut answering, &error),
+            Some(Err(error)) => {
+                given_back(admitted).await;
+                return failed::<F>(&mut answering, &error);
+            }
             None => Err(sending),
         };
         match begun {
-            Ok(response) if !stream => whole::<F>(kind, response, answering).await,
+            Ok(response) if !stream => whole::<F>(kind, response, answering, admitted).await,
             begun => {
                 let content_type = match &begun {
                     Ok(response) => content_type(response),
@@ -371,6 +392,7 @@ pub(super) async fn answer<F: Format>(
                         false => tap,
                     }
                 };
+                let answering = (answering, admitted);
                 let body = streamed::<F>(tap, begun, error_encoder, keep_alive, answering);
                 let body = Coalesce::new(body, STREAM_CHUNK_BYTES);
                 let mut response = Response::new(Body::from_stream(body));
@@ -383,6 +405,15 @@ pub(super) async fn answer<F: Format>(
     }
     .instrument(span)
     .await
+}
+
+/// Gives back what `admitted` reserved: its request failed before its
+/// answer began.
+async fn given_back(admitted: Option<Admitted>) {
+    if let Some(mut admitted) = admitted {
+        admitted.nothing_used();
+        admitted.settle().await;
+    }
 }
 
 /// The answer to a request that failed before its answer began.
@@ -406,7 +437,12 @@ fn content_type(response: &HttpResponse) -> HeaderValue {
 }
 
 /// A whole answer: read within the body limit, tapped, sent as it came.
-async fn whole<F: Format>(kind: Kind, response: HttpResponse, mut answering: Answer) -> Response {
+async fn whole<F: Format>(
+    kind: Kind,
+    response: HttpResponse,
+    mut answering: Answer,
+    mut admitted: Option<Admitted>,
+) -> Response {
     let status = response.status();
     let content_type = content_type(&response);
     let mut chunks = response.into_body();
@@ -424,13 +460,17 @@ async fn whole<F: Format>(kind: Kind, response: HttpResponse, mut answering: Ans
             Ok(())
         });
         if let Err(error) = read {
+            given_back(admitted).await;
             return failed::<F>(&mut answering, &error);
         }
     }
     let body = Bytes::from(body);
     let streaming = false;
     let tapped = Tap::read(kind, content_type.to_str().ok(), streaming, body.clone());
-    answering.observe(&tapped.items);
+    observed(&answering, &mut admitted, tapped.items);
+    if let Some(admitted) = admitted {
+        admitted.settle().await;
+    }
     answering.status = status.as_u16();
     answering.ended = true;
     let mut response = Response::new(Body::from(body));
@@ -445,17 +485,19 @@ async fn whole<F: Format>(kind: Kind, response: HttpResponse, mut answering: Ans
 /// then the upstream's bytes as they come, tapped, with a keep-alive in a
 /// silence that falls between two events. An error once the headers are out
 /// is written as the format's in-stream error (where it falls between two
-/// events; elsewhere the stream is cut). The body owns the answer, so a
-/// client that goes away drops the upstream's answer and frees the place.
+/// events; elsewhere the stream is cut). The body owns the answer and its
+/// admission by the key's limits (settled at the end), so a client that goes
+/// away drops the upstream's answer and frees the place.
 fn streamed<F: Format>(
     tap: impl FnOnce(Option<&str>) -> Tap + Send + 'static,
     begun: Result<HttpResponse, BoxFuture<'static, Result<HttpResponse, Error>>>,
     error_encoder: F::Encoder,
     keep_alive: Option<Duration>,
-    answering: Answer,
+    (answering, admitted): (Answer, Option<Admitted>),
 ) -> BoxStream<'static, Result<Bytes, Error>> {
     Box::pin(async_stream::stream! {
         let mut answering = answering;
+        let mut admitted = admitted;
         let mut ticks = Ticks::new(keep_alive);
         let response = match begun {
             Ok(response) => response,
@@ -474,7 +516,8 @@ fn streamed<F: Format>(
                         let said = shown(answering.secrets(), &error);
                         tracing::warn!("failed before the reply: {said}");
                         let error = answering.secrets().scrub_error(error);
-                        let error = observed(&answering, vec![Err(error)]);
+                        let error = observed(&answering, &mut None, vec![Err(error)]);
+                        given_back(admitted).await;
                         yield Ok(in_stream_error(error_encoder, error));
                         answering.ended = true;
                         return;
@@ -521,7 +564,10 @@ fn streamed<F: Format>(
             // The tap's own word would be that the stream was cut.
             items.retain(Result::is_ok);
             items.push(Err(answering.secrets().scrub_error(failed)));
-            let error = observed(&answering, items);
+            let error = observed(&answering, &mut admitted, items);
+            if let Some(admitted) = admitted {
+                admitted.settle().await;
+            }
             if between_events {
                 yield Ok(in_stream_error(error_encoder, error));
             }
@@ -531,14 +577,25 @@ fn streamed<F: Format>(
         if let Some(rest) = tap.rest() {
             yield Ok(rest);
         }
-        observed(&answering, tap.finish().items);
+        observed(&answering, &mut admitted, tap.finish().items);
+        if let Some(admitted) = admitted {
+            admitted.settle().await;
+        }
         answering.ended = true;
     })
 }
 
-/// Counts `items` for the answer; the error among them, if any.
-fn observed(answering: &Answer, items: Vec<Result<crate::Event, Error>>) -> Option<Error> {
+/// Counts `items` for the answer and for its key's limits; the error among
+/// them, if any.
+fn observed(
+    answering: &Answer,
+    admitted: &mut Option<Admitted>,
+    items: Vec<Result<crate::Event, Error>>,
+) -> Option<Error> {
     answering.observe(&items);
+    if let Some(admitted) = admitted {
+        items.iter().flatten().for_each(|event| admitted.observe(event));
+    }
     items.into_iter().find_map(Result::err)
 }
 
