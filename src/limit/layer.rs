@@ -596,7 +596,10 @@ pub struct Admitted {
 
 impl std::fmt::Debug for Admitted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let usage = self.settle.as_ref().and_then(|settle| settle.usage.as_ref());
+        let usage = self
+            .settle
+            .as_ref()
+            .and_then(|settle| settle.usage.as_ref());
         f.debug_struct("Admitted").field("usage", &usage).finish()
     }
 }

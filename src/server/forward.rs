@@ -264,10 +264,9 @@ pub(super) fn plan<F: Format>(entered: &Entered, headers: &HeaderMap) -> Option<
         body,
         forward: forward.clone(),
         without_usage,
-        max_tokens: read
-            .max_tokens
-            .or(read.max_completion_tokens)
-            .or(read.generation_config.and_then(|config| config.max_output_tokens)),
+        max_tokens: read.max_tokens.or(read.max_completion_tokens).or(read
+            .generation_config
+            .and_then(|config| config.max_output_tokens)),
     })
 }
 
@@ -594,7 +593,10 @@ fn observed(
 ) -> Option<Error> {
     answering.observe(&items);
     if let Some(admitted) = admitted {
-        items.iter().flatten().for_each(|event| admitted.observe(event));
+        items
+            .iter()
+            .flatten()
+            .for_each(|event| admitted.observe(event));
     }
     items.into_iter().find_map(Result::err)
 }

@@ -1,15 +1,15 @@
 //! The fast path's tap: what the gateway needs of an upstream answer that it
 //! forwards unchanged — the usage, the finish reason, an error — read from the
-//! bytes as they pass, without decoding or re-encoding them. Pure: bytes in,
-//! [`Tapped`] out.
+//! bytes as they pass, without decoding or re-encoding them; and what of
+//! them goes on to the client. Pure: bytes in, bytes out and [`Tapped`].
 //!
 //! A stream is scanned line by line, in place, and only its whole lines go on
 //! to the client ([`Tap::push`]): the start of a line not yet ended is held
 //! back until its end comes (at most [`DEFAULT_MAX_EVENT_BYTES`], as the full
 //! path's decoder), so that an error line is scrubbed of the gateway's
-//! secrets whole, wherever the upstream's pieces cut it; and an OpenAI usage
-//! chunk that the client did not ask for (the gateway asked for it) is left
-//! out. Only the few SSE lines that
+//! secrets whole, wherever the upstream's pieces cut it; and the usage the
+//! gateway asked for, that the client did not, is left out (OpenAI's usage
+//! chunk, or a `usage` beside the choices). Only the few SSE lines that
 //! carry what is wanted are kept, one of each kind (the last: OpenAI's
 //! chunks with a `finish_reason` or a `usage` and its `[DONE]`, Anthropic's
 //! `message_start`, `message_delta` and `message_stop`, Gemini's chunks with
@@ -19,8 +19,9 @@
 //! content left out, a call stood for by one of a fixed shape — are read by
 //! the wire's own decoder ([`BodyDecoder`]) and lifter, so that the tokens and
 //! the reason are the full path's. A whole body is kept and read the same
-//! way. The buffers are the tap's own, reused: no allocation per chunk once
-//! they have grown.
+//! way. What goes on is slices of the upstream's pieces: a piece of whole
+//! lines costs no allocation, a line cut by a piece's end one (it goes on
+//! whole), a scrubbed or rewritten line one.
 
 use std::sync::LazyLock;
 
@@ -759,7 +760,9 @@ mod tests {
 
     #[test]
     fn a_usage_beside_the_choices_is_taken_out_and_the_rest_kept() {
-        let cases: [(&[u8], Option<Option<&[u8]>>); 6] = [
+        /// A line, and what [`without_usage`] makes of it.
+        type Case = (&'static [u8], Option<Option<&'static [u8]>>);
+        let cases: [Case; 6] = [
             (
                 br#"data: {"id":"c","choices":[{"index":0,"finish_reason":"stop"}], "usage" : {"prompt_tokens":1} ,"x":1}"#,
                 Some(Some(br#"data: {"id":"c","choices":[{"index":0,"finish_reason":"stop"}] ,"x":1}"#)),

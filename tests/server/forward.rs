@@ -383,8 +383,14 @@ async fn a_key_in_an_error_event_cut_across_pieces_never_reaches_the_client() {
     );
     let stream = [&start[..], error.as_bytes()].concat();
     let key_at = start.len() + error.find(UPSTREAM_KEY).unwrap();
-    for cut in [key_at + 1, key_at + UPSTREAM_KEY.len() / 2, key_at + UPSTREAM_KEY.len() - 1] {
-        let answer = Answer::ok("text/event-stream", &stream, &[cut, 5]);
+    for cut in [
+        key_at + 1,
+        key_at + UPSTREAM_KEY.len() / 2,
+        key_at + UPSTREAM_KEY.len() - 1,
+    ] {
+        let mut answer = Answer::ok("text/event-stream", &stream, &[cut, 5]);
+        // Each piece comes alone.
+        answer.pace = std::time::Duration::from_millis(2);
         let upstream = Server::start(vec![answer]).await;
         let config = config(Kind::OpenAiChat, &upstream);
         let (stack, _) = config.stack("fast").await.unwrap();
@@ -402,7 +408,10 @@ async fn a_key_in_an_error_event_cut_across_pieces_never_reaches_the_client() {
         assert!(!body.contains(UPSTREAM_KEY), "cut at {cut}: {body}");
         let scrubbed = stream.len() - UPSTREAM_KEY.len() + "[redacted]".len();
         assert_eq!(body.len(), scrubbed, "cut at {cut}: {body}");
-        assert!(body.contains("Incorrect API key provided: [redacted]"), "{body}");
+        assert!(
+            body.contains("Incorrect API key provided: [redacted]"),
+            "{body}"
+        );
         assert_eq!(
             metric(
                 &gateway_metrics(&gateway),
@@ -533,7 +542,10 @@ async fn a_limited_key_takes_the_fast_path_refused_and_settled_as_on_the_full_pa
     }
     assert_eq!(answers[0].0, 429, "{:?}", answers[0]);
     assert!(answers[0].1.is_some(), "{:?}", answers[0]);
-    assert_eq!(answers[0], answers[1], "the fast path's refusal is the full path's");
+    assert_eq!(
+        answers[0], answers[1],
+        "the fast path's refusal is the full path's"
+    );
     let fast = counts(&fast_store, "metered").await;
     assert_eq!(fast, counts(&full_store, "metered").await);
     // Two requests, their tokens and their spend (in millionths).
