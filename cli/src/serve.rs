@@ -151,8 +151,9 @@ async fn serve(args: Args) -> Result<(), Error> {
     }
     for (name, model) in &config.models {
         let (mut stack, sent) = model.stack(name).await?;
-        if let Some(limits) = &key_limits {
-            stack = BoxChatService::new(limits.clone().price(model.price).layer(stack));
+        let limits = key_limits.clone().map(|limits| limits.price(model.price));
+        if let Some(limits) = &limits {
+            stack = BoxChatService::new(limits.clone().layer(stack));
         }
         secrets.extend([sent]);
         gateway = gateway
@@ -160,9 +161,9 @@ async fn serve(args: Args) -> Result<(), Error> {
             .token_counter(name, model.token_counter(name)?)
             .fallbacks(name, model.fallbacks.iter().cloned());
         if let Some(mut forward) = model.forward(name)? {
-            // The limited keys' requests are counted by their stack.
-            if let Some(limits) = key_limits.clone() {
-                forward = forward.full_path_for(move |caller| limits.limits(caller));
+            // The fast path counts the limited keys' requests as the stack.
+            if let Some(limits) = limits {
+                forward = forward.limits(limits);
             }
             gateway = gateway.forward(name, forward);
         }

@@ -274,46 +274,47 @@ where
         // The service made ready is the one called; a clone stays behind.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        let limited = request
-            .extensions
-            .get::<Caller>()
-            .and_then(|caller| Some((caller.clone(), self.layer.keys.get(caller.name())?)));
-        let Some((caller, limits)) = limited else {
+        let caller = request.extensions.get::<Caller>();
+        let Some(caller) = caller.filter(|caller| self.layer.limits(caller)).cloned() else {
             return Box::pin(inner.oneshot(request).map(|done| done.map_err(Into::into)));
         };
-        let limits = limits.clone();
         let layer = self.layer.clone();
         Box::pin(async move {
-            let reserve = reservation(&request, layer.default_max_tokens);
-            let settle = match layer.admit(&caller, &limits, reserve).await {
-                Ok(settle) => settle,
-                Err(Refused::Over(error)) => return Err(error),
-                Err(Refused::Store(error)) => {
-                    layer.outage.failed(&error, layer.on_store_error);
-                    match layer.on_store_error {
-                        OnStoreError::Open => {
-                            return inner.oneshot(request).await.map_err(Into::into);
-                        }
-                        OnStoreError::Closed => return Err(store_down()),
-                    }
-                }
+            let tokens = layer.reservation(request.options.max_tokens.map(u64::from), {
+                let mut measured = Measured(0);
+                let _ = serde_json::to_writer(&mut measured, &request.messages);
+                measured.0
+            });
+            let Some(mut admitted) = layer.admit(&caller, tokens).await? else {
+                return inner.oneshot(request).await.map_err(Into::into);
             };
-            layer.outage.answered();
             match inner.oneshot(request).await.map_err(Into::into) {
                 Ok(reply) => Ok(Reply::from_stream(Settling {
                     reply,
-                    settle: Some(settle),
+                    admitted: Some(admitted),
                     pending: None,
                 })),
                 Err(error) => {
-                    // Nothing was used: the reservation is given back.
-                    let mut settle = settle;
-                    settle.usage = Some(Usage::default());
-                    settle.run().await;
+                    admitted.nothing_used();
+                    admitted.settle().await;
                     Err(error)
                 }
             }
         })
+    }
+}
+
+/// A writer that only counts the bytes written to it.
+struct Measured(u64);
+
+impl std::io::Write for Measured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 += bytes.len() as u64;
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -323,30 +324,74 @@ enum Refused {
     Store(Error),
 }
 
-/// The tokens a request reserves: its `max_tokens` (else `default`) and its
-/// messages' JSON size / 4.
-fn reservation(request: &ChatRequest, default: u64) -> u64 {
-    struct Measured(u64);
-    impl std::io::Write for Measured {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len() as u64;
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
+impl LimitLayer {
+    /// The tokens a request reserves in its key's tokens per minute: its
+    /// `max_tokens` (else [`default_max_tokens`](Self::default_max_tokens))
+    /// and an estimate of its input, a quarter of `input_bytes` (the size of
+    /// its messages' JSON, or of its whole body).
+    ///
+    /// ```
+    /// use lmstack::limit::LimitLayer;
+    ///
+    /// let layer = LimitLayer::new().default_max_tokens(100);
+    /// assert_eq!(layer.reservation(Some(10), 400), 110);
+    /// assert_eq!(layer.reservation(None, 400), 200);
+    /// ```
+    pub fn reservation(&self, max_tokens: Option<u64>, input_bytes: u64) -> u64 {
+        let output = max_tokens.unwrap_or(self.default_max_tokens);
+        output.saturating_add(input_bytes / 4)
+    }
+
+    /// Lets a request of `caller` in, reserving `tokens` (see
+    /// [`reservation`](Self::reservation)), as the layer lets its requests
+    /// in: what its answer used is settled through the [`Admitted`] once it
+    /// ends. `None` when `caller`'s key has no limits here, or the store
+    /// failed and the limits fail open; a refusal (429 past a limit, 503
+    /// while a closed store fails) as the layer's. For a server that
+    /// answers some requests without the layer (a gateway's fast path).
+    ///
+    /// ```
+    /// use lmstack::limit::{Caller, KeyLimits, LimitLayer};
+    /// use lmstack::{Event, Usage};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let limits = LimitLayer::new().key("alice", KeyLimits::new().requests_per_minute(1));
+    /// let alice = Caller::new("alice");
+    /// let mut admitted = limits.admit(&alice, 100).await?.expect("alice is limited");
+    /// let usage = Usage { input_tokens: 10, output_tokens: 2, ..Usage::default() };
+    /// admitted.observe(&Event::Usage(usage));
+    /// admitted.settle().await;
+    /// assert_eq!(limits.admit(&alice, 100).await.unwrap_err().http_status(), 429);
+    /// assert!(limits.admit(&Caller::new("bob"), 100).await?.is_none());
+    /// # Ok::<(), lmstack::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn admit(&self, caller: &Caller, tokens: u64) -> Result<Option<Admitted>, Error> {
+        let Some(limits) = self.keys.get(caller.name()) else {
+            return Ok(None);
+        };
+        match self.take(caller, limits, tokens).await {
+            Ok(settle) => {
+                self.outage.answered();
+                Ok(Some(Admitted {
+                    settle: Some(settle),
+                }))
+            }
+            Err(Refused::Over(error)) => Err(error),
+            Err(Refused::Store(error)) => {
+                self.outage.failed(&error, self.on_store_error);
+                match self.on_store_error {
+                    OnStoreError::Open => Ok(None),
+                    OnStoreError::Closed => Err(store_down()),
+                }
+            }
         }
     }
-    let mut measured = Measured(0);
-    let _ = serde_json::to_writer(&mut measured, &request.messages);
-    let output = request.options.max_tokens.map_or(default, u64::from);
-    output.saturating_add(measured.0 / 4)
-}
 
-impl LimitLayer {
     /// Checks the budget, takes a request and reserves `reserve` tokens from
     /// `caller`'s windows, in one step of the store that takes all or
     /// nothing: what to settle once the reply ends.
-    async fn admit(
+    async fn take(
         &self,
         caller: &Caller,
         limits: &KeyLimits,
@@ -540,11 +585,67 @@ impl Settle {
     }
 }
 
-/// A reply whose usage is settled when it ends — or, dropped before its end,
-/// in a task of its own (on the tokio runtime, where there is one).
+/// A request let in by [`LimitLayer::admit`]: what its answer used, seen by
+/// [`observe`](Self::observe), is settled by [`settle`](Self::settle) once
+/// it ends — or, dropped unsettled (its client went away), in a task of its
+/// own (on the tokio runtime, where there is one). An answer that reported no
+/// usage keeps its reservation.
+pub struct Admitted {
+    settle: Option<Settle>,
+}
+
+impl std::fmt::Debug for Admitted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let usage = self
+            .settle
+            .as_ref()
+            .and_then(|settle| settle.usage.as_ref());
+        f.debug_struct("Admitted").field("usage", &usage).finish()
+    }
+}
+
+impl Admitted {
+    /// Counts `event`'s usage, if it is one (summed over the answer's
+    /// rounds).
+    pub fn observe(&mut self, event: &Event) {
+        if let Some(settle) = &mut self.settle {
+            settle.observe(event);
+        }
+    }
+
+    /// Notes that the request used nothing (it failed before its answer):
+    /// its reservation is given back when settled.
+    pub fn nothing_used(&mut self) {
+        if let Some(settle) = &mut self.settle {
+            settle.usage = Some(Usage::default());
+        }
+    }
+
+    /// Settles what the answer used: one step of the store (none when there
+    /// is nothing to add).
+    pub fn settle(mut self) -> BoxFuture<'static, ()> {
+        match self.settle.take() {
+            Some(settle) => Box::pin(settle.run()),
+            None => Box::pin(std::future::ready(())),
+        }
+    }
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        if let Some(settle) = self.settle.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(settle.run());
+        }
+    }
+}
+
+/// A reply whose usage is settled when it ends (or, dropped, as its
+/// [`Admitted`] is).
 struct Settling {
     reply: Reply,
-    settle: Option<Settle>,
+    admitted: Option<Admitted>,
     pending: Option<BoxFuture<'static, ()>>,
 }
 
@@ -561,26 +662,16 @@ impl Stream for Settling {
             }
             match ready!(this.reply.poll_next_unpin(cx)) {
                 Some(item) => {
-                    if let (Ok(event), Some(settle)) = (&item, &mut this.settle) {
-                        settle.observe(event);
+                    if let (Ok(event), Some(admitted)) = (&item, &mut this.admitted) {
+                        admitted.observe(event);
                     }
                     return Poll::Ready(Some(item));
                 }
-                None => match this.settle.take() {
-                    Some(settle) => this.pending = Some(Box::pin(settle.run())),
+                None => match this.admitted.take() {
+                    Some(admitted) => this.pending = Some(admitted.settle()),
                     None => return Poll::Ready(None),
                 },
             }
-        }
-    }
-}
-
-impl Drop for Settling {
-    fn drop(&mut self) {
-        if let Some(settle) = self.settle.take()
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            runtime.spawn(settle.run());
         }
     }
 }

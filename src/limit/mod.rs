@@ -6,7 +6,9 @@
 //!   [`extensions`](crate::ChatRequest::extensions) by the gateway (the name
 //!   of the key the client presented);
 //! - [`LimitLayer`] / [`Limits`]: the tower layer that enforces each key's
-//!   [`KeyLimits`], answering 429 with the wait past a limit;
+//!   [`KeyLimits`], answering 429 with the wait past a limit; its admission
+//!   and settlement alone ([`LimitLayer::admit`], [`Admitted`]) for a server
+//!   that answers without the layer;
 //! - [`LimitStore`]: the counters' atomic steps, each over several counters
 //!   ([`Take`]s all or nothing, [`Add`]s); [`MemoryLimitStore`] in this
 //!   process, `RedisLimitStore` (feature `redis`) shared;
@@ -22,7 +24,7 @@ mod window;
 
 use std::sync::Arc;
 
-pub use layer::{KeyLimits, LimitLayer, Limits, OnStoreError};
+pub use layer::{Admitted, KeyLimits, LimitLayer, Limits, OnStoreError};
 pub use price::Price;
 #[cfg(feature = "redis")]
 pub use redis::RedisLimitStore;

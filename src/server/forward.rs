@@ -12,7 +12,6 @@
 //! `lmstack_forwarded_total`.
 
 use std::ops::Range;
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use axum::body::Body;
@@ -34,7 +33,7 @@ use super::format::Format;
 use super::gateway::Gateway;
 use super::sealed_ids::{SEALED_PREFIX, SEALED_REASONING_PREFIX};
 use super::tap::Tap;
-use crate::limit::Caller;
+use crate::limit::{Admitted, Caller, LimitLayer};
 use crate::provider::body::DEFAULT_MAX_BODY_BYTES;
 use crate::provider::transport::HttpResponse;
 use crate::provider::{AnyProvider, Kind};
@@ -49,15 +48,17 @@ use crate::{ChatRequest, Error};
 /// change a same-wire request or its reply but for the requests the gateway
 /// sends down the full path anyway (a configuration's
 /// [`ModelConfig::forward`](crate::config::ModelConfig::forward) says when
-/// that holds).
+/// that holds), and the stack's limits ([`limits`](Self::limits)).
 ///
 /// ```
+/// use lmstack::limit::{KeyLimits, LimitLayer};
 /// use lmstack::provider::AnyProvider;
 /// use lmstack::provider::openai_chat::{OpenAi, OpenAiConfig};
 /// use lmstack::server::Forward;
 ///
 /// let provider = AnyProvider::from(OpenAi::new(OpenAiConfig::new("http://127.0.0.1:8080/v1"))?);
-/// let forward = Forward::new(provider, "qwen3-8b").full_path_for(|caller| caller.name() == "metered");
+/// let limits = LimitLayer::new().key("metered", KeyLimits::new().requests_per_minute(60));
+/// let forward = Forward::new(provider, "qwen3-8b").limits(limits);
 /// # let _ = forward;
 /// # Ok::<(), lmstack::Error>(())
 /// ```
@@ -67,11 +68,8 @@ pub struct Forward {
     model: String,
     #[cfg(feature = "retry")]
     retry: Option<crate::retry::RetryLayer>,
-    full_path_for: Option<CallerTest>,
+    limits: Option<LimitLayer>,
 }
-
-/// Which callers [`Forward::full_path_for`] names.
-type CallerTest = Arc<dyn Fn(&Caller) -> bool + Send + Sync>;
 
 impl std::fmt::Debug for Forward {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -90,7 +88,7 @@ impl Forward {
             model: model.into(),
             #[cfg(feature = "retry")]
             retry: None,
-            full_path_for: None,
+            limits: None,
         }
     }
 
@@ -102,17 +100,13 @@ impl Forward {
         self
     }
 
-    /// Sends the requests of the callers for which `callers` is true down the
-    /// full path: those whose stack counts them (a [`LimitLayer`]'s limited
-    /// keys: [`LimitLayer::limits`]).
-    ///
-    /// [`LimitLayer`]: crate::limit::LimitLayer
-    /// [`LimitLayer::limits`]: crate::limit::LimitLayer::limits
-    pub fn full_path_for(
-        mut self,
-        callers: impl Fn(&Caller) -> bool + Send + Sync + 'static,
-    ) -> Self {
-        self.full_path_for = Some(Arc::new(callers));
+    /// Counts the requests of the keys `limits` limits as the model's stack
+    /// counts them (its [`LimitLayer`], with the model's price): each let in
+    /// by [`LimitLayer::admit`] before it is sent, or refused as the stack
+    /// refuses it, and settled with the usage the tap read once its answer
+    /// ends.
+    pub fn limits(mut self, limits: LimitLayer) -> Self {
+        self.limits = Some(limits);
         self
     }
 
@@ -168,14 +162,39 @@ pub(super) struct Plan {
     head: ChatRequest,
     body: Bytes,
     forward: Forward,
+    /// Whether the upstream was asked for a usage chunk that the client did
+    /// not ask for (left out of what it gets).
+    without_usage: bool,
+    /// The most output tokens the request asked for, for its key's limits.
+    max_tokens: Option<u64>,
 }
 
-/// The request's model field and mode, read without decoding the rest.
+/// The request's model field, mode, stream options and most output tokens,
+/// read without decoding the rest.
 #[derive(Deserialize)]
 struct Head<'a> {
     #[serde(borrow)]
     model: Option<&'a RawValue>,
     stream: Option<bool>,
+    /// Kept when `null` too.
+    #[serde(borrow, default, deserialize_with = "present")]
+    stream_options: Option<&'a RawValue>,
+    max_tokens: Option<u64>,
+    max_completion_tokens: Option<u64>,
+    #[serde(rename = "generationConfig")]
+    generation_config: Option<GenerationConfig>,
+}
+
+/// Gemini's most output tokens.
+#[derive(Deserialize)]
+struct GenerationConfig {
+    #[serde(rename = "maxOutputTokens")]
+    max_output_tokens: Option<u64>,
+}
+
+/// A field's raw value, `null` included.
+fn present<'a, D: serde::Deserializer<'a>>(field: D) -> Result<Option<&'a RawValue>, D::Error> {
+    <&RawValue>::deserialize(field).map(Some)
 }
 
 /// What in a request body only the full path serves: ids the gateway sealed
@@ -200,18 +219,15 @@ fn needs_the_stack(body: &[u8]) -> bool {
 
 /// The fast path's plan for a request let in with format `F`, or `None` when
 /// it takes the full path: its model must have a [`Forward`] of `F`'s wire
-/// and no fallbacks, its caller must not be one the stack counts, nothing in
-/// its body may need the stack ([`NEEDS_THE_STACK`]), and the conversation's
-/// content must not be captured in spans.
+/// and no fallbacks, nothing in its body may need the stack
+/// ([`NEEDS_THE_STACK`]), and the conversation's content must not be
+/// captured in spans.
 pub(super) fn plan<F: Format>(entered: &Entered, headers: &HeaderMap) -> Option<Plan> {
     let forward = entered.served.forward.as_deref()?;
-    let caller_counted =
-        |caller: &Caller| forward.full_path_for.as_ref().is_some_and(|f| f(caller));
     if !F::FORWARDS
         || forward.kind() != F::KIND
         || !entered.served.fallbacks.is_empty()
         || entered.decoded.is_some()
-        || entered.caller.as_ref().is_some_and(caller_counted)
         || crate::gen_ai::capture_content()
         || needs_the_stack(&entered.bytes)
     {
@@ -219,7 +235,6 @@ pub(super) fn plan<F: Format>(entered: &Entered, headers: &HeaderMap) -> Option<
     }
     let bytes = &entered.bytes;
     let read: Head = serde_json::from_slice(bytes).ok()?;
-    let model_at = read.model.map(|raw| span_of(bytes, raw.get()));
     let mut head = ChatRequest::new(Vec::new());
     head.options.stream = match &entered.named {
         Some(named) => named.stream,
@@ -227,14 +242,31 @@ pub(super) fn plan<F: Format>(entered: &Entered, headers: &HeaderMap) -> Option<
     };
     head.options.model = Some(forward.model.clone());
     F::decode_headers(headers, &mut head);
-    let body = match model_at {
-        Some(at) => with_model(bytes, at, &forward.model)?,
-        None => bytes.clone(),
-    };
+    let mut edits = Vec::with_capacity(2);
+    if let Some(raw) = read.model {
+        let at = span_of(bytes, raw.get());
+        let named: String = serde_json::from_str(raw.get()).ok()?;
+        if named != forward.model {
+            edits.push((at, serde_json::to_string(&forward.model).ok()?));
+        }
+    }
+    let mut without_usage = false;
+    if F::KIND == Kind::OpenAiChat
+        && head.options.stream
+        && let Some(edit) = with_usage(bytes, read.stream_options)?
+    {
+        edits.push(edit);
+        without_usage = true;
+    }
+    let body = edited(bytes, edits);
     Some(Plan {
         head,
         body,
         forward: forward.clone(),
+        without_usage,
+        max_tokens: read.max_tokens.or(read.max_completion_tokens).or(read
+            .generation_config
+            .and_then(|config| config.max_output_tokens)),
     })
 }
 
@@ -244,19 +276,52 @@ fn span_of(whole: &[u8], part: &str) -> Range<usize> {
     start..start + part.len()
 }
 
-/// `body` with its model's value (at `at`, JSON) set to `model`: itself when
-/// it names it already; `None` when the value is not a string.
-fn with_model(body: &Bytes, at: Range<usize>, model: &str) -> Option<Bytes> {
-    let named: String = serde_json::from_slice(&body[at.clone()]).ok()?;
-    if named == model {
-        return Some(body.clone());
+/// The edit of an OpenAI Chat `body` that asks the upstream for its usage
+/// chunk as the full path does (`stream_options.include_usage`), the
+/// client's other stream options kept: `Some(None)` when the client asked
+/// for it itself, `None` when its stream options are not an object.
+fn with_usage(body: &[u8], options: Option<&RawValue>) -> Option<Option<(Range<usize>, String)>> {
+    const ASKED: &str = r#"{"include_usage":true}"#;
+    let Some(raw) = options else {
+        // Written first in the body's object.
+        let open = body.iter().position(|byte| *byte == b'{')? + 1;
+        let empty = body[open..].trim_ascii_start().starts_with(b"}");
+        let comma = if empty { "" } else { "," };
+        return Some(Some((
+            open..open,
+            format!(r#""stream_options":{ASKED}{comma}"#),
+        )));
+    };
+    if raw.get() == "null" {
+        return Some(Some((span_of(body, raw.get()), ASKED.into())));
     }
-    let value = serde_json::to_string(model).ok()?;
-    let mut rewritten = Vec::with_capacity(body.len() - at.len() + value.len());
-    rewritten.extend_from_slice(&body[..at.start]);
-    rewritten.extend_from_slice(value.as_bytes());
-    rewritten.extend_from_slice(&body[at.end..]);
-    Some(Bytes::from(rewritten))
+    let mut options: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(raw.get()).ok()?;
+    if options.get("include_usage") == Some(&serde_json::Value::Bool(true)) {
+        return Some(None);
+    }
+    options.insert("include_usage".into(), true.into());
+    let options = serde_json::to_string(&options).ok()?;
+    Some(Some((span_of(body, raw.get()), options)))
+}
+
+/// `body` with each of `edits` (a range of it, ascending, and what replaces
+/// it) made: itself when there are none.
+fn edited(body: &Bytes, mut edits: Vec<(Range<usize>, String)>) -> Bytes {
+    if edits.is_empty() {
+        return body.clone();
+    }
+    edits.sort_by_key(|(at, _)| at.start);
+    let added: usize = edits.iter().map(|(_, with)| with.len()).sum();
+    let mut rewritten = Vec::with_capacity(body.len() + added);
+    let mut copied = 0;
+    for (at, with) in edits {
+        rewritten.extend_from_slice(&body[copied..at.start]);
+        rewritten.extend_from_slice(with.as_bytes());
+        copied = at.end;
+    }
+    rewritten.extend_from_slice(&body[copied..]);
+    Bytes::from(rewritten)
 }
 
 /// Answers a request on the fast path: sends it, and forwards the answer —
@@ -272,6 +337,8 @@ pub(super) async fn answer<F: Format>(
         mut head,
         body,
         forward,
+        without_usage,
+        max_tokens,
     } = plan;
     if let Some(caller) = entered.caller {
         head.extensions.insert(caller);
@@ -286,6 +353,15 @@ pub(super) async fn answer<F: Format>(
     async move {
         let kind = forward.kind();
         let stream = head.options.stream;
+        let mut admitted = None;
+        let caller = head.extensions.get::<Caller>();
+        if let (Some(limits), Some(caller)) = (&forward.limits, caller) {
+            let tokens = limits.reservation(max_tokens, body.len() as u64);
+            match limits.admit(caller, tokens).await {
+                Ok(admission) => admitted = admission,
+                Err(error) => return failed::<F>(&mut answering, &error),
+            }
+        }
         let mut sending = forward.send(head.clone(), body);
         let begun = match keep_alive.filter(|_| stream) {
             Some(every) => tokio::time::timeout(every, &mut sending).await.ok(),
@@ -293,18 +369,30 @@ pub(super) async fn answer<F: Format>(
         };
         let begun = match begun {
             Some(Ok(response)) => Ok(response),
-            Some(Err(error)) => return failed::<F>(&mut answering, &error),
+            Some(Err(error)) => {
+                given_back(admitted).await;
+                return failed::<F>(&mut answering, &error);
+            }
             None => Err(sending),
         };
         match begun {
-            Ok(response) if !stream => whole::<F>(kind, response, answering).await,
+            Ok(response) if !stream => whole::<F>(kind, response, answering, admitted).await,
             begun => {
                 let content_type = match &begun {
                     Ok(response) => content_type(response),
                     Err(_) => HeaderValue::from_static("text/event-stream"),
                 };
                 let error_encoder = F::encoder(&head, &name, SystemTime::now());
-                let body = streamed::<F>(kind, begun, error_encoder, keep_alive, answering);
+                let secrets = answering.secrets().clone();
+                let tap = move |content_type: Option<&str>| {
+                    let tap = Tap::new(kind, content_type, true).scrubbing(secrets);
+                    match without_usage {
+                        true => tap.without_usage_chunk(),
+                        false => tap,
+                    }
+                };
+                let answering = (answering, admitted);
+                let body = streamed::<F>(tap, begun, error_encoder, keep_alive, answering);
                 let body = Coalesce::new(body, STREAM_CHUNK_BYTES);
                 let mut response = Response::new(Body::from_stream(body));
                 let headers = response.headers_mut();
@@ -316,6 +404,15 @@ pub(super) async fn answer<F: Format>(
     }
     .instrument(span)
     .await
+}
+
+/// Gives back what `admitted` reserved: its request failed before its
+/// answer began.
+async fn given_back(admitted: Option<Admitted>) {
+    if let Some(mut admitted) = admitted {
+        admitted.nothing_used();
+        admitted.settle().await;
+    }
 }
 
 /// The answer to a request that failed before its answer began.
@@ -339,7 +436,12 @@ fn content_type(response: &HttpResponse) -> HeaderValue {
 }
 
 /// A whole answer: read within the body limit, tapped, sent as it came.
-async fn whole<F: Format>(kind: Kind, response: HttpResponse, mut answering: Answer) -> Response {
+async fn whole<F: Format>(
+    kind: Kind,
+    response: HttpResponse,
+    mut answering: Answer,
+    mut admitted: Option<Admitted>,
+) -> Response {
     let status = response.status();
     let content_type = content_type(&response);
     let mut chunks = response.into_body();
@@ -357,13 +459,17 @@ async fn whole<F: Format>(kind: Kind, response: HttpResponse, mut answering: Ans
             Ok(())
         });
         if let Err(error) = read {
+            given_back(admitted).await;
             return failed::<F>(&mut answering, &error);
         }
     }
     let body = Bytes::from(body);
     let streaming = false;
     let tapped = Tap::read(kind, content_type.to_str().ok(), streaming, body.clone());
-    answering.observe(&tapped.items);
+    observed(&answering, &mut admitted, tapped.items);
+    if let Some(admitted) = admitted {
+        admitted.settle().await;
+    }
     answering.status = status.as_u16();
     answering.ended = true;
     let mut response = Response::new(Body::from(body));
@@ -378,17 +484,19 @@ async fn whole<F: Format>(kind: Kind, response: HttpResponse, mut answering: Ans
 /// then the upstream's bytes as they come, tapped, with a keep-alive in a
 /// silence that falls between two events. An error once the headers are out
 /// is written as the format's in-stream error (where it falls between two
-/// events; elsewhere the stream is cut). The body owns the answer, so a
-/// client that goes away drops the upstream's answer and frees the place.
+/// events; elsewhere the stream is cut). The body owns the answer and its
+/// admission by the key's limits (settled at the end), so a client that goes
+/// away drops the upstream's answer and frees the place.
 fn streamed<F: Format>(
-    kind: Kind,
+    tap: impl FnOnce(Option<&str>) -> Tap + Send + 'static,
     begun: Result<HttpResponse, BoxFuture<'static, Result<HttpResponse, Error>>>,
     error_encoder: F::Encoder,
     keep_alive: Option<Duration>,
-    answering: Answer,
+    (answering, admitted): (Answer, Option<Admitted>),
 ) -> BoxStream<'static, Result<Bytes, Error>> {
     Box::pin(async_stream::stream! {
         let mut answering = answering;
+        let mut admitted = admitted;
         let mut ticks = Ticks::new(keep_alive);
         let response = match begun {
             Ok(response) => response,
@@ -407,7 +515,8 @@ fn streamed<F: Format>(
                         let said = shown(answering.secrets(), &error);
                         tracing::warn!("failed before the reply: {said}");
                         let error = answering.secrets().scrub_error(error);
-                        let error = observed(&answering, vec![Err(error)]);
+                        let error = observed(&answering, &mut None, vec![Err(error)]);
+                        given_back(admitted).await;
                         yield Ok(in_stream_error(error_encoder, error));
                         answering.ended = true;
                         return;
@@ -416,9 +525,10 @@ fn streamed<F: Format>(
             }
         };
         let content_type = content_type(&response);
-        let mut tap = Tap::new(kind, content_type.to_str().ok(), true);
+        let mut tap = tap(content_type.to_str().ok());
         let mut chunks = response.into_body();
         let mut framed = false;
+        let mut out = Vec::new();
         loop {
             // `next` loses nothing when a tick wins: it is asked again.
             let next = tokio::select! {
@@ -430,54 +540,64 @@ fn streamed<F: Format>(
                     continue;
                 }
             };
-            match next {
+            let failed = match next {
                 None => break,
                 Some(Ok(chunk)) => {
                     answering.first_chunk();
                     framed = true;
-                    let chunk = match tap.push(&chunk) {
-                        true => scrubbed(chunk, &answering),
-                        false => chunk,
-                    };
-                    yield Ok(chunk);
-                }
-                Some(Err(error)) => {
-                    let said = shown(answering.secrets(), &error);
-                    tracing::warn!("the upstream's answer broke off: {said}");
-                    let between_events = tap.between_events();
-                    let mut items = tap.finish().items;
-                    // The tap's own word would be that the stream was cut.
-                    items.retain(Result::is_ok);
-                    items.push(Err(answering.secrets().scrub_error(error)));
-                    let error = observed(&answering, items);
-                    if between_events {
-                        yield Ok(in_stream_error(error_encoder, error));
+                    let pushed = tap.push(chunk, &mut out);
+                    for piece in out.drain(..) {
+                        yield Ok(piece);
                     }
-                    answering.ended = true;
-                    return;
+                    match pushed {
+                        Ok(()) => continue,
+                        Err(error) => error,
+                    }
                 }
+                Some(Err(error)) => error,
+            };
+            let said = shown(answering.secrets(), &failed);
+            tracing::warn!("the upstream's answer broke off: {said}");
+            let between_events = tap.between_events();
+            let mut items = tap.finish().items;
+            // The tap's own word would be that the stream was cut.
+            items.retain(Result::is_ok);
+            items.push(Err(answering.secrets().scrub_error(failed)));
+            let error = observed(&answering, &mut admitted, items);
+            if let Some(admitted) = admitted {
+                admitted.settle().await;
             }
+            if between_events {
+                yield Ok(in_stream_error(error_encoder, error));
+            }
+            answering.ended = true;
+            return;
         }
-        observed(&answering, tap.finish().items);
+        if let Some(rest) = tap.rest() {
+            yield Ok(rest);
+        }
+        observed(&answering, &mut admitted, tap.finish().items);
+        if let Some(admitted) = admitted {
+            admitted.settle().await;
+        }
         answering.ended = true;
     })
 }
 
-/// A piece of the answer that completed an error event, scrubbed of the
-/// gateway's secrets (an upstream may quote the key it was sent).
-fn scrubbed(chunk: Bytes, answering: &Answer) -> Bytes {
-    let Ok(text) = std::str::from_utf8(&chunk) else {
-        return chunk;
-    };
-    match answering.secrets().scrub(text) {
-        std::borrow::Cow::Borrowed(_) => chunk,
-        std::borrow::Cow::Owned(scrubbed) => Bytes::from(scrubbed),
-    }
-}
-
-/// Counts `items` for the answer; the error among them, if any.
-fn observed(answering: &Answer, items: Vec<Result<crate::Event, Error>>) -> Option<Error> {
+/// Counts `items` for the answer and for its key's limits; the error among
+/// them, if any.
+fn observed(
+    answering: &Answer,
+    admitted: &mut Option<Admitted>,
+    items: Vec<Result<crate::Event, Error>>,
+) -> Option<Error> {
     answering.observe(&items);
+    if let Some(admitted) = admitted {
+        items
+            .iter()
+            .flatten()
+            .for_each(|event| admitted.observe(event));
+    }
     items.into_iter().find_map(Result::err)
 }
 
@@ -504,23 +624,60 @@ fn in_stream_error<E: Machine<In = Result<crate::Event, Error>, Out = Bytes>>(
 mod tests {
     use super::*;
 
-    #[test]
-    fn only_the_model_field_is_rewritten() {
-        let body = Bytes::from_static(
-            br#"{"messages":[{"role":"user","content":"model"}], "model" : "alias","stream":true}"#,
-        );
+    /// `body` as the fast path sends it for the model `model`, and
+    /// whether the client gets the usage chunk.
+    fn planned(body: &'static [u8], model: &str) -> Option<(String, bool)> {
+        let body = Bytes::from_static(body);
         let read: Head = serde_json::from_slice(&body).unwrap();
+        let mut edits = Vec::new();
         let at = span_of(&body, read.model.unwrap().get());
-        let rewritten = with_model(&body, at.clone(), "up\"stream").unwrap();
+        edits.push((at, serde_json::to_string(model).unwrap()));
+        let usage = with_usage(&body, read.stream_options)?;
+        let asked = usage.is_none();
+        edits.extend(usage);
+        Some((
+            String::from_utf8(edited(&body, edits).to_vec()).unwrap(),
+            asked,
+        ))
+    }
+
+    #[test]
+    fn only_the_model_and_the_stream_options_are_rewritten() {
         assert_eq!(
-            &rewritten[..],
-            br#"{"messages":[{"role":"user","content":"model"}], "model" : "up\"stream","stream":true}"#
+            planned(
+                br#"{"messages":[{"role":"user","content":"model"}], "model" : "alias","stream":true}"#,
+                "up\"stream"
+            ),
+            Some((
+                r#"{"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"model"}], "model" : "up\"stream","stream":true}"#.into(),
+                false
+            ))
         );
         assert_eq!(
-            with_model(&body, at, "alias").unwrap().as_ptr(),
-            body.as_ptr()
+            planned(
+                br#"{"model":"a","stream_options":{"continuous_usage_stats":true, "include_usage":false},"stream":true}"#,
+                "b"
+            ),
+            Some((
+                r#"{"model":"b","stream_options":{"continuous_usage_stats":true,"include_usage":true},"stream":true}"#.into(),
+                false
+            ))
         );
-        assert_eq!(read.stream, Some(true));
+        let asked = br#"{"model":"a","stream_options":{"include_usage":true},"stream":true}"#;
+        assert_eq!(
+            planned(asked, "a"),
+            Some((String::from_utf8(asked.to_vec()).unwrap(), true))
+        );
+        assert_eq!(
+            planned(br#"{"model":"a","stream_options":null}"#, "a"),
+            Some((
+                r#"{"model":"a","stream_options":{"include_usage":true}}"#.into(),
+                false
+            ))
+        );
+        assert_eq!(planned(br#"{"model":"a","stream_options":[1]}"#, "a"), None);
+        let body = Bytes::from_static(b"{}");
+        assert_eq!(edited(&body, Vec::new()).as_ptr(), body.as_ptr());
     }
 
     #[test]

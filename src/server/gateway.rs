@@ -294,12 +294,13 @@ impl Gateway {
     /// it comes (see docs/serve.md, "Same-wire fast path"): a request of
     /// `forward`'s wire (OpenAI Chat, Anthropic Messages or Gemini), for a
     /// model without fallbacks, whose body needs nothing of the stack (no ids
-    /// the gateway sealed, no structured output it checks), from a caller
-    /// that `forward` does not send down the full path, while the spans do
-    /// not capture content. Every other request is answered by the model's
+    /// the gateway sealed, no structured output it checks), while the spans
+    /// do not capture content. Every other request is answered by the model's
     /// stack — so give a `Forward` only to a model whose stack would not
-    /// change such a request or its reply (its one upstream and at most a
-    /// retry: [`ModelConfig::forward`](crate::config::ModelConfig::forward)).
+    /// change such a request or its reply (its one upstream, at most a retry
+    /// and limits: [`ModelConfig::forward`](crate::config::ModelConfig::forward));
+    /// a stack that limits keys gives its [`LimitLayer`](crate::limit::LimitLayer)
+    /// to [`Forward::limits`] too.
     /// Call it after [`model`](Self::model); a name not served is ignored.
     ///
     /// ```

@@ -1,9 +1,15 @@
 //! The fast path's tap: what the gateway needs of an upstream answer that it
 //! forwards unchanged — the usage, the finish reason, an error — read from the
-//! bytes as they pass, without decoding or re-encoding them. Pure: bytes in,
-//! [`Tapped`] out.
+//! bytes as they pass, without decoding or re-encoding them; and what of
+//! them goes on to the client. Pure: bytes in, bytes out and [`Tapped`].
 //!
-//! A stream is scanned line by line, in place; only the few SSE lines that
+//! A stream is scanned line by line, in place, and only its whole lines go on
+//! to the client ([`Tap::push`]): the start of a line not yet ended is held
+//! back until its end comes (at most [`DEFAULT_MAX_EVENT_BYTES`], as the full
+//! path's decoder), so that an error line is scrubbed of the gateway's
+//! secrets whole, wherever the upstream's pieces cut it; and the usage the
+//! gateway asked for, that the client did not, is left out (OpenAI's usage
+//! chunk, or a `usage` beside the choices). Only the few SSE lines that
 //! carry what is wanted are kept, one of each kind (the last: OpenAI's
 //! chunks with a `finish_reason` or a `usage` and its `[DONE]`, Anthropic's
 //! `message_start`, `message_delta` and `message_stop`, Gemini's chunks with
@@ -13,8 +19,9 @@
 //! content left out, a call stood for by one of a fixed shape — are read by
 //! the wire's own decoder ([`BodyDecoder`]) and lifter, so that the tokens and
 //! the reason are the full path's. A whole body is kept and read the same
-//! way. The buffers are the tap's own, reused: no allocation per chunk once
-//! they have grown.
+//! way. What goes on is slices of the upstream's pieces: a piece of whole
+//! lines costs no allocation, a line cut by a piece's end one (it goes on
+//! whole), a scrubbed or rewritten line one.
 
 use std::sync::LazyLock;
 
@@ -23,7 +30,7 @@ use memchr::memmem::Finder;
 
 use crate::provider::body::{BodyDecoder, is_stream};
 use crate::provider::sse::DEFAULT_MAX_EVENT_BYTES;
-use crate::provider::{Kind, Lowering, Wire, WithWire};
+use crate::provider::{Kind, Lowering, Secrets, Wire, WithWire};
 use crate::service::{Machine, Output};
 use crate::{Error, Event};
 
@@ -47,6 +54,11 @@ pub(crate) struct Tapped {
 pub(crate) struct Tap {
     kind: Kind,
     reading: Reading,
+    /// Scrubbed from a stream's error lines.
+    secrets: Secrets,
+    /// Whether an OpenAI stream's usage chunk is left out (the client did not
+    /// ask for it).
+    without_usage: bool,
 }
 
 #[derive(Debug)]
@@ -65,7 +77,26 @@ impl Tap {
             true => Reading::Stream(Box::default()),
             false => Reading::Whole(Some(Vec::new())),
         };
-        Tap { kind, reading }
+        Tap {
+            kind,
+            reading,
+            secrets: Secrets::new(),
+            without_usage: false,
+        }
+    }
+
+    /// Scrubs `secrets` from a stream's error lines before they go on.
+    pub(crate) fn scrubbing(mut self, secrets: Secrets) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
+    /// Leaves an OpenAI stream's usage chunk (`choices: []` with a `usage`)
+    /// out of what goes on, still counting it: for a client that did not ask
+    /// for it (`stream_options.include_usage`).
+    pub(crate) fn without_usage_chunk(mut self) -> Self {
+        self.without_usage = true;
+        self
     }
 
     /// What a whole answer `body` said, read as [`new`](Self::new) reads it
@@ -80,25 +111,58 @@ impl Tap {
         if let Reading::Whole(_) = tap.reading {
             return replay(kind, body, false);
         }
-        tap.push(&body);
-        tap.finish()
+        match tap.push(body, &mut Vec::new()) {
+            Ok(()) => tap.finish(),
+            Err(error) => Tapped {
+                items: vec![Err(error)],
+            },
+        }
     }
 
-    /// Reads the next piece of the answer. True when it completed a line that
-    /// carries an error (whose bytes the caller may want to scrub).
-    pub(crate) fn push(&mut self, bytes: &[u8]) -> bool {
-        match &mut self.reading {
-            Reading::Stream(lines) => lines.push(self.kind, bytes),
+    /// Reads the next piece of the answer, and adds to `out` what of it goes
+    /// on to the client now: of a stream, the lines it ends (the start of
+    /// one held back from an earlier piece first), error lines scrubbed, a
+    /// usage chunk left out as told; of a whole body, the piece. Slices of
+    /// `chunk` but for a line cut by a piece's end or scrubbed. An error when
+    /// a line passes [`DEFAULT_MAX_EVENT_BYTES`] (the full path's decoder
+    /// fails there too): nothing more may go on.
+    pub(crate) fn push(&mut self, chunk: Bytes, out: &mut Vec<Bytes>) -> Result<(), Error> {
+        let Tap {
+            kind,
+            reading,
+            secrets,
+            without_usage,
+        } = self;
+        match reading {
+            Reading::Stream(lines) => {
+                let told = Told {
+                    kind: *kind,
+                    secrets,
+                    without_usage: *without_usage,
+                };
+                lines.push(&told, chunk, out)
+            }
             Reading::Whole(kept) => {
                 if let Some(body) = kept {
-                    match body.len() + bytes.len() > MAX_BODY {
+                    match body.len() + chunk.len() > MAX_BODY {
                         true => *kept = None,
-                        false => body.extend_from_slice(bytes),
+                        false => body.extend_from_slice(&chunk),
                     }
                 }
-                false
+                out.push(chunk);
+                Ok(())
             }
         }
+    }
+
+    /// What of the stream is still held back when it ends without a line's
+    /// end, scrubbed: the client gets it as the upstream's last bytes.
+    pub(crate) fn rest(&mut self) -> Option<Bytes> {
+        let Reading::Stream(lines) = &mut self.reading else {
+            return None;
+        };
+        let rest = std::mem::take(&mut lines.partial);
+        (!rest.is_empty()).then(|| scrubbed(&self.secrets, Bytes::from(rest)))
     }
 
     /// Whether what passed so far ends between two events of a stream, where
@@ -180,57 +244,98 @@ enum Slot {
 
 const SLOTS: usize = 7;
 
+/// What a tap was told to do with the lines that go on.
+struct Told<'a> {
+    kind: Kind,
+    secrets: &'a Secrets,
+    without_usage: bool,
+}
+
+/// What becomes of a line.
+#[derive(Debug, PartialEq, Eq)]
+enum Fate {
+    /// It goes on as it came.
+    Passed,
+    /// It goes on scrubbed (it carries an error).
+    Scrubbed,
+    /// It is left out.
+    LeftOut,
+    /// This goes on in its place (its end of line included).
+    Replaced(Vec<u8>),
+}
+
 /// A stream's lines: the line cut by the last piece's end, and the lines kept.
 #[derive(Debug, Default)]
 struct Lines {
-    /// The start of a line cut by the end of a piece.
+    /// The start of a line cut by the end of a piece, held back.
     partial: Vec<u8>,
-    /// The cut line passed [`DEFAULT_MAX_EVENT_BYTES`]: skipped to its end.
-    skipping: bool,
     /// Whether an event is open (a field line came since the last blank line).
     in_event: bool,
+    /// Whether the open event is left out (a usage chunk).
+    leaving_out: bool,
     /// The kept lines, each with the order it came in.
     kept: [(u64, Vec<u8>); SLOTS],
     count: u64,
 }
 
 impl Lines {
-    /// Reads a piece of the stream; true when a line carrying an error
-    /// completed in it.
-    fn push(&mut self, kind: Kind, mut bytes: &[u8]) -> bool {
-        let mut error = false;
-        while let Some(end) = memchr::memchr(b'\n', bytes) {
-            let (line, rest) = (&bytes[..end], &bytes[end + 1..]);
-            bytes = rest;
-            if self.partial.is_empty() && !self.skipping {
-                error |= self.line(kind, line);
-                continue;
+    /// Reads a piece of the stream: what goes on of it into `out`.
+    fn push(&mut self, told: &Told, chunk: Bytes, out: &mut Vec<Bytes>) -> Result<(), Error> {
+        // The piece's bytes from `from` on go on, unless a line stops them.
+        let mut from = 0;
+        let mut start = 0;
+        let pass = |out: &mut Vec<Bytes>, range: std::ops::Range<usize>| {
+            if !range.is_empty() {
+                out.push(chunk.slice(range));
             }
-            let skipped = std::mem::take(&mut self.skipping);
-            let mut whole = std::mem::take(&mut self.partial);
-            if !skipped {
-                whole.extend_from_slice(line);
-                error |= self.line(kind, &whole);
-            }
-            whole.clear();
-            self.partial = whole;
-        }
-        if !bytes.is_empty() && !self.skipping {
-            match self.partial.len() + bytes.len() > DEFAULT_MAX_EVENT_BYTES {
-                true => {
-                    self.partial.clear();
-                    self.skipping = true;
+        };
+        while let Some(end) = memchr::memchr(b'\n', &chunk[start..]).map(|at| start + at) {
+            let next = end + 1;
+            if self.partial.is_empty() {
+                let fate = self.line(told, &chunk[start..end]);
+                if fate != Fate::Passed {
+                    pass(out, from..start);
+                    from = next;
                 }
-                false => self.partial.extend_from_slice(bytes),
+                match fate {
+                    Fate::Passed | Fate::LeftOut => {}
+                    Fate::Scrubbed => out.push(scrubbed(told.secrets, chunk.slice(start..next))),
+                    Fate::Replaced(line) => out.push(Bytes::from(line)),
+                }
+            } else {
+                let mut whole = std::mem::take(&mut self.partial);
+                whole.extend_from_slice(&chunk[start..next]);
+                let fate = self.line(told, &whole[..whole.len() - 1]);
+                let whole = Bytes::from(whole);
+                match fate {
+                    Fate::Passed => out.push(whole),
+                    Fate::Scrubbed => out.push(scrubbed(told.secrets, whole)),
+                    Fate::LeftOut => {}
+                    Fate::Replaced(line) => out.push(Bytes::from(line)),
+                }
+                from = next;
             }
+            start = next;
         }
-        error
+        pass(out, from..start);
+        let rest = &chunk[start..];
+        if self.partial.len() + rest.len() > DEFAULT_MAX_EVENT_BYTES {
+            self.partial = Vec::new();
+            return Err(Error::LimitExceeded {
+                stage: "sse",
+                what: "an event",
+                limit: DEFAULT_MAX_EVENT_BYTES,
+            });
+        }
+        self.partial.extend_from_slice(rest);
+        Ok(())
     }
 
-    /// Reads one whole line (its `\n` taken off); true when it carries an
-    /// error.
-    fn line(&mut self, kind: Kind, line: &[u8]) -> bool {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
+    /// Reads one whole line (its `\n` taken off): what becomes of it.
+    fn line(&mut self, told: &Told, line: &[u8]) -> Fate {
+        let kind = told.kind;
+        let ended = line.strip_suffix(b"\r");
+        let line = ended.unwrap_or(line);
         self.in_event = !line.is_empty();
         if let Some((slot, standing)) = marks(kind, line) {
             let (order, kept) = &mut self.kept[slot as usize];
@@ -240,20 +345,45 @@ impl Lines {
                 kept.extend_from_slice(standing);
             }
         }
+        let left_out = self.leaving_out;
+        self.leaving_out &= self.in_event;
         let Some(slot) = classify(kind, line) else {
-            return false;
+            return match left_out {
+                true => Fate::LeftOut,
+                false => Fate::Passed,
+            };
         };
         self.count += 1;
         let (order, kept) = &mut self.kept[slot as usize];
         if slot != Slot::Error {
             kept.clear();
         } else if kept.len() + line.len() > MAX_ERRORS {
-            return true;
+            return Fate::Scrubbed;
         }
         *order = self.count;
         kept.extend_from_slice(line);
         kept.extend_from_slice(b"\n\n");
-        slot == Slot::Error
+        match slot {
+            Slot::Error => Fate::Scrubbed,
+            _ if left_out => Fate::LeftOut,
+            Slot::Usage | Slot::Finish if told.without_usage && kind == Kind::OpenAiChat => {
+                match without_usage(line) {
+                    // A usage chunk.
+                    Some(None) => {
+                        self.leaving_out = true;
+                        Fate::LeftOut
+                    }
+                    // A chunk with a usage beside its choices.
+                    Some(Some(mut line)) => {
+                        let end: &[u8] = if ended.is_some() { b"\r\n" } else { b"\n" };
+                        line.extend_from_slice(end);
+                        Fate::Replaced(line)
+                    }
+                    None => Fate::Passed,
+                }
+            }
+            _ => Fate::Passed,
+        }
     }
 
     /// The kept lines in the order they came, as a stream: their content
@@ -269,6 +399,82 @@ impl Lines {
         self.kept.sort_by_key(|(order, _)| *order);
         self.kept.into_iter().flat_map(|(_, line)| line).collect()
     }
+}
+
+/// `bytes` scrubbed of `secrets` (as text; bytes that are not UTF-8 as
+/// [`String::from_utf8_lossy`] reads them); themselves when none shows.
+fn scrubbed(secrets: &Secrets, bytes: Bytes) -> Bytes {
+    let text = String::from_utf8_lossy(&bytes);
+    match secrets.scrub(&text) {
+        std::borrow::Cow::Owned(scrubbed) => Bytes::from(scrubbed),
+        std::borrow::Cow::Borrowed(_) => bytes,
+    }
+}
+
+/// An OpenAI chunk's `data:` line without the usage its lifter reads (an
+/// object in `usage` or in Groq's `x_groq.usage`): `None` when it has none,
+/// `Some(None)` when it is a usage chunk (`choices` empty), else the line with
+/// those members taken out, the rest as it came.
+fn without_usage(line: &[u8]) -> Option<Option<Vec<u8>>> {
+    use serde_json::value::RawValue;
+    /// A chunk's `usage`, `choices` and `x_groq`, read in place.
+    #[derive(serde::Deserialize)]
+    struct Chunk<'a> {
+        #[serde(borrow)]
+        usage: Option<&'a RawValue>,
+        #[serde(borrow)]
+        choices: Option<Vec<&'a RawValue>>,
+        #[serde(borrow)]
+        x_groq: Option<Groq<'a>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Groq<'a> {
+        #[serde(borrow)]
+        usage: Option<&'a RawValue>,
+    }
+    let data = line.strip_prefix(b"data:")?;
+    let chunk: Chunk = serde_json::from_slice(data).ok()?;
+    let groq = chunk.x_groq.and_then(|groq| groq.usage);
+    let mut members: Vec<_> = [chunk.usage, groq]
+        .into_iter()
+        .flatten()
+        .filter(|usage| usage.get().starts_with('{'))
+        .map(|usage| member(line, usage.get()))
+        .collect::<Option<_>>()?;
+    if members.is_empty() {
+        return None;
+    }
+    if chunk.choices.is_none_or(|choices| choices.is_empty()) {
+        return Some(None);
+    }
+    members.sort_by_key(|member| member.start);
+    let mut kept = Vec::with_capacity(line.len());
+    let mut copied = 0;
+    for member in members {
+        kept.extend_from_slice(&line[copied..member.start]);
+        copied = member.end;
+    }
+    kept.extend_from_slice(&line[copied..]);
+    Some(Some(kept))
+}
+
+/// The bytes of `text` (a JSON object's) that make the member whose value is
+/// `value`, a slice of it: its key and value and one comma beside them, with
+/// the blanks between.
+fn member(text: &[u8], value: &str) -> Option<std::ops::Range<usize>> {
+    let value_at = value.as_ptr() as usize - text.as_ptr() as usize;
+    let value_end = value_at + value.len();
+    // Only blanks and `:` lie between a member's key and its value.
+    let key_at = memchr::memmem::rfind(&text[..value_at], b"\"usage\"")?;
+    let before = text[..key_at].trim_ascii_end();
+    if let Some(kept) = before.strip_suffix(b",") {
+        return Some(kept.len()..value_end);
+    }
+    let after = text[value_end..].trim_ascii_start();
+    Some(match after.strip_prefix(b",") {
+        Some(rest) => key_at..text.len() - rest.trim_ascii_start().len(),
+        None => key_at..value_end,
+    })
 }
 
 /// A Gemini call of a function, as the tap replays a stream's first.
@@ -432,9 +638,16 @@ mod tests {
     fn tapped(kind: Kind, pieces: &[&[u8]]) -> Vec<Result<Event, Error>> {
         let mut tap = Tap::new(kind, Some("text/event-stream"), true);
         for piece in pieces {
-            tap.push(piece);
+            push(&mut tap, piece);
         }
         tap.finish().items
+    }
+
+    /// Pushes `piece` into `tap`: what goes on of it, joined.
+    fn push(tap: &mut Tap, piece: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        tap.push(Bytes::copy_from_slice(piece), &mut out).unwrap();
+        out.concat()
     }
 
     #[test]
@@ -478,11 +691,11 @@ mod tests {
     fn a_stream_without_its_end_is_an_error_and_between_events_is_tracked() {
         let mut tap = Tap::new(Kind::OpenAiChat, Some("text/event-stream"), true);
         assert!(tap.between_events());
-        tap.push(b"data: {\"choices\":[]");
+        assert_eq!(push(&mut tap, b"data: {\"choices\":[]"), b"", "held back");
         assert!(!tap.between_events());
-        tap.push(b"}\n");
+        assert_eq!(push(&mut tap, b"}\n"), b"data: {\"choices\":[]}\n");
         assert!(!tap.between_events());
-        tap.push(b"\n");
+        push(&mut tap, b"\n");
         assert!(tap.between_events());
         let items = tap.finish().items;
         assert!(matches!(items.last(), Some(Err(_))), "{items:?}");
@@ -491,9 +704,10 @@ mod tests {
     #[test]
     fn an_error_line_is_flagged_and_kept() {
         let mut tap = Tap::new(Kind::Anthropic, Some("text/event-stream"), true);
-        assert!(!tap.push(b"event: ping\ndata: {\"type\": \"ping\"}\n\n"));
+        let ping = b"event: ping\ndata: {\"type\": \"ping\"}\n\n";
+        assert_eq!(push(&mut tap, ping), ping);
         let error = b"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
-        assert!(tap.push(error));
+        assert_eq!(push(&mut tap, error), error);
         let items = tap.finish().items;
         let error = items.iter().find_map(|item| item.as_ref().err());
         assert!(
@@ -505,19 +719,148 @@ mod tests {
     }
 
     #[test]
-    fn an_endless_line_is_skipped_in_bounded_memory() {
+    fn an_endless_line_fails_in_bounded_memory() {
         let mut tap = Tap::new(Kind::OpenAiChat, Some("text/event-stream"), true);
-        let piece = vec![b'x'; 1 << 20];
-        for _ in 0..20 {
-            tap.push(&piece);
-        }
+        let piece = Bytes::from(vec![b'x'; 1 << 20]);
+        let mut out = Vec::new();
+        let failed = (0..20).find_map(|_| tap.push(piece.clone(), &mut out).err());
+        assert!(
+            matches!(failed, Some(Error::LimitExceeded { .. })),
+            "{failed:?}"
+        );
+        assert!(out.is_empty(), "nothing of the line went on");
         let Reading::Stream(lines) = &tap.reading else {
             unreachable!()
         };
-        assert!(lines.partial.capacity() <= DEFAULT_MAX_EVENT_BYTES + (1 << 20));
-        assert!(lines.partial.is_empty() && lines.skipping);
-        tap.push(b"\ndata: [DONE]\n\n");
-        assert!(tap.between_events());
+        assert!(lines.partial.capacity() <= DEFAULT_MAX_EVENT_BYTES);
+    }
+
+    #[test]
+    fn a_usage_chunk_not_asked_for_is_left_out_and_still_counted() {
+        let stream: &[u8] = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":\"stop\"}],\"usage\":null}\n\n\
+            data: {\"choices\": [ ],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2,\"total_tokens\":7}}\n\n\
+            data: [DONE]\n\n";
+        let without = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":\"stop\"}],\"usage\":null}\n\n\
+            data: [DONE]\n\n";
+        for cut in 0..stream.len() {
+            let mut tap =
+                Tap::new(Kind::OpenAiChat, Some("text/event-stream"), true).without_usage_chunk();
+            let mut out = push(&mut tap, &stream[..cut]);
+            out.extend(push(&mut tap, &stream[cut..]));
+            assert_eq!(out, without, "cut at {cut}");
+            let items = tap.finish().items;
+            assert!(
+                items.iter().any(
+                    |item| matches!(item, Ok(Event::Usage(usage)) if usage.output_tokens == 2)
+                ),
+                "cut at {cut}: {items:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_usage_beside_the_choices_is_taken_out_and_the_rest_kept() {
+        /// A line, and what [`without_usage`] makes of it.
+        type Case = (&'static [u8], Option<Option<&'static [u8]>>);
+        let cases: [Case; 6] = [
+            (
+                br#"data: {"id":"c","choices":[{"index":0,"finish_reason":"stop"}], "usage" : {"prompt_tokens":1} ,"x":1}"#,
+                Some(Some(br#"data: {"id":"c","choices":[{"index":0,"finish_reason":"stop"}] ,"x":1}"#)),
+            ),
+            (
+                br#"data: {"usage":{"prompt_tokens":1},  "choices":[{"index":0}]}"#,
+                Some(Some(br#"data: {"choices":[{"index":0}]}"#)),
+            ),
+            (
+                br#"data: {"choices":[{"index":0}],"usage":{"a":{"usage":1}}}"#,
+                Some(Some(br#"data: {"choices":[{"index":0}]}"#)),
+            ),
+            (br#"data: {"choices":[],"usage":{"prompt_tokens":1}}"#, Some(None)),
+            (br#"data: {"choices":[{"index":0}],"usage":null}"#, None),
+            (
+                br#"data: {"choices":[{"index":0}],"x_groq":{"id":"r","usage":{"a":1}},"usage":{"a":1}}"#,
+                Some(Some(br#"data: {"choices":[{"index":0}],"x_groq":{"id":"r"}}"#)),
+            ),
+        ];
+        for (line, expected) in cases {
+            let taken = without_usage(line);
+            assert_eq!(
+                taken.as_ref().map(|line| line.as_deref()),
+                expected,
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
+    }
+
+    /// An error event of `kind` that quotes `secret` where `at` (0 to 1) says.
+    fn error_event(kind: Kind, secret: &str, at: f64) -> String {
+        let message = "Incorrect API key provided: you may find it in your settings";
+        let cut = (message.len() as f64 * at) as usize;
+        let message = format!("{}{secret}{}", &message[..cut], &message[cut..]);
+        match kind {
+            Kind::Anthropic => format!(
+                "event: error\ndata: {{\"type\":\"error\",\"error\":{{\"type\":\"authentication_error\",\"message\":\"{message}\"}}}}\n\n"
+            ),
+            _ => format!(
+                "data: {{\"error\":{{\"message\":\"{message}\",\"type\":\"invalid_request_error\"}}}}\n\n"
+            ),
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_secret_in_an_error_event_never_goes_on_and_the_rest_goes_on_as_it_came(
+            anthropic in proptest::prelude::any::<bool>(),
+            at in 0.0f64..=1.0,
+            cuts in proptest::collection::vec(proptest::prelude::any::<proptest::sample::Index>(), 0..12),
+        ) {
+            const SECRET: &str = "sk-upstream-9876543210";
+            let kind = if anthropic { Kind::Anthropic } else { Kind::OpenAiChat };
+            let before: &[u8] = match kind {
+                Kind::Anthropic => b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{\"input_tokens\":3,\"output_tokens\":0}}}\n\n",
+                _ => b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n",
+            };
+            let error = error_event(kind, SECRET, at);
+            let stream = [before, error.as_bytes(), b": after\n\n"].concat();
+            let mut cuts: Vec<usize> = cuts.iter().map(|cut| cut.index(stream.len() + 1)).collect();
+            cuts.sort_unstable();
+            let mut tap = Tap::new(kind, Some("text/event-stream"), true)
+                .scrubbing(Secrets::new().secret(SECRET));
+            let mut out = Vec::new();
+            let mut last = 0;
+            for cut in cuts.into_iter().chain([stream.len()]) {
+                tap.push(Bytes::copy_from_slice(&stream[last..cut]), &mut out).unwrap();
+                last = cut;
+            }
+            out.extend(tap.rest());
+            let out = out.concat();
+            let expected = [before, error_event(kind, "[redacted]", at).as_bytes(), b": after\n\n"].concat();
+            proptest::prop_assert_eq!(String::from_utf8_lossy(&out), String::from_utf8_lossy(&expected));
+        }
+
+        #[test]
+        fn every_byte_goes_on_in_order_at_any_chunking(
+            which in proptest::prelude::any::<proptest::sample::Index>(),
+            sizes in proptest::collection::vec(1usize..300, 1..8),
+        ) {
+            let streams = recorded();
+            let (kind, name, stream) = &streams[which.index(streams.len())];
+            let mut tap = Tap::new(*kind, Some("text/event-stream"), true)
+                .scrubbing(Secrets::new().secret("not-in-any-stream-0123"));
+            let mut out = Vec::new();
+            let mut rest = &stream[..];
+            for size in sizes.iter().cycle() {
+                if rest.is_empty() {
+                    break;
+                }
+                let (piece, after) = rest.split_at((*size).min(rest.len()));
+                tap.push(Bytes::copy_from_slice(piece), &mut out).unwrap();
+                rest = after;
+            }
+            out.extend(tap.rest());
+            proptest::prop_assert!(out.concat() == *stream, "{}", name);
+        }
     }
 
     /// Recorded streams of each wire (SSE, or a chunk's JSON a line).
@@ -597,7 +940,7 @@ mod tests {
                     break;
                 }
                 let (piece, after) = rest.split_at((*size).min(rest.len()));
-                tap.push(piece);
+                push(&mut tap, piece);
                 rest = after;
             }
             let tapped = summed(tap.finish().items);
@@ -611,8 +954,8 @@ mod tests {
     fn a_whole_body_gives_its_usage() {
         let body = br#"{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}"#;
         let mut tap = Tap::new(Kind::OpenAiChat, Some("application/json"), false);
-        tap.push(&body[..10]);
-        tap.push(&body[10..]);
+        push(&mut tap, &body[..10]);
+        push(&mut tap, &body[10..]);
         let items = tap.finish().items;
         assert!(
             items

@@ -55,6 +55,19 @@ fn openai() -> Wire {
     }
 }
 
+/// An OpenAI client that does not ask for the usage chunk: the gateway asks
+/// for it and leaves it out of the client's answer.
+fn openai_without_usage() -> Wire {
+    Wire {
+        body: |model, stream| {
+            format!(
+                r#"{{"model":"{model}","messages":[{{"role":"user","content":"Hi"}}],"stream":{stream}}}"#
+            )
+        },
+        ..openai()
+    }
+}
+
 fn anthropic() -> Wire {
     Wire {
         kind: Kind::Anthropic,
@@ -98,7 +111,7 @@ fn gemini() -> Wire {
 }
 
 fn wires() -> Vec<Wire> {
-    let wires = vec![openai(), anthropic()];
+    let wires = vec![openai(), openai_without_usage(), anthropic()];
     #[cfg(feature = "gemini")]
     let wires = {
         let mut wires = wires;
@@ -211,6 +224,18 @@ async fn alike(wire: &Wire, stream: usize, sizes: &[usize]) -> Result<(), TestCa
         answers.push(said((wire.read)(&body)));
     }
     prop_assert_eq!(&answers[0], &answers[1], "{}", name);
+    if wire.kind == Kind::OpenAiChat {
+        // Asked for it or not, the client gets the usage as it asked, and
+        // the upstream is asked for it.
+        let asked = (wire.body)("fast", true).contains("include_usage");
+        let usage = |said: &serde_json::Value| said.to_string().contains("\"usage\"");
+        if let Ok(fast) = &answers[0] {
+            prop_assert!(asked || !usage(fast), "{}: {}", name, fast);
+        }
+        for (_, body) in upstream.requests() {
+            prop_assert_eq!(&body["stream_options"]["include_usage"], true);
+        }
+    }
     let text = gateway_metrics(&gateway);
     for kind in ["input", "output"] {
         let fast = metric(
@@ -274,7 +299,7 @@ proptest! {
 
     #[test]
     fn the_fast_path_and_the_full_path_say_the_same_at_any_chunking(
-        wire in 0usize..3,
+        wire in 0usize..4,
         stream in any::<usize>(),
         sizes in sizes(),
     ) {
@@ -350,6 +375,53 @@ async fn an_upstream_error_is_the_clients_format_error_without_the_key() {
     );
 }
 
+#[tokio::test]
+async fn a_key_in_an_error_event_cut_across_pieces_never_reaches_the_client() {
+    let start = b"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n";
+    let error = format!(
+        "data: {{\"error\":{{\"message\":\"Incorrect API key provided: {UPSTREAM_KEY}\",\"type\":\"invalid_request_error\"}}}}\n\n"
+    );
+    let stream = [&start[..], error.as_bytes()].concat();
+    let key_at = start.len() + error.find(UPSTREAM_KEY).unwrap();
+    for cut in [
+        key_at + 1,
+        key_at + UPSTREAM_KEY.len() / 2,
+        key_at + UPSTREAM_KEY.len() - 1,
+    ] {
+        let mut answer = Answer::ok("text/event-stream", &stream, &[cut, 5]);
+        // Each piece comes alone.
+        answer.pace = std::time::Duration::from_millis(2);
+        let upstream = Server::start(vec![answer]).await;
+        let config = config(Kind::OpenAiChat, &upstream);
+        let (stack, _) = config.stack("fast").await.unwrap();
+        let secrets = lmstack::provider::Secrets::new().secret(UPSTREAM_KEY);
+        let gateway = Gateway::new()
+            .key("client", BearerToken::new(CLIENT_KEY))
+            .secrets(secrets)
+            .model("fast", "upstream", stack, 4)
+            .forward("fast", config.forward("fast").unwrap().unwrap());
+        let (base, gateway) = served(gateway).await;
+        let (status, _, body) =
+            post(&base, "/v1/chat/completions", (openai().body)("fast", true)).await;
+        let body = String::from_utf8(body).unwrap();
+        assert_eq!(status, 200);
+        assert!(!body.contains(UPSTREAM_KEY), "cut at {cut}: {body}");
+        let scrubbed = stream.len() - UPSTREAM_KEY.len() + "[redacted]".len();
+        assert_eq!(body.len(), scrubbed, "cut at {cut}: {body}");
+        assert!(
+            body.contains("Incorrect API key provided: [redacted]"),
+            "{body}"
+        );
+        assert_eq!(
+            metric(
+                &gateway_metrics(&gateway),
+                "lmstack_forwarded_total{model=\"fast\"}"
+            ),
+            1.0
+        );
+    }
+}
+
 /// A request of `body` to a gateway over `config`: whether it was forwarded.
 async fn forwarded(config: ModelConfig, body: &str, answer: Answer) -> bool {
     let upstream = Server::start(vec![answer]).await;
@@ -402,47 +474,89 @@ async fn a_request_that_needs_the_stack_takes_the_full_path() {
     assert!(deployed.forward("fast").unwrap().is_none());
 }
 
+/// The time of the limits in the tests: the start of a minute.
+const NOW: u64 = 1_739_188_800_000;
+
+/// The counts of the key `name`'s requests, tokens and spend in `store`.
+async fn counts(store: &lmstack::limit::MemoryLimitStore, name: &str) -> Vec<u64> {
+    use lmstack::limit::{Add, Counter, LimitStore};
+    let counter = |what: &str, start: u64| Counter {
+        key: format!("{what}:{{{name}}}:{start}"),
+        expires_at: None,
+    };
+    let adds = [("rpm", NOW), ("tpm", NOW), ("spend", 0)].map(|(what, start)| Add {
+        counter: counter(what, start),
+        amount: 0,
+    });
+    store.add_all(&adds, NOW).await.unwrap()
+}
+
 #[tokio::test]
-async fn a_limited_key_takes_the_full_path_and_another_the_fast_one() {
-    use lmstack::limit::{Caller, KeyLimits, LimitLayer};
+async fn a_limited_key_takes_the_fast_path_refused_and_settled_as_on_the_full_path() {
+    use lmstack::limit::{KeyLimits, LimitLayer, MemoryLimitStore, Period, Price};
     use tower::Layer;
-    let done = br#"{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}"#;
-    let answer = Answer::ok("application/json", done, &[usize::MAX]);
-    let upstream = Server::start(vec![answer.clone(), answer]).await;
+    let stream = b"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n\
+        data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n\
+        data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":50,\"completion_tokens\":7,\"total_tokens\":57}}\n\n\
+        data: [DONE]\n\n";
+    let answer = Answer::ok("text/event-stream", stream, &[40, 3]);
+    let upstream = Server::start(vec![answer; 4]).await;
     let config = config(Kind::OpenAiChat, &upstream);
-    let limits = LimitLayer::new().key("metered", KeyLimits::new().requests_per_minute(100));
+    let key = KeyLimits::new()
+        .requests_per_minute(2)
+        .tokens_per_minute(100_000)
+        .budget(100.0, Period::Total);
+    let price = Some(Price {
+        input: 1.0,
+        cached_input: None,
+        output: 2.0,
+    });
+    let limits = |store: &MemoryLimitStore| {
+        LimitLayer::new()
+            .store(store.clone())
+            .key("metered", key.clone())
+            .price(price)
+            .clock(|| NOW)
+    };
+    let (fast_store, full_store) = (MemoryLimitStore::new(), MemoryLimitStore::new());
     let (stack, _) = config.stack("fast").await.unwrap();
-    let stack = lmstack::BoxChatService::new(limits.clone().layer(stack));
+    let (full, _) = config.stack("full").await.unwrap();
+    let full = lmstack::BoxChatService::new(limits(&full_store).layer(full));
     let forward = config.forward("fast").unwrap().unwrap();
-    let forward = forward.full_path_for(move |caller: &Caller| limits.limits(caller));
     let gateway = Gateway::new()
-        .key("client", BearerToken::new(CLIENT_KEY))
-        .key("metered", BearerToken::new("metered-key-0123456789"))
+        .key("metered", BearerToken::new(CLIENT_KEY))
         .model("fast", "upstream", stack, 4)
-        .forward("fast", forward);
+        .model("full", "upstream", full, 4)
+        .forward("fast", forward.limits(limits(&fast_store)));
     let (base, gateway) = served(gateway).await;
-    let body = (openai().body)("fast", false);
-    let forwarded = || {
+    let body = |model: &str| (openai_without_usage().body)(model, true);
+    let mut answers = Vec::new();
+    for model in ["fast", "full"] {
+        for _ in 0..2 {
+            let (status, _, reply) = post(&base, "/v1/chat/completions", body(model)).await;
+            assert_eq!(status, 200, "{}", String::from_utf8_lossy(&reply));
+        }
+        let (status, headers, reply) = post(&base, "/v1/chat/completions", body(model)).await;
+        let retry_after = headers.get("retry-after").map(|value| value.to_owned());
+        answers.push((status, retry_after, String::from_utf8(reply).unwrap()));
+    }
+    assert_eq!(answers[0].0, 429, "{:?}", answers[0]);
+    assert!(answers[0].1.is_some(), "{:?}", answers[0]);
+    assert_eq!(
+        answers[0], answers[1],
+        "the fast path's refusal is the full path's"
+    );
+    let fast = counts(&fast_store, "metered").await;
+    assert_eq!(fast, counts(&full_store, "metered").await);
+    // Two requests, their tokens and their spend (in millionths).
+    assert_eq!(fast, [2, 2 * 57, 2 * (50 + 2 * 7)]);
+    assert_eq!(
         metric(
             &gateway_metrics(&gateway),
-            "lmstack_forwarded_total{model=\"fast\"}",
-        )
-    };
-    let response = reqwest::Client::new()
-        .post(format!("{base}/v1/chat/completions"))
-        .header("content-type", "application/json")
-        .bearer_auth("metered-key-0123456789")
-        .body(body.clone())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    assert_eq!(
-        forwarded(),
-        0.0,
-        "the metered key's request is counted by its stack"
+            "lmstack_forwarded_total{model=\"fast\"}"
+        ),
+        3.0,
+        "the limited key's requests and its refusal took the fast path"
     );
-    let (status, _, _) = post(&base, "/v1/chat/completions", body).await;
-    assert_eq!(status, 200);
-    assert_eq!(forwarded(), 1.0);
+    assert_eq!(upstream.requests().len(), 4, "no refused request went up");
 }
