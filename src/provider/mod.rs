@@ -105,7 +105,7 @@ mod service;
 ))]
 mod text_or_list;
 #[cfg(feature = "http")]
-mod traced;
+pub(crate) mod traced;
 #[cfg(feature = "http")]
 pub mod transport;
 #[cfg(feature = "http")]

@@ -16,7 +16,7 @@ use super::config::ProviderConfig;
 use super::error::{TransportError, TransportErrorKind};
 use super::media;
 use super::redact::{Secrets, redact_url};
-use super::traced::{Traced, attempt_span};
+use super::traced::{Traced, attempt_span, forwarded};
 use super::transport::{
     ByteStream, HttpRequest, HttpResponse, HttpTransport, Streaming, move_url_credentials,
 };
@@ -203,7 +203,10 @@ impl<W: Wire, T> Provider<W, T> {
 
     /// Sends `body` as [`forward_request`](Self::forward_request) builds it,
     /// on a clone of the transport: the upstream's answer as it comes (an
-    /// error status is an error, as for every call).
+    /// error status is an error, as for every call). Each is an attempt span,
+    /// as each [`call`](Service::call) is; a failure is recorded there, and
+    /// an answer carries the span on (in its extensions), for whoever reads
+    /// it to record what it said.
     pub fn forward(
         &self,
         head: &ChatRequest,
@@ -213,9 +216,13 @@ impl<W: Wire, T> Provider<W, T> {
         T: Service<HttpRequest, Response = HttpResponse, Error = Error> + Clone + Send + 'static,
         T::Future: Send,
     {
+        let config = &self.config;
+        let model = head.options.model.as_ref().or(config.model.as_ref());
+        let span = attempt_span(W::KIND, model.map_or("", String::as_str), &config.base_url);
         let prepared = self.forward_request(head, body, SystemTime::now());
         let transport = self.transport.clone();
-        async move { transport.oneshot(prepared?).await }
+        let sending = async move { transport.oneshot(prepared?).await };
+        async move { forwarded(span, sending.await) }
     }
 
     /// The POST of the bytes `body` to `path` for `request`, with the headers

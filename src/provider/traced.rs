@@ -17,6 +17,7 @@ use crate::gen_ai::{Observed, error_type, gen_ai_span, record_error};
 use crate::{Error, Reply};
 
 use super::Kind;
+use super::transport::HttpResponse;
 
 pin_project! {
     /// A provider's call and its attempt span: the future of
@@ -97,6 +98,33 @@ struct Attempt {
 impl Drop for Attempt {
     fn drop(&mut self) {
         self.observed.record(&self.span);
+    }
+}
+
+/// The attempt span of a forwarded request ([`Provider::forward`](super::Provider::forward)),
+/// in its answer's extensions while the attempt succeeded: whoever reads the
+/// answer records what it said there, and closes it by dropping it.
+#[derive(Clone, Debug)]
+pub(crate) struct AttemptSpan(pub(crate) tracing::Span);
+
+/// `sent`'s outcome in the attempt span `span`: an error recorded there (and
+/// the span closed), or the answer carrying it ([`AttemptSpan`]).
+pub(crate) fn forwarded(
+    span: Option<tracing::Span>,
+    sent: Result<HttpResponse, Error>,
+) -> Result<HttpResponse, Error> {
+    let Some(span) = span else {
+        return sent;
+    };
+    match sent {
+        Ok(mut response) => {
+            response.extensions_mut().insert(AttemptSpan(span));
+            Ok(response)
+        }
+        Err(error) => {
+            record_error(&span, &error_type(&error));
+            Err(error)
+        }
     }
 }
 

@@ -22,6 +22,8 @@ use super::sealed_ids::SealCallIds;
 use super::{GenAi, InFlight, Metrics};
 use crate::gen_ai::{self, Observed, gen_ai_span};
 use crate::limit::Caller;
+use crate::provider::traced::AttemptSpan;
+use crate::provider::transport::HttpResponse;
 use crate::provider::{Kind, Secrets};
 use crate::service::MachineStream;
 use crate::{ChatRequest, Error, Event, Message, Reply};
@@ -137,6 +139,9 @@ pub(super) struct Answer {
     /// Which path answered: `full` (the stack), or `fast` (the upstream's
     /// bytes forwarded: [`forward`](super::forward)).
     path: &'static str,
+    /// A forwarded answer's upstream attempt span, which records what the
+    /// request's does.
+    attempt: Option<tracing::Span>,
 }
 
 impl Answer {
@@ -182,7 +187,17 @@ impl Answer {
             ended: false,
             caller: request.extensions.get::<Caller>().cloned(),
             path: "full",
+            attempt: None,
         }
+    }
+
+    /// A forwarded answer's `response`, its attempt span taken (the tap's
+    /// findings are recorded there too when the answer ends).
+    pub(super) fn attempted(&mut self, mut response: HttpResponse) -> HttpResponse {
+        if let Some(AttemptSpan(span)) = response.extensions_mut().remove() {
+            self.attempt = Some(span);
+        }
+        response
     }
 
     /// Marks the answer as one of the fast path, and counts it so.
@@ -265,6 +280,9 @@ impl Drop for Answer {
         let tally = self.tally.lock().unwrap_or_else(PoisonError::into_inner);
         let observed = &tally.observed;
         observed.record(&self.span);
+        if let Some(attempt) = self.attempt.take() {
+            observed.record(&attempt);
+        }
         let operation = GenAi {
             provider: provider_name(&self.upstream),
             error_type: observed.error_type.as_deref(),

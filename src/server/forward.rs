@@ -136,23 +136,29 @@ impl Forward {
         body: Bytes,
     ) -> BoxFuture<'static, Result<HttpResponse, Error>> {
         let this = self.clone();
-        Box::pin(async move {
-            let mut retry = 0;
-            loop {
-                let error = match this.provider.forward(&head, body.clone()).await {
-                    Ok(response) => return Ok(response),
-                    Err(error) => error,
-                };
-                match this.wait_before(retry, &error) {
-                    Some(wait) => {
-                        tracing::debug!("retrying the forwarded request: {error}");
-                        wait.await;
-                        retry += 1;
+        // Each attempt's span is a child of the request's, even where the
+        // answer's head comes after a keep-alive, polled outside it.
+        let request_span = tracing::Span::current();
+        Box::pin(tracing::Instrument::instrument(
+            async move {
+                let mut retry = 0;
+                loop {
+                    let error = match this.provider.forward(&head, body.clone()).await {
+                        Ok(response) => return Ok(response),
+                        Err(error) => error,
+                    };
+                    match this.wait_before(retry, &error) {
+                        Some(wait) => {
+                            tracing::debug!("retrying the forwarded request: {error}");
+                            wait.await;
+                            retry += 1;
+                        }
+                        None => return Err(error),
                     }
-                    None => return Err(error),
                 }
-            }
-        })
+            },
+            request_span,
+        ))
     }
 }
 
@@ -368,7 +374,7 @@ pub(super) async fn answer<F: Format>(
             None => Some((&mut sending).await),
         };
         let begun = match begun {
-            Some(Ok(response)) => Ok(response),
+            Some(Ok(response)) => Ok(answering.attempted(response)),
             Some(Err(error)) => {
                 given_back(admitted).await;
                 return failed::<F>(&mut answering, &error);
@@ -510,7 +516,7 @@ fn streamed<F: Format>(
                     }
                 };
                 match begun {
-                    Ok(response) => response,
+                    Ok(response) => answering.attempted(response),
                     Err(error) => {
                         let said = shown(answering.secrets(), &error);
                         tracing::warn!("failed before the reply: {said}");

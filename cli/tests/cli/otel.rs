@@ -65,17 +65,19 @@ fn busy() -> Answer {
 }
 
 /// The gateway serving `gpt` from `upstream` (retried), its spans sent to
-/// `receiver` as `variables` say.
+/// `receiver` as `variables` say; its same-wire fast path on or off.
 fn gateway(
     dir: &tempfile::TempDir,
     upstream: &Server,
     receiver: &Server,
     variables: &[(&str, &str)],
+    fast_path: bool,
 ) -> Serving {
     let config = write_config(
         dir,
         &format!(
-            "[models.gpt]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"up-gpt\"\n",
+            "[models.gpt]\nprovider = \"openai\"\nbase_url = \"{}\"\nmodel = \"up-gpt\"\n\
+             fast_path = {fast_path}\n",
             upstream.base_url()
         ),
     );
@@ -207,10 +209,18 @@ const CLIENT: i64 = 3;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_request_and_upstream_attempt_is_a_genai_span_flushed_on_sigterm() {
+    // The same spans whether the request is forwarded as it came (the
+    // same-wire fast path) or decoded, lifted and encoded again.
+    for fast_path in [true, false] {
+        spans_of_one_request_and_its_two_attempts(fast_path).await;
+    }
+}
+
+async fn spans_of_one_request_and_its_two_attempts(fast_path: bool) {
     let upstream = Server::start(vec![busy(), whole_answer()]).await;
     let receiver = receiver().await;
     let dir = tempfile::tempdir().unwrap();
-    let serving = gateway(&dir, &upstream, &receiver, &[]);
+    let serving = gateway(&dir, &upstream, &receiver, &[], fast_path);
     assert_eq!(ask(&serving, false).await, "Understood.");
     assert_eq!(upstream.requests().len(), 2, "one retry");
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -299,7 +309,7 @@ async fn the_conversation_reaches_the_request_span_only_when_opted_in() {
     let receiver = receiver().await;
     let dir = tempfile::tempdir().unwrap();
     let opt_in = [("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")];
-    let serving = gateway(&dir, &upstream, &receiver, &opt_in);
+    let serving = gateway(&dir, &upstream, &receiver, &opt_in, true);
     assert_eq!(ask(&serving, true).await, "Understood.");
     stop(serving).await;
 
