@@ -49,48 +49,9 @@ unsafe impl GlobalAlloc for Counting {
 static ALLOCATOR: Counting = Counting;
 
 /// The completion's words, one chunk each: the gateway bench mock's.
-const WORDS: [&str; 40] = [
-    "The ",
-    "quick ",
-    "brown ",
-    "fox ",
-    "jumps ",
-    "over ",
-    "the ",
-    "lazy ",
-    "dog ",
-    "while ",
-    "the ",
-    "gateway ",
-    "passes ",
-    "every ",
-    "chunk ",
-    "along ",
-    "to ",
-    "its ",
-    "client ",
-    "without ",
-    "delay; ",
-    "each ",
-    "word ",
-    "is ",
-    "one ",
-    "server-sent ",
-    "event, ",
-    "and ",
-    "the ",
-    "stream ",
-    "ends ",
-    "with ",
-    "a ",
-    "finish ",
-    "reason ",
-    "and ",
-    "the ",
-    "done ",
-    "marker ",
-    "here.",
-];
+#[path = "gateway/mock/src/words.rs"]
+mod words;
+use words::WORDS;
 
 /// The mock's stream, one piece per SSE event as a server writes them (and
 /// as they arrive, one HTTP body frame each): the first delta with the role,

@@ -104,7 +104,9 @@ impl Drop for Attempt {
 /// The attempt span of a forwarded request ([`Provider::forward`](super::Provider::forward)),
 /// in its answer's extensions while the attempt succeeded: whoever reads the
 /// answer records what it said there, and closes it by dropping it.
+/// (Read by the gateway: unread in a build without it.)
 #[derive(Clone, Debug)]
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
 pub(crate) struct AttemptSpan(pub(crate) tracing::Span);
 
 /// `sent`'s outcome in the attempt span `span`: an error recorded there (and

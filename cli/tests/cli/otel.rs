@@ -115,18 +115,9 @@ async fn ask(serving: &Serving, stream: bool) -> String {
 }
 
 /// Sends SIGTERM to `serving` and waits for it to exit successfully.
-async fn stop(mut serving: Serving) {
-    let pid = serving.child.id() as libc::pid_t;
-    // SAFETY: a plain kill(2) of the child this test started.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-    let status = tokio::task::spawn_blocking(move || {
-        let status = serving.child.wait().unwrap();
-        std::mem::forget(serving);
-        status
-    })
-    .await
-    .unwrap();
-    assert!(status.success(), "{status:?}");
+async fn stop(serving: Serving) {
+    serving.signal(libc::SIGTERM);
+    serving.exits_successfully().await;
 }
 
 /// A span as exported: its name, kind, ids and attributes (their values

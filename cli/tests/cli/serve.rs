@@ -147,18 +147,9 @@ async fn sigterm_lets_the_requests_in_flight_finish_then_exits() {
     while upstream.requests().is_empty() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let pid = serving.child.id() as libc::pid_t;
-    // SAFETY: a plain kill(2) of the child this test started.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    serving.signal(libc::SIGTERM);
     assert_eq!(asking.await.unwrap(), "Worth the wait.");
-    let status = tokio::task::spawn_blocking(move || {
-        let status = serving.child.wait().unwrap();
-        std::mem::forget(serving);
-        status
-    })
-    .await
-    .unwrap();
-    assert!(status.success(), "{status:?}");
+    serving.exits_successfully().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

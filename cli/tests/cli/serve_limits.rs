@@ -15,12 +15,6 @@ use common::cli::{serve, serve_command, start, write_config};
 use common::server::{Answer, Server};
 use serde_json::{Value, json};
 
-fn signal(serving: &common::cli::Serving, signal: libc::c_int) {
-    let pid = serving.child.id() as libc::pid_t;
-    // SAFETY: a plain kill(2) of the child this test started.
-    assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
-}
-
 /// Waits (up to `within`) for the process to exit; how long it took.
 fn exits_within(serving: &mut common::cli::Serving, within: Duration) -> Duration {
     let started = Instant::now();
@@ -106,7 +100,7 @@ fn a_second_signal_stops_at_once_and_half_sent_requests_do_not_hold_the_drain() 
     let mut half = TcpStream::connect(address(&serving)).unwrap();
     half.write_all(b"POST /v1/messages HTTP/1.1\r\nHo").unwrap();
     std::thread::sleep(Duration::from_millis(100));
-    signal(&serving, libc::SIGTERM);
+    serving.signal(libc::SIGTERM);
     let took = exits_within(&mut serving, Duration::from_secs(5));
     assert!(took < Duration::from_secs(5));
     // A request in flight holds it; a second signal ends it at once.
@@ -121,13 +115,13 @@ fn a_second_signal_stops_at_once_and_half_sent_requests_do_not_hold_the_drain() 
     while runtime.block_on(async { upstream.requests().len() }) < 1 {
         std::thread::sleep(Duration::from_millis(10));
     }
-    signal(&serving, libc::SIGTERM);
+    serving.signal(libc::SIGTERM);
     std::thread::sleep(Duration::from_millis(500));
     assert!(
         serving.child.try_wait().unwrap().is_none(),
         "the drain waits for the request in flight"
     );
-    signal(&serving, libc::SIGTERM);
+    serving.signal(libc::SIGTERM);
     exits_within(&mut serving, Duration::from_secs(3));
     let said = serving.stderr().join("");
     assert!(said.contains("stopped at once"), "{said}");

@@ -140,6 +140,29 @@ impl Serving {
     }
 }
 
+#[cfg(unix)]
+impl Serving {
+    /// Sends it `signal` (SIGTERM, SIGINT…).
+    pub fn signal(&self, signal: libc::c_int) {
+        let pid = self.child.id() as libc::pid_t;
+        // SAFETY: a plain kill(2) of the child this test started.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+    }
+
+    /// Waits (off the runtime's threads) for it to exit, and checks that it
+    /// exited successfully.
+    pub async fn exits_successfully(mut self) {
+        let status = tokio::task::spawn_blocking(move || {
+            let status = self.child.wait().unwrap();
+            std::mem::forget(self);
+            status
+        })
+        .await
+        .unwrap();
+        assert!(status.success(), "{status:?}");
+    }
+}
+
 impl Drop for Serving {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -16,49 +16,8 @@ use axum::http::header::CONTENT_TYPE;
 use axum::response::Response;
 use axum::routing::post;
 
-/// The completion's text, one chunk per word: 40 chunks.
-const WORDS: [&str; 40] = [
-    "The ",
-    "quick ",
-    "brown ",
-    "fox ",
-    "jumps ",
-    "over ",
-    "the ",
-    "lazy ",
-    "dog ",
-    "while ",
-    "the ",
-    "gateway ",
-    "passes ",
-    "every ",
-    "chunk ",
-    "along ",
-    "to ",
-    "its ",
-    "client ",
-    "without ",
-    "delay; ",
-    "each ",
-    "word ",
-    "is ",
-    "one ",
-    "server-sent ",
-    "event, ",
-    "and ",
-    "the ",
-    "stream ",
-    "ends ",
-    "with ",
-    "a ",
-    "finish ",
-    "reason ",
-    "and ",
-    "the ",
-    "done ",
-    "marker ",
-    "here.",
-];
+mod words;
+use words::WORDS;
 
 const CREATED: u64 = 1_700_000_000;
 
