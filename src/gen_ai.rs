@@ -15,7 +15,6 @@ use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 
-use crate::provider::TransportErrorKind;
 use crate::{ContentBlock, Error, Event, FinishReason, Message};
 
 /// The environment variable by which an operator opts in to the
@@ -157,14 +156,7 @@ pub(crate) fn error_type(error: &Error) -> Cow<'static, str> {
         };
     }
     if let Some(transport) = error.transport_error() {
-        return Cow::Borrowed(match transport.kind {
-            TransportErrorKind::Connect => "connect",
-            TransportErrorKind::Timeout => "timeout",
-            TransportErrorKind::Interrupted => "interrupted",
-            TransportErrorKind::Truncated => "truncated",
-            TransportErrorKind::Malformed => "malformed",
-            TransportErrorKind::Request => "request",
-        });
+        return Cow::Borrowed(transport.kind.short_name());
     }
     Cow::Borrowed(match error {
         Error::InvalidRequest(_) => "invalid_request",
@@ -252,7 +244,7 @@ mod tests {
     use super::*;
     use std::time::SystemTime;
 
-    use crate::provider::{ProviderError, TransportError};
+    use crate::provider::{ProviderError, TransportError, TransportErrorKind};
 
     #[test]
     fn errors_are_named_from_a_small_set() {

@@ -293,6 +293,19 @@ pub enum TransportErrorKind {
 }
 
 impl TransportErrorKind {
+    /// Its name in one word, as telemetry names an error (`connect`,
+    /// `timeout`…).
+    pub(crate) fn short_name(self) -> &'static str {
+        match self {
+            TransportErrorKind::Connect => "connect",
+            TransportErrorKind::Timeout => "timeout",
+            TransportErrorKind::Interrupted => "interrupted",
+            TransportErrorKind::Truncated => "truncated",
+            TransportErrorKind::Malformed => "malformed",
+            TransportErrorKind::Request => "request",
+        }
+    }
+
     fn describe(self) -> &'static str {
         match self {
             TransportErrorKind::Connect => "could not connect",
