@@ -445,7 +445,7 @@ impl<L: Lift> Machine for BodyDecoder<L> {
 /// assert_eq!(token_count(&usage, "/output"), None);
 /// ```
 pub fn token_count(usage: &Value, path: &str) -> Option<u64> {
-    let value = usage.pointer(path)?;
+    let value = member(usage, path)?;
     value.as_u64().or_else(|| {
         value
             .as_f64()
@@ -454,10 +454,46 @@ pub fn token_count(usage: &Value, path: &str) -> Option<u64> {
     })
 }
 
+/// The value at the JSON pointer `path` in `value`, as [`Value::pointer`]
+/// finds it, but without the copy of each segment that `pointer` makes to
+/// unescape it (a request's usage is read on every reply): objects are walked
+/// by their keys, and a path with escapes (`~`) or through an array is left
+/// to `pointer`.
+fn member<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
+    let Some(segments) = path.strip_prefix('/').filter(|_| !path.contains('~')) else {
+        return value.pointer(path);
+    };
+    let mut at = value;
+    for segment in segments.split('/') {
+        at = match at {
+            Value::Object(members) => members.get(segment)?,
+            Value::Array(_) => return value.pointer(path),
+            _ => return None,
+        };
+    }
+    Some(at)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{Joiner, Message};
+
+    #[test]
+    fn members_are_found_as_a_json_pointer_finds_them() {
+        let value = serde_json::json!({
+            "a": {"b": 1, "c/d": 2, "e~f": 3, "": 4},
+            "l": [{"x": 5}],
+            "n": null
+        });
+        let paths = [
+            "", "/", "/a", "/a/b", "/a/b/c", "/a/c~1d", "/a/e~0f", "/a/", "/l/0/x", "/l/1",
+            "/l/01", "/n", "/n/x", "a", "/missing",
+        ];
+        for path in paths {
+            assert_eq!(member(&value, path), value.pointer(path), "{path}");
+        }
+    }
 
     /// A framing of its own: each event is one length byte, then its data.
     #[derive(Debug, Default)]

@@ -12,6 +12,7 @@
 //! `lmstack_forwarded_total`.
 
 use std::ops::Range;
+use std::sync::LazyLock;
 use std::time::{Duration, Instant, SystemTime};
 
 use axum::body::Body;
@@ -21,7 +22,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use memchr::memmem;
+use memchr::memmem::Finder;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tracing::Instrument;
@@ -32,7 +33,7 @@ use super::coalesce::Coalesce;
 use super::format::Format;
 use super::gateway::Gateway;
 use super::sealed_ids::{SEALED_PREFIX, SEALED_REASONING_PREFIX};
-use super::tap::Tap;
+use super::tap::{Tap, span_of};
 use crate::limit::{Admitted, Caller, LimitLayer};
 use crate::provider::body::DEFAULT_MAX_BODY_BYTES;
 use crate::provider::transport::HttpResponse;
@@ -218,9 +219,15 @@ const NEEDS_THE_STACK: [&str; 7] = [
 /// Whether the request `body` needs the stack: it holds one of
 /// [`NEEDS_THE_STACK`].
 fn needs_the_stack(body: &[u8]) -> bool {
-    NEEDS_THE_STACK
-        .iter()
-        .any(|needle| memmem::find(body, needle.as_bytes()).is_some())
+    // Each searcher built once: building one costs more than a search of a
+    // short body.
+    static FINDERS: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
+        NEEDS_THE_STACK
+            .iter()
+            .map(|needle| Finder::new(needle.as_bytes()))
+            .collect()
+    });
+    FINDERS.iter().any(|finder| finder.find(body).is_some())
 }
 
 /// The fast path's plan for a request let in with format `F`, or `None` when
@@ -250,7 +257,7 @@ pub(super) fn plan<F: Format>(entered: &Entered, headers: &HeaderMap) -> Option<
     F::decode_headers(headers, &mut head);
     let mut edits = Vec::with_capacity(2);
     if let Some(raw) = read.model {
-        let at = span_of(bytes, raw.get());
+        let at = span_of(bytes, raw.get().as_bytes());
         let named: String = serde_json::from_str(raw.get()).ok()?;
         if named != forward.model {
             edits.push((at, serde_json::to_string(&forward.model).ok()?));
@@ -276,12 +283,6 @@ pub(super) fn plan<F: Format>(entered: &Entered, headers: &HeaderMap) -> Option<
     })
 }
 
-/// Where `part`, a slice of `whole`, lies in it.
-fn span_of(whole: &[u8], part: &str) -> Range<usize> {
-    let start = part.as_ptr() as usize - whole.as_ptr() as usize;
-    start..start + part.len()
-}
-
 /// The edit of an OpenAI Chat `body` that asks the upstream for its usage
 /// chunk as the full path does (`stream_options.include_usage`), the
 /// client's other stream options kept: `Some(None)` when the client asked
@@ -299,7 +300,7 @@ fn with_usage(body: &[u8], options: Option<&RawValue>) -> Option<Option<(Range<u
         )));
     };
     if raw.get() == "null" {
-        return Some(Some((span_of(body, raw.get()), ASKED.into())));
+        return Some(Some((span_of(body, raw.get().as_bytes()), ASKED.into())));
     }
     let mut options: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(raw.get()).ok()?;
@@ -308,7 +309,7 @@ fn with_usage(body: &[u8], options: Option<&RawValue>) -> Option<Option<(Range<u
     }
     options.insert("include_usage".into(), true.into());
     let options = serde_json::to_string(&options).ok()?;
-    Some(Some((span_of(body, raw.get()), options)))
+    Some(Some((span_of(body, raw.get().as_bytes()), options)))
 }
 
 /// `body` with each of `edits` (a range of it, ascending, and what replaces
@@ -636,7 +637,7 @@ mod tests {
         let body = Bytes::from_static(body);
         let read: Head = serde_json::from_slice(&body).unwrap();
         let mut edits = Vec::new();
-        let at = span_of(&body, read.model.unwrap().get());
+        let at = span_of(&body, read.model.unwrap().get().as_bytes());
         edits.push((at, serde_json::to_string(model).unwrap()));
         let usage = with_usage(&body, read.stream_options)?;
         let asked = usage.is_none();

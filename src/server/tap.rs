@@ -506,20 +506,56 @@ fn marks(kind: Kind, line: &[u8]) -> Option<(Slot, &'static [u8])> {
 /// message read alone (the rest of a call's arguments) does not fail the
 /// reading; `None` to keep it as it is.
 fn without_content(kind: Kind, kept: &[u8]) -> Option<Vec<u8>> {
-    let (field, key) = match kind {
-        Kind::OpenAiChat => ("choices", "delta"),
-        Kind::Gemini => ("candidates", "content"),
-        _ => return None,
-    };
     let data = kept.strip_prefix(b"data:")?.trim_ascii();
+    if kind == Kind::OpenAiChat {
+        return without_deltas(kept, data);
+    }
+    if kind != Kind::Gemini {
+        return None;
+    }
     let mut json: serde_json::Value = serde_json::from_slice(data).ok()?;
-    for item in json.get_mut(field)?.as_array_mut()? {
-        let item = item.as_object_mut()?;
-        if item.remove(key).is_some() && kind == Kind::OpenAiChat {
-            item.insert(key.to_owned(), serde_json::json!({}));
-        }
+    for item in json.get_mut("candidates")?.as_array_mut()? {
+        item.as_object_mut()?.remove("content");
     }
     Some(format!("data: {json}\n\n").into_bytes())
+}
+
+/// An OpenAI chunk's kept line `kept`, whose JSON is `data`, with each
+/// `delta` emptied (`{}`) in place and the rest as it came; `None` when
+/// `data` is not JSON, or has no `delta`. (Read as a `Value` and written
+/// again, a line cost the stream more than all its other lines' reading.)
+fn without_deltas(kept: &[u8], data: &[u8]) -> Option<Vec<u8>> {
+    use serde::de::{Deserialize, IgnoredAny};
+    use serde_json::value::RawValue;
+    serde_json::from_slice::<IgnoredAny>(data).ok()?;
+    let mut trimmed = Vec::with_capacity(kept.len());
+    let mut copied = 0;
+    for value in DELTA.values(kept) {
+        let mut reader = serde_json::Deserializer::from_slice(value);
+        // Not a member's value (a string's text, once the line is JSON).
+        let Ok(value) = <&RawValue>::deserialize(&mut reader) else {
+            continue;
+        };
+        let value = span_of(kept, value.get().as_bytes());
+        if value.start < copied {
+            // Inside a delta emptied already.
+            continue;
+        }
+        trimmed.extend_from_slice(&kept[copied..value.start]);
+        trimmed.extend_from_slice(b"{}");
+        copied = value.end;
+    }
+    if copied == 0 {
+        return None;
+    }
+    trimmed.extend_from_slice(&kept[copied..]);
+    Some(trimmed)
+}
+
+/// Where `part`, a slice of `whole`, lies in it.
+pub(super) fn span_of(whole: &[u8], part: &[u8]) -> std::ops::Range<usize> {
+    let start = part.as_ptr() as usize - whole.as_ptr() as usize;
+    start..start + part.len()
 }
 
 /// A JSON key, found fast.
@@ -538,6 +574,7 @@ key!(TYPE, "\"type\"");
 key!(USAGE_METADATA, "\"usageMetadata\"");
 key!(GEMINI_FINISH, "\"finishReason\"");
 key!(TOOL_CALLS, "\"tool_calls\"");
+key!(DELTA, "\"delta\"");
 key!(REFUSAL, "\"refusal\"");
 key!(FUNCTION_CALL, "\"functionCall\"");
 
@@ -545,16 +582,26 @@ impl Key {
     /// Whether `json` holds this key with a value that starts with `first`
     /// (`{` for an object, `"` for a string: not `null`).
     fn with(&self, json: &[u8], first: u8) -> bool {
-        self.0
-            .find_iter(json)
-            .any(|at| value_at(json, at + self.0.needle().len()).first() == Some(&first))
+        self.values(json).any(|value| value.first() == Some(&first))
     }
 
     /// Whether `json` holds this key with a string value that is not empty.
     fn with_text(&self, json: &[u8]) -> bool {
-        self.0.find_iter(json).any(|at| {
-            let value = value_at(json, at + self.0.needle().len());
-            value.len() > 1 && value[0] == b'"' && value[1] != b'"'
+        self.values(json)
+            .any(|value| value.len() > 1 && value[0] == b'"' && value[1] != b'"')
+    }
+
+    /// What follows each of this key's places in `json`, from its value on
+    /// ([`value_at`]). Found by [`Finder::find`] from each place on: a
+    /// [`Finder::find_iter`] copies the searcher, which costs more than a
+    /// search of a short line (several a line, on every line of a stream).
+    fn values<'a>(&'a self, json: &'a [u8]) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let needle = self.0.needle().len();
+        let mut from = 0;
+        std::iter::from_fn(move || {
+            let at = from + self.0.find(json.get(from..)?)?;
+            from = at + needle;
+            Some(value_at(json, from))
         })
     }
 
@@ -648,6 +695,30 @@ mod tests {
         let mut out = Vec::new();
         tap.push(Bytes::copy_from_slice(piece), &mut out).unwrap();
         out.concat()
+    }
+
+    #[test]
+    fn an_openai_lines_deltas_are_emptied_in_place() {
+        let trimmed = |line: &str| {
+            without_content(Kind::OpenAiChat, line.as_bytes())
+                .map(|line| String::from_utf8(line).unwrap())
+        };
+        let line = concat!(
+            r#"data: {"choices":[{"index":0,"delta" : {"content":"a \"delta\": {}","#,
+            r#""tool_calls":[{"delta":{"x":1}}]},"finish_reason":"stop"},"#,
+            r#"{"delta":null,"index":1}],"usage":{"delta":"any"}}"#,
+            "\n\n"
+        );
+        assert_eq!(
+            trimmed(line).as_deref(),
+            Some(concat!(
+                r#"data: {"choices":[{"index":0,"delta" : {},"finish_reason":"stop"},"#,
+                r#"{"delta":{},"index":1}],"usage":{"delta":{}}}"#,
+                "\n\n"
+            ))
+        );
+        assert_eq!(trimmed("data: {\"choices\":[],\"usage\":{}}\n\n"), None);
+        assert_eq!(trimmed("data: {\"delta\":{\n\n"), None);
     }
 
     #[test]
