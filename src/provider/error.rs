@@ -295,6 +295,7 @@ pub enum TransportErrorKind {
 impl TransportErrorKind {
     /// Its name in one word, as telemetry names an error (`connect`,
     /// `timeout`…).
+    #[cfg(feature = "http")]
     pub(crate) fn short_name(self) -> &'static str {
         match self {
             TransportErrorKind::Connect => "connect",
