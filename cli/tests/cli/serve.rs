@@ -141,7 +141,7 @@ async fn sigterm_lets_the_requests_in_flight_finish_then_exits() {
             upstream.base_url()
         ),
     );
-    let mut serving = serve(&["--config", &config, "--drain", "5"]);
+    let serving = serve(&["--config", &config, "--drain", "5"]);
     let base = serving.base.clone();
     let asking = tokio::spawn(async move { text(&ask(openai(&base, "slow"), false).await) });
     while upstream.requests().is_empty() {
