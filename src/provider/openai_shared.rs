@@ -16,7 +16,7 @@ use crate::message::{
     Citation, CitationSource, InvalidCall, InvalidCallKind, Metadata, TextSpan, Usage,
 };
 use crate::provider::body::token_count;
-use crate::{Error, ResponseFormat, ToolCall};
+use crate::{Error, ResponseFormat, ToolCall, ToolChoice};
 
 /// The metadata key that marks assistant text as a refusal (`true`): Chat
 /// Completions' `refusal` field, a Responses `refusal` content part.
@@ -314,6 +314,20 @@ fn without_position(error: &serde_json::Error) -> String {
     }
 }
 
+/// A client's `tool_choice` given as a mode, as both OpenAI wires write it:
+/// `auto`, `none` or `required`.
+pub(crate) fn tool_choice_mode(mode: &str) -> Result<ToolChoice, Error> {
+    match mode {
+        "auto" => Ok(ToolChoice::Auto),
+        "none" => Ok(ToolChoice::None),
+        "required" => Ok(ToolChoice::Required),
+        other => Err(invalid(
+            "tool_choice",
+            &format!("`{other}` is not auto, none or required"),
+        )),
+    }
+}
+
 pub(crate) fn invalid(path: &str, message: &str) -> Error {
     if path == "." || path.is_empty() {
         Error::InvalidRequest(message.to_owned())
@@ -346,6 +360,37 @@ pub(crate) fn data_uri<'a>(url: &'a str, at: &str) -> Result<Option<(&'a str, &'
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn both_wires_read_a_tool_choice_mode_and_refuse_others_by_name() {
+        let body = |choice: &str| {
+            json!({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                   "input": "hi", "tool_choice": choice})
+            .to_string()
+        };
+        for (mode, expected) in [
+            ("auto", ToolChoice::Auto),
+            ("none", ToolChoice::None),
+            ("required", ToolChoice::Required),
+        ] {
+            #[cfg(feature = "openai")]
+            {
+                let chat = crate::provider::openai_chat::decode_request(body(mode).as_bytes());
+                assert_eq!(chat.unwrap().options.tool_choice, Some(expected.clone()));
+            }
+            #[cfg(feature = "openai-responses")]
+            {
+                let responses =
+                    crate::provider::openai_responses::decode_request(body(mode).as_bytes());
+                assert_eq!(responses.unwrap().options.tool_choice, Some(expected));
+            }
+        }
+        let refused = tool_choice_mode("any").unwrap_err().to_string();
+        assert!(
+            refused.contains("tool_choice: `any` is not auto, none or required"),
+            "{refused}"
+        );
+    }
 
     #[test]
     fn a_url_citation_lifts_and_lowers_back_with_its_offset() {

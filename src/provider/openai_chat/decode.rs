@@ -18,7 +18,7 @@ use super::types::{
     ToolChoice as WireToolChoice,
 };
 use crate::message::{Metadata, ReasoningMessage};
-use crate::provider::openai_shared::{data_uri, invalid, read_body, read_call};
+use crate::provider::openai_shared::{data_uri, invalid, read_body, read_call, tool_choice_mode};
 use crate::provider::wire_extra;
 use crate::{
     ChatOptions, ChatRequest, ContentBlock, Error, Media, Message, Role, ToolChoice, ToolResult,
@@ -120,17 +120,7 @@ fn request_from_wire(wire: ChatCompletionRequest) -> Result<ChatRequest, Error> 
     }
     options.tool_choice = match wire.tool_choice {
         None => None,
-        Some(WireToolChoice::Mode(mode)) => Some(match mode.as_str() {
-            "auto" => ToolChoice::Auto,
-            "none" => ToolChoice::None,
-            "required" => ToolChoice::Required,
-            other => {
-                return Err(invalid(
-                    "tool_choice",
-                    &format!("`{other}` is not auto, none or required"),
-                ));
-            }
-        }),
+        Some(WireToolChoice::Mode(mode)) => Some(tool_choice_mode(&mode)?),
         Some(WireToolChoice::Named(named)) if named.kind == "function" => {
             Some(ToolChoice::Tool(named.function.name))
         }

@@ -19,7 +19,7 @@ use super::types::{
 use crate::message::{Metadata, ReasoningMessage};
 use crate::provider::openai_shared::{
     DEVELOPER_KEY, REFUSAL_KEY, data_uri, invalid, lift_url_citation, read_body, read_call,
-    read_json_format,
+    read_json_format, tool_choice_mode,
 };
 use crate::provider::sealed::open_reasoning;
 use crate::provider::wire_extra;
@@ -110,15 +110,7 @@ pub fn request_from_wire(wire: ResponseRequest) -> Result<ChatRequest, Error> {
     let extra = &mut options.extra;
     options.tool_choice = match wire.tool_choice {
         None => None,
-        Some(WireToolChoice::Mode(mode)) => Some(match mode.as_str() {
-            "auto" => ToolChoice::Auto,
-            "none" => ToolChoice::None,
-            "required" => ToolChoice::Required,
-            other => {
-                let message = format!("`{other}` is not auto, none or required");
-                return Err(invalid("tool_choice", &message));
-            }
-        }),
+        Some(WireToolChoice::Mode(mode)) => Some(tool_choice_mode(&mode)?),
         Some(WireToolChoice::Named { kind, name }) if kind == "function" => {
             Some(ToolChoice::Tool(name))
         }
